@@ -1,0 +1,60 @@
+"""The target node of a Binding POST body, in JSON or Kubernetes protobuf (k8s\\0 envelope)."""
+
+from __future__ import annotations
+
+import json
+
+PROTOBUF_MAGIC = b"k8s\x00"
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode one protobuf varint at pos; returns (value, next position)."""
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _field(buf: bytes, number: int) -> bytes | None:
+    """The first length-delimited field `number` of a protobuf message, or None."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            if key >> 3 == number:
+                return buf[pos : pos + length]
+            pos += length
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+    return None
+
+
+def target_node(body: bytes, content_type: str = "") -> str | None:
+    """Binding.target.name, or None when the body is not a readable Binding."""
+    try:
+        if body.startswith(PROTOBUF_MAGIC):
+            raw = _field(body[len(PROTOBUF_MAGIC) :], 2)  # runtime.Unknown.raw
+            target = _field(raw, 2) if raw is not None else None  # Binding.target
+            name = _field(target, 3) if target is not None else None  # ObjectReference.name
+            return name.decode() if name is not None else None
+        if "protobuf" in content_type:
+            return None
+        doc = json.loads(body)
+        node = doc.get("target", {}).get("name") if isinstance(doc, dict) else None
+        return node if isinstance(node, str) else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None

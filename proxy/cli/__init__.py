@@ -1,0 +1,1 @@
+"""The kube-fault-proxy command line."""

@@ -1,0 +1,114 @@
+"""Argument parsing and dispatch; exit codes: 0 ok, 1 a check failed, 2 usage or input error."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from proxy import __version__, paths
+
+OK, FAILED, USAGE = 0, 1, 2
+DEFAULT_CONTROL = "http://127.0.0.1:7080"
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    up = p.add_argument_group("upstream (a kubeconfig, or a URL with its CA)")
+    up.add_argument("--kubeconfig", type=Path, help="kubeconfig of the real apiserver")
+    up.add_argument("--context", help="kubeconfig context (default: current)")
+    up.add_argument("--upstream", metavar="URL", help="apiserver URL, e.g. https://127.0.0.1:6443")
+    up.add_argument("--upstream-ca", type=Path, metavar="FILE", help="CA that signs the apiserver")
+    up.add_argument("--client-cert", type=Path, metavar="FILE", help="client certificate for upstream")
+    up.add_argument("--client-key", type=Path, metavar="FILE", help="its private key")
+    up.add_argument("--insecure", action="store_true", help="do not verify the apiserver (avoid)")
+    p.add_argument("--listen", default="127.0.0.1:7443", metavar="HOST:PORT")
+    p.add_argument("--control", default="127.0.0.1:7080", metavar="HOST:PORT")
+    p.add_argument("--control-token", metavar="TOKEN",
+                   help="bearer token for the control plane (default: $KFP_CONTROL_TOKEN); "
+                        "required when --control is not a loopback address")
+    p.add_argument("--profiles", type=Path, default=Path("fault_profiles"), metavar="DIR")
+    p.add_argument("--profile", metavar="NAME", help="activate this profile at startup")
+    p.add_argument("--seed", type=int, help="seed for --profile")
+    p.add_argument("--journal", type=Path, default=None,
+                   help=f"journal file (default: {paths.default_journal()})")
+    p.add_argument("--confdir", type=Path, default=None,
+                   help=f"where the proxy's CA lives (default: {paths.ca_dir()})")
+    p.add_argument("--ready-file", type=Path, help="write proxy/control URLs here as JSON once ready")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every proxy event")
+
+
+def _ctl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--control", default=DEFAULT_CONTROL, metavar="URL",
+                   help=f"control plane URL (default: $KFP_CONTROL_URL or {DEFAULT_CONTROL})")
+    p.add_argument("--token", help="bearer token (default: $KFP_CONTROL_TOKEN)")
+    sub = p.add_subparsers(dest="ctl_command", required=True, metavar="ACTION")
+    a = sub.add_parser("activate", help="activate a profile (live)")
+    a.add_argument("profile")
+    a.add_argument("--seed", type=int)
+    a.add_argument("--ttl", metavar="DURATION", help="revert to pass-through after this, e.g. 30s")
+    sub.add_parser("deactivate", help="back to pass-through")
+    sub.add_parser("status", help="what is active")
+    s = sub.add_parser("stats", help="request and injection counters")
+    s.add_argument("--reset", action="store_true", help="zero them")
+    j = sub.add_parser("journal", help="journal records")
+    j.add_argument("--since", type=int, default=0)
+    j.add_argument("--limit", type=int, default=1000)
+    u = sub.add_parser("upload", help="upload (add or replace) profile files")
+    u.add_argument("files", nargs="+", type=Path)
+    sub.add_parser("profiles", help="profiles the running proxy knows")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The full command line."""
+    p = argparse.ArgumentParser(
+        prog="kube-fault-proxy",
+        description="A Kubernetes-aware, fault-injecting reverse proxy for scheduler testing.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve_args(sub.add_parser("serve", help="run the proxy and its control plane"))
+
+    k = sub.add_parser("kubeconfig", help="write a kubeconfig that reaches a cluster via the proxy")
+    k.add_argument("--kubeconfig", type=Path, required=True, help="the real cluster's kubeconfig")
+    k.add_argument("--context")
+    k.add_argument("--proxy-url", default="https://127.0.0.1:7443")
+    k.add_argument("--ca", type=Path, help="proxy CA certificate (default: the proxy's own)")
+    k.add_argument("-o", "--output", type=Path, required=True)
+
+    pr = sub.add_parser("profiles", help="validate or list fault profiles")
+    prs = pr.add_subparsers(dest="profiles_command", required=True, metavar="ACTION")
+    v = prs.add_parser("validate", help="check profile files; exit 2 on any error")
+    v.add_argument("files", nargs="+", type=Path)
+    ls = prs.add_parser("list", help="list the profiles in a directory")
+    ls.add_argument("--dir", type=Path, default=Path("fault_profiles"))
+
+    _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the kube-fault-proxy command."""
+    args = parser().parse_args(argv)
+    try:
+        match args.command:
+            case "serve":
+                from proxy.cli.serve import run
+
+                return run(args)
+            case "kubeconfig":
+                from proxy.cli.kubeconfig import run as run_kubeconfig
+
+                return run_kubeconfig(args)
+            case "profiles":
+                from proxy.cli.profiles import run as run_profiles
+
+                return run_profiles(args)
+            case "ctl":
+                from proxy.cli.ctl import run as run_ctl
+
+                return run_ctl(args)
+    except KeyboardInterrupt:
+        return FAILED
+    print(f"unknown command {args.command}", file=sys.stderr)
+    return USAGE

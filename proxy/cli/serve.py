@@ -1,0 +1,163 @@
+"""`serve`: the proxy and its control plane on one event loop, until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from proxy import __version__, paths
+from proxy.cli.main import FAILED, OK, USAGE
+from proxy.journal import Journal
+from proxy.library import Library, load_dir
+from proxy.profile_loader import ProfileError
+from proxy.runtime import Runtime, UnknownProfile
+from proxy.upstream import KubeconfigError, Upstream, read, upstream_from
+
+
+class UsageError(Exception):
+    """Bad flags or input: exit 2 with this message."""
+
+
+def split_hostport(value: str, flag: str) -> tuple[str, int]:
+    """'127.0.0.1:7443' → ('127.0.0.1', 7443); '[::1]:7443' works too."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"{flag}: expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_upstream(args: argparse.Namespace, workdir: Path) -> Upstream:
+    """The upstream from --kubeconfig or --upstream and friends."""
+    if args.kubeconfig and args.upstream:
+        raise UsageError("give either --kubeconfig or --upstream, not both")
+    if args.kubeconfig:
+        try:
+            return upstream_from(read(args.kubeconfig, args.context), workdir)
+        except KubeconfigError as e:
+            raise UsageError(str(e)) from None
+    if not args.upstream:
+        raise UsageError("an upstream is needed: --kubeconfig FILE or --upstream URL")
+    if not args.upstream.startswith("https://"):
+        raise UsageError(f"--upstream: the apiserver URL must be https://, got {args.upstream!r}")
+    for flag, path in (("--upstream-ca", args.upstream_ca), ("--client-cert", args.client_cert),
+                       ("--client-key", args.client_key)):
+        if path is not None and not path.is_file():
+            raise UsageError(f"{flag}: no such file: {path}")
+    if (args.client_cert is None) != (args.client_key is None):
+        raise UsageError("--client-cert and --client-key go together")
+    client_pem = None
+    if args.client_cert is not None:
+        client_pem = workdir / "upstream-client.pem"
+        fd = os.open(client_pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(args.client_key.read_bytes() + b"\n" + args.client_cert.read_bytes())
+    return Upstream(args.upstream.rstrip("/"), args.upstream_ca, client_pem, args.insecure)
+
+
+async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
+    from proxy.control.app import build_app
+    from proxy.control.server import ControlServer
+    from proxy.mitm import server as mitm_server
+
+    listen_host, listen_port = split_hostport(args.listen, "--listen")
+    control_host, control_port = split_hostport(args.control, "--control")
+    token = args.control_token or os.environ.get("KFP_CONTROL_TOKEN") or None
+    if not is_loopback(control_host) and token is None:
+        raise UsageError(
+            f"--control {args.control} is reachable from the network: set --control-token "
+            "(or KFP_CONTROL_TOKEN)"
+        )
+    loop = asyncio.get_running_loop()
+    journal_path = args.journal or paths.default_journal()
+    journal = Journal(journal_path, time.time)
+    runtime = Runtime(library, journal, time.monotonic, time.time,
+                      schedule=lambda delay, fn: loop.call_later(delay, fn))
+    settings = mitm_server.ProxySettings(
+        upstream=upstream, listen_host=listen_host, listen_port=listen_port,
+        confdir=args.confdir or paths.ca_dir(),
+    )
+    proxy = await mitm_server.start(settings, runtime)
+    info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
+            "journal": str(journal_path)}
+    control = ControlServer(build_app(runtime, info, token), control_host, control_port)
+    try:
+        await control.start()
+    except OSError:
+        await proxy.stop()
+        raise
+    chost = f"[{control_host}]" if ":" in control_host else control_host
+    control_url = f"http://{chost}:{control.port}"
+    journal.append("proxy-start", version=__version__, proxyUrl=proxy.url, upstream=upstream.url,
+                   profiles=library.names())
+    if args.profile:
+        try:
+            runtime.activate(args.profile, args.seed, source="startup")
+        except UnknownProfile:
+            await control.stop()
+            await proxy.stop()
+            raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}")
+    active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
+    print(f"kube-fault-proxy {__version__} ready\n"
+          f"  proxy:    {proxy.url}  ->  {upstream.url}\n"
+          f"  trust CA: {proxy.ca_cert}\n"
+          f"  control:  {control_url}  (API docs: {control_url}/docs)\n"
+          f"  journal:  {journal_path}\n"
+          f"  profiles: {len(library)} from {args.profiles}; active: {active}", flush=True)
+    if args.ready_file:
+        args.ready_file.write_text(json.dumps({**info, "controlUrl": control_url, "pid": os.getpid()}))
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    proxy_died = asyncio.ensure_future(proxy.task)
+    await asyncio.wait([asyncio.ensure_future(stop.wait()), proxy_died],
+                       return_when=asyncio.FIRST_COMPLETED)
+    print("kube-fault-proxy: shutting down", flush=True)
+    await control.stop()
+    await proxy.stop()
+    journal.append("proxy-stop")
+    journal.close()
+    return OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate everything first, then serve; bad input changes nothing and exits 2."""
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    workdir = Path(tempfile.mkdtemp(prefix="kube-fault-proxy-"))
+    try:
+        try:
+            library = Library(load_dir(args.profiles))
+        except ProfileError as e:
+            print(e, file=sys.stderr)
+            return USAGE
+        upstream = resolve_upstream(args, workdir)
+        return asyncio.run(_serve(args, library, upstream))
+    except UsageError as e:
+        print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
+        return USAGE
+    except OSError as e:
+        print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
+        return FAILED
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""The HTTP control plane: the only package that imports FastAPI."""

@@ -1,0 +1,50 @@
+"""Fault kinds: one module each, gathered into the `Fault` one-of a rule carries."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import model_validator
+
+from proxy.faults.abort import Abort
+from proxy.faults.base import FaultSpec
+from proxy.faults.commit_then_fail import CommitThenFail
+from proxy.faults.delay import Delay
+from proxy.faults.hang import Hang
+from proxy.faults.reset import Reset
+from proxy.faults.throttle import Throttle
+from proxy.strict import StrictModel
+
+KINDS: tuple[type[FaultSpec], ...] = (Abort, Throttle, Delay, Hang, Reset, CommitThenFail)
+
+
+class Fault(StrictModel):
+    """Exactly one fault kind per rule, named by its key."""
+
+    abort: Abort | None = None
+    throttle: Throttle | None = None
+    delay: Delay | None = None
+    hang: Hang | None = None
+    reset: Reset | None = None
+    commitThenFail: CommitThenFail | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [k.kind for k in KINDS if getattr(self, k.kind) is not None]
+        if len(chosen) != 1:
+            names = ", ".join(k.kind for k in KINDS)
+            got = f" (got {', '.join(chosen)})" if chosen else ""
+            raise ValueError(f"a fault needs exactly one kind of: {names}{got}")
+        return self
+
+    @property
+    def spec(self) -> FaultSpec:
+        """The one kind that is set."""
+        for k in KINDS:
+            value = getattr(self, k.kind)
+            if value is not None:
+                return value  # type: ignore[no-any-return]
+        raise AssertionError("validated Fault has no kind")
+
+
+__all__ = ["KINDS", "Fault", "FaultSpec"]

@@ -1,0 +1,61 @@
+"""The primitive steps a fault decision is made of; the addon knows how to perform each one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.status import Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Answer the client with this reply (upstream untouched when it comes before forwarding)."""
+
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Reset the HTTP/2 stream, or close the HTTP/1 connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Hold the request; with until_client_gone the wait ends early when the client leaves."""
+
+    seconds: float
+    until_client_gone: bool = False
+
+
+Step = Respond | Reset | Wait
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Steps before forwarding, and steps after the upstream answered (commit-then-fail)."""
+
+    before: tuple[Step, ...] = ()
+    after: tuple[Step, ...] = ()
+
+    @property
+    def forwards(self) -> bool:
+        """Whether the request still reaches the apiserver."""
+        return not any(isinstance(s, Respond | Reset) for s in self.before)
+
+    def describe(self) -> str:
+        """A short human reading of the plan, for the journal."""
+        def one(step: Step) -> str:
+            match step:
+                case Respond(reply):
+                    return f"respond {reply.status}"
+                case Reset():
+                    return "reset"
+                case Wait(seconds, until_gone):
+                    return f"wait {seconds:.3f}s" + (" or until client leaves" if until_gone else "")
+            raise AssertionError(step)
+
+        parts = [one(s) for s in self.before]
+        if self.forwards:
+            parts.append("forward")
+        parts += [one(s) for s in self.after]
+        return ", then ".join(parts)

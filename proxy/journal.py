@@ -1,0 +1,65 @@
+"""The journal: one JSON line per injection and per (de)activation, flushed as it is written."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+Record = dict[str, Any]
+
+
+def _last_seq(path: Path) -> int:
+    """The highest seq already in a journal file, so numbering continues after a restart."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return 0
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["seq"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
+
+
+class Journal:
+    """Appends records to a JSONL file (if any) and keeps the newest in memory for the API."""
+
+    def __init__(self, path: Path | None, wall: Callable[[], float], keep: int = 20000) -> None:
+        self.path = path
+        self._wall = wall
+        self._recent: deque[Record] = deque(maxlen=keep)
+        self._file: IO[str] | None = None
+        self.seq = 0
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.seq = _last_seq(path)
+            self._file = path.open("a", encoding="utf-8")
+
+    def append(self, event: str, **fields: Any) -> Record:
+        """Write one record now; nothing is buffered past this call."""
+        self.seq += 1
+        record: Record = {"seq": self.seq, "time": round(self._wall(), 6), "event": event, **fields}
+        self._recent.append(record)
+        if self._file is not None:
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+        return record
+
+    def since(self, seq: int = 0, limit: int = 1000) -> list[Record]:
+        """Records with a sequence number above seq, oldest first, at most limit."""
+        out = [r for r in self._recent if r["seq"] > seq]
+        return out[:limit]
+
+    def close(self) -> None:
+        """Close the file; later appends stay in memory only."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,73 @@
+"""Selectors compiled into fast predicates over a RequestIdentity."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Sequence
+
+from proxy.identity import RequestIdentity
+from proxy.profile import Selector
+
+Check = Callable[[RequestIdentity], bool]
+_GLOB_CHARS = frozenset("*?[")
+
+
+def glob_matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """Any-of shell globs; literal patterns become a set lookup."""
+    literals = frozenset(p for p in patterns if not _GLOB_CHARS & set(p))
+    globs = [p for p in patterns if _GLOB_CHARS & set(p)]
+    if not globs:
+        return literals.__contains__
+    regex = re.compile("|".join(fnmatch.translate(g) for g in globs))
+    return lambda value: value in literals or regex.match(value) is not None
+
+
+def _field(getter: Callable[[RequestIdentity], str], patterns: Sequence[str]) -> Check:
+    matches = glob_matcher(patterns)
+    return lambda ident: matches(getter(ident))
+
+
+def compile_selector(sel: Selector) -> Check:
+    """A predicate that is true when every set field of the selector matches."""
+    checks: list[Check] = []
+    resource_only = any(
+        v is not None
+        for v in (sel.groups, sel.versions, sel.resources, sel.subresources,
+                  sel.namespaces, sel.names, sel.targetNodes)
+    )  # fmt: skip
+    if resource_only:
+        checks.append(lambda ident: ident.is_resource)
+    if sel.verbs is not None:
+        verbs = frozenset(sel.verbs)
+        checks.append(lambda ident: ident.verb in verbs)
+    if sel.groups is not None:
+        groups = ["" if g == "core" else g for g in sel.groups]
+        checks.append(_field(lambda i: i.group, groups))
+    if sel.versions is not None:
+        checks.append(_field(lambda i: i.version, sel.versions))
+    if sel.resources is not None:
+        checks.append(_field(lambda i: i.resource, sel.resources))
+    if sel.subresources is not None:
+        checks.append(_field(lambda i: i.subresource, sel.subresources))
+    if sel.namespaces is not None:
+        checks.append(_field(lambda i: i.namespace, sel.namespaces))
+    if sel.names is not None:
+        checks.append(_field(lambda i: i.name, sel.names))
+    if sel.userAgents is not None:
+        checks.append(_field(lambda i: i.user_agent, sel.userAgents))
+    if sel.paths is not None:
+        checks.append(_field(lambda i: i.path, sel.paths))
+    if sel.targetNodes is not None:
+        nodes = glob_matcher(sel.targetNodes)
+        checks.append(lambda i: i.target_node is not None and nodes(i.target_node))
+    if not checks:
+        return lambda ident: True
+    if len(checks) == 1:
+        return checks[0]
+    return lambda ident: all(check(ident) for check in checks)
+
+
+def needs_body(sel: Selector) -> bool:
+    """Whether matching this selector needs the request body (the Binding target node)."""
+    return sel.targetNodes is not None

@@ -1,0 +1,1 @@
+"""Everything that touches mitmproxy: the fault addon, upstream-loss propagation, the master."""

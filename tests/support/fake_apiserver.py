@@ -1,0 +1,137 @@
+"""A small TLS + HTTP/2 stand-in for kube-apiserver, for protocol corner cases in tests.
+
+Run: python -m tests.support.fake_apiserver --certs DIR --ready-file FILE [--require-client-cert]
+It serves just enough of the API (bindings, a pod list, a watch, byte payloads, whoami) to
+observe on the wire what the proxy did. The real apiserver is used by the cluster tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import random
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+Scope = dict[str, Any]
+bindings: dict[str, str] = {}
+binding_posts: list[str] = []
+
+
+def _status(code: int, reason: str, message: str) -> bytes:
+    return json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                       "status": "Failure" if code >= 400 else "Success", "message": message,
+                       "reason": reason, "code": code}).encode()
+
+
+async def _read_body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body
+
+
+async def _send(send: Any, status: int, body: bytes, ctype: str = "application/json",
+                extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+def payload(size: int, seed: int) -> bytes:
+    """Deterministic pseudo-random bytes, for byte-for-byte checks."""
+    return random.Random(seed).randbytes(size)
+
+
+async def app(scope: Scope, receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    path: str = scope["path"]
+    method: str = scope["method"]
+    query = dict(p.split("=", 1) if "=" in p else (p, "") for p in
+                 scope["query_string"].decode().split("&") if p)
+    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+    body = await _read_body(receive)
+    parts = path.strip("/").split("/")
+
+    if method == "POST" and len(parts) == 7 and parts[-1] == "binding":
+        ns, pod = parts[3], parts[5]
+        target = json.loads(body).get("target", {}).get("name", "")
+        binding_posts.append(f"{ns}/{pod}")
+        if f"{ns}/{pod}" in bindings:
+            msg = f'Operation cannot be fulfilled on pods/binding "{pod}": pod {pod} is already assigned to node "{bindings[f"{ns}/{pod}"]}"'
+            return await _send(send, 409, _status(409, "Conflict", msg))
+        bindings[f"{ns}/{pod}"] = target
+        return await _send(send, 201, json.dumps(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
+    if path == "/debug/bindings":
+        return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts}).encode())
+    if path == "/whoami":
+        cert = scope.get("extensions", {}).get("tls", {}).get("client_cert_name")
+        who = {"authorization": headers.get("authorization"), "clientCert": cert,
+               "userAgent": headers.get("user-agent"), "host": headers.get("host")}
+        return await _send(send, 200, json.dumps(who).encode())
+    if path == "/bytes":
+        data = payload(int(query.get("size", "1024")), int(query.get("seed", "0")))
+        extra = [(b"x-sha256", hashlib.sha256(data).hexdigest().encode())]
+        return await _send(send, 200, data, "application/octet-stream", extra)
+    if path == "/echo":
+        return await _send(send, 200, body, headers.get("content-type", "application/octet-stream"))
+    if path == "/api/v1/pods" and query.get("watch") in ("1", "true"):
+        n, interval = int(query.get("n", "5")), float(query.get("interval", "0.2"))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"transfer-encoding", b"chunked")]})
+        for i in range(n):
+            event = {"type": "ADDED", "object": {"kind": "Pod", "apiVersion": "v1",
+                                                  "metadata": {"name": f"p{i}", "namespace": "default",
+                                                               "resourceVersion": str(100 + i)}}}
+            await send({"type": "http.response.body", "body": json.dumps(event).encode() + b"\n",
+                        "more_body": True})
+            await asyncio.sleep(interval)
+        return await send({"type": "http.response.body", "body": b""})
+    if path.startswith("/api/v1/") and method == "GET":
+        items = [{"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"}} for i in range(3)]
+        return await _send(send, 200, json.dumps({"kind": "PodList", "apiVersion": "v1",
+                                                  "metadata": {"resourceVersion": "99"},
+                                                  "items": items}).encode())
+    if path in ("/healthz", "/readyz"):
+        return await _send(send, 200, b"ok", "text/plain")
+    await _send(send, 404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--certs", type=Path, required=True, help="dir with server.pem, server.key, ca.pem")
+    p.add_argument("--ready-file", type=Path, required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--require-client-cert", action="store_true")
+    args = p.parse_args()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.certfile = str(args.certs / "server.pem")
+    config.keyfile = str(args.certs / "server.key")
+    config.ca_certs = str(args.certs / "ca.pem")
+    config.verify_mode = ssl.CERT_REQUIRED if args.require_client_cert else ssl.CERT_OPTIONAL
+    config.alpn_protocols = ["h2", "http/1.1"]
+    config.loglevel = "WARNING"
+    config.accesslog = None
+    args.ready_file.write_text(json.dumps({"port": sock.getsockname()[1]}))
+    asyncio.run(serve(app, config))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
