@@ -1,0 +1,38 @@
+"""Small builders shared by the unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.identity import RequestIdentity, parse
+from proxy.profile import FaultProfile
+from proxy.profile_loader import validate
+
+BIND_MATCH = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
+
+
+def profile(*rules: dict[str, Any], name: str = "test", seed: int | None = None) -> FaultProfile:
+    """A profile from rule dicts."""
+    spec: dict[str, Any] = {"rules": list(rules)}
+    if seed is not None:
+        spec["seed"] = seed
+    doc = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile",
+           "metadata": {"name": name}, "spec": spec}
+    return validate(doc, "<test>")
+
+
+def bind(pod: str, node: str = "n1", ns: str = "default") -> RequestIdentity:
+    """A Binding POST for a pod."""
+    body = ('{"target":{"kind":"Node","name":"%s"}}' % node).encode()
+    return parse("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body=body,
+                 content_type="application/json")
+
+
+def get_pod(pod: str, ns: str = "default") -> RequestIdentity:
+    """A GET of one pod."""
+    return parse("GET", f"/api/v1/namespaces/{ns}/pods/{pod}")
+
+
+def watch_pods() -> RequestIdentity:
+    """A cluster-wide pods watch."""
+    return parse("GET", "/api/v1/pods", "watch=1")

@@ -1,0 +1,51 @@
+"""House rule 1: the pure core imports neither mitmproxy nor FastAPI; each has one home."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "proxy"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def home(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[0]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(PACKAGE)) for p in MODULES])
+def test_framework_imports_stay_home(path: Path) -> None:
+    roots = imported_roots(path)
+    if "mitmproxy" in roots:
+        assert home(path) == "mitm", f"{path} imports mitmproxy outside proxy/mitm"
+    if roots & {"fastapi", "starlette", "uvicorn"}:
+        assert home(path) == "control", f"{path} imports FastAPI outside proxy/control"
+
+
+def test_only_the_addon_touches_flows() -> None:
+    users = [p.name for p in MODULES if "HTTPFlow" in p.read_text()]
+    assert users == ["addon.py"]
+
+
+PURE = ["identity.py", "binding.py", "status.py", "strict.py", "profile.py", "profile_loader.py",
+        "match.py", "engine.py", "runtime.py", "journal.py", "library.py", "faults"]
+
+
+def test_pure_core_has_no_framework_imports() -> None:
+    for name in PURE:
+        target = PACKAGE / name
+        for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
+            assert not imported_roots(path) & {"mitmproxy", "fastapi", "starlette", "uvicorn",
+                                               "asyncio", "socket"}, path
