@@ -39,6 +39,7 @@ class Started:
 def start(args: list[str], ready_file: Path, log: Path, timeout: float = 30.0,
           env: dict[str, str] | None = None) -> Started:
     """Run `python args…` from the repo root and wait for ready_file to appear."""
+    ready_file.parent.mkdir(parents=True, exist_ok=True)
     ready_file.unlink(missing_ok=True)
     out = log.open("wb")
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,

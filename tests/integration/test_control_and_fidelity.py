@@ -1,0 +1,115 @@
+"""Live switching, TTL, refusals that change nothing, stats vs the wire, and pass-through fidelity."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import httpx
+import pytest
+
+from tests.integration.conftest import activate, injections
+from tests.integration.test_request_faults import BIND, bind, pod
+from tests.support.processes import Started
+
+FAIL = [{"name": "fail", "match": BIND, "fault": {"abort": {"status": 500}}}]
+
+
+def test_switches_take_effect_on_the_next_request(h2: httpx.Client, control: httpx.Client) -> None:
+    control.put("/v1/profiles/fail", json={"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile",
+                                           "metadata": {"name": "fail"}, "spec": {"rules": FAIL}})
+    seen = []
+    for _ in range(3):
+        control.put("/v1/active", json={"profile": "fail"}).raise_for_status()
+        seen.append(bind(h2, pod()).status_code)
+        control.delete("/v1/active").raise_for_status()
+        seen.append(bind(h2, pod()).status_code)
+    assert seen == [500, 201] * 3
+
+
+def test_ttl_reverts_to_pass_through_by_itself(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "fail", FAIL, ttl=1.0)
+    assert bind(h2, pod()).status_code == 500
+    time.sleep(1.3)
+    assert control.get("/v1/active").json()["profile"] is None  # the timer, not a request, ended it
+    assert bind(h2, pod()).status_code == 201
+    since = int(control.headers["x-test-journal-cursor"])
+    records = control.get("/v1/journal", params={"since": since}).json()["records"]
+    assert [r["reason"] for r in records if r["event"] == "deactivate"] == ["ttl"]
+
+
+def test_a_refused_profile_changes_nothing(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "fail", FAIL)
+    bad = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": "fail"},
+           "spec": {"rules": [{"name": "fail", "match": BIND, "fault": {"abort": {"status": 200}}}]}}
+    r = control.put("/v1/profiles/fail", json=bad)
+    assert r.status_code == 422
+    assert "spec.rules[0].fault.abort.status: Input should be greater than or equal to 400" in r.json()["message"]
+    assert control.put("/v1/active", json={"profile": "missing"}).status_code == 404
+    assert control.get("/v1/active").json()["profile"] == "fail"
+    assert bind(h2, pod()).status_code == 500
+
+
+def test_stats_and_journal_agree_with_what_the_client_saw(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "some", [{"name": "some", "match": BIND, "probability": 0.3,
+                                "fault": {"abort": {"status": 503}}}], seed=11)
+    failed = set()
+    for _ in range(60):
+        name = pod()
+        if bind(h2, name).status_code == 503:
+            failed.add(name)
+    stats = control.get("/v1/stats").json()
+    assert 5 < len(failed) < 35
+    assert stats["injectionsTotal"] == len(failed)
+    assert stats["rules"]["some"] == {"matched": 60, "eligible": 60, "injected": len(failed),
+                                      "triggerSeen": 0}
+    assert {r["request"]["name"] for r in injections(control)} == failed
+
+
+def test_same_seed_same_decisions_through_the_proxy(h2: httpx.Client, control: httpx.Client) -> None:
+    rules = [{"name": "half", "match": BIND, "probability": 0.5, "fault": {"abort": {"status": 500}}}]
+
+    def run() -> list[int]:
+        activate(control, "half", rules, seed=2024)
+        return [bind(h2, pod()).status_code for _ in range(30)]
+
+    assert run() == run()
+
+
+@pytest.mark.parametrize("size", [0, 1, 65_535, 1_000_000, 3_000_000])
+def test_pass_through_is_byte_for_byte(
+    size: int, h2: httpx.Client, direct: httpx.Client, control: httpx.Client
+) -> None:
+    activate(control, "other-only", [{"name": "x", "match": BIND, "fault": {"abort": {"status": 500}}}])
+    via, straight = (c.get("/bytes", params={"size": size, "seed": size}) for c in (h2, direct))
+    assert via.status_code == straight.status_code == 200
+    assert via.content == straight.content
+    assert hashlib.sha256(via.content).hexdigest() == via.headers["x-sha256"]
+    assert via.headers["content-type"] == straight.headers["content-type"]
+
+
+def test_request_bodies_pass_byte_for_byte(h2: httpx.Client) -> None:
+    body = os.urandom(200_000)
+    r = h2.post("/echo", content=body, headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert r.content == body
+    assert r.headers["content-type"] == "application/vnd.kubernetes.protobuf"
+
+
+def test_a_watch_is_streamed_not_buffered(h2: httpx.Client) -> None:
+    arrivals = []
+    t = time.monotonic()
+    with h2.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "5", "interval": "0.4"}) as s:
+        for line in s.iter_lines():
+            if line:
+                arrivals.append(time.monotonic() - t)
+    assert len(arrivals) == 5
+    assert arrivals[0] < 0.3  # the first event did not wait for the end of the stream
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    assert all(0.25 < g < 0.8 for g in gaps), gaps
+
+
+def test_control_plane_listens_on_loopback_by_default(proxy: Started) -> None:
+    assert proxy.ready["controlUrl"].startswith("http://127.0.0.1:")
+    assert proxy.ready["proxyUrl"].startswith("https://127.0.0.1:")
+
