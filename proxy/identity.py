@@ -121,11 +121,10 @@ def parse(
         verb = METHOD_VERBS.get(method, "")
 
     namespace = ""
-    if rest[0] == "namespaces":
-        if len(rest) > 1:
-            namespace = rest[1]
-            if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCES:
-                rest = rest[2:]
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCES:
+            rest = rest[2:]
 
     resource = rest[0] if rest else ""
     name = rest[1] if len(rest) >= 2 else ""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proxy.profile import FaultProfile
-from proxy.profile_loader import ProfileError, Problem, load_file
+from proxy.profile_loader import Problem, ProfileError, load_file
 
 PASS_THROUGH = "pass-through"
 

@@ -88,7 +88,7 @@ class Spec(StrictModel):
     """A seed for every probabilistic choice, and the rules, checked in order."""
 
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    rules: Annotated[list[Rule], Field(max_length=256)] = []
+    rules: Annotated[list[Rule], Field(max_length=256)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_rule_names(self) -> Self:

@@ -115,7 +115,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         except UnknownProfile:
             await control.stop()
             await proxy.stop()
-            raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}")
+            raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
     active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
     print(f"kube-fault-proxy {__version__} ready\n"
           f"  proxy:    {proxy.url}  ->  {upstream.url}\n"

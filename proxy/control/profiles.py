@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from proxy.control.deps import RuntimeDep
-from proxy.profile_loader import ProfileError, Problem, load_text, to_yaml
+from proxy.profile_loader import Problem, ProfileError, load_text, to_yaml
 from proxy.runtime import Runtime, UnknownProfile
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])

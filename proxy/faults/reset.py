@@ -6,7 +6,8 @@ import random
 from typing import ClassVar
 
 from proxy.faults.base import FaultSpec
-from proxy.faults.plan import Plan, Reset as ResetStep
+from proxy.faults.plan import Plan
+from proxy.faults.plan import Reset as ResetStep
 from proxy.identity import RequestIdentity
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
+from proxy import paths
 from proxy.mitm.addon import FaultAddon
 from proxy.mitm.links import UpstreamLoss
 from proxy.runtime import Runtime
@@ -28,7 +29,7 @@ class ProxySettings:
     upstream: Upstream
     listen_host: str = "127.0.0.1"
     listen_port: int = 7443
-    confdir: Path = Path("~/.local/share/kube-fault-proxy/ca").expanduser()
+    confdir: Path = field(default_factory=paths.ca_dir)
 
 
 class _Ready:

@@ -176,9 +176,11 @@ def test_bearer_token_passes_through_untouched(h2: httpx.Client, control: httpx.
 def test_upstream_requires_the_client_certificate_the_proxy_presents(
     upstream: Started, pki: Any, h2: httpx.Client
 ) -> None:
-    with httpx.Client(verify=str(pki / "ca.pem"), base_url=upstream.extra["url"]) as anonymous:
-        with pytest.raises(httpx.HTTPError):
-            anonymous.get("/healthz")
+    with (
+        httpx.Client(verify=str(pki / "ca.pem"), base_url=upstream.extra["url"]) as anonymous,
+        pytest.raises(httpx.HTTPError),
+    ):
+        anonymous.get("/healthz")
     assert h2.get("/healthz").status_code == 200
 
 

@@ -68,7 +68,9 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         target = json.loads(body).get("target", {}).get("name", "")
         binding_posts.append(f"{ns}/{pod}")
         if f"{ns}/{pod}" in bindings:
-            msg = f'Operation cannot be fulfilled on pods/binding "{pod}": pod {pod} is already assigned to node "{bindings[f"{ns}/{pod}"]}"'
+            node = bindings[f"{ns}/{pod}"]
+            msg = (f'Operation cannot be fulfilled on pods/binding "{pod}": '
+                   f'pod {pod} is already assigned to node "{node}"')
             return await _send(send, 409, _status(409, "Conflict", msg))
         bindings[f"{ns}/{pod}"] = target
         return await _send(send, 201, json.dumps(

@@ -23,7 +23,7 @@ def profile(*rules: dict[str, Any], name: str = "test", seed: int | None = None)
 
 def bind(pod: str, node: str = "n1", ns: str = "default") -> RequestIdentity:
     """A Binding POST for a pod."""
-    body = ('{"target":{"kind":"Node","name":"%s"}}' % node).encode()
+    body = (f'{{"target":{{"kind":"Node","name":"{node}"}}}}').encode()
     return parse("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body=body,
                  content_type="application/json")
 
