@@ -5,12 +5,22 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from proxy.identity import RequestIdentity
 from proxy.profile import Selector
 
 Check = Callable[[RequestIdentity], bool]
 _GLOB_CHARS = frozenset("*?[")
+_GLOB_FIELDS: tuple[tuple[str, Callable[[RequestIdentity], str]], ...] = (
+    ("versions", attrgetter("version")),
+    ("resources", attrgetter("resource")),
+    ("subresources", attrgetter("subresource")),
+    ("namespaces", attrgetter("namespace")),
+    ("names", attrgetter("name")),
+    ("userAgents", attrgetter("user_agent")),
+    ("paths", attrgetter("path")),
+)
 
 
 def glob_matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
@@ -44,20 +54,10 @@ def compile_selector(sel: Selector) -> Check:
     if sel.groups is not None:
         groups = ["" if g == "core" else g for g in sel.groups]
         checks.append(_field(lambda i: i.group, groups))
-    if sel.versions is not None:
-        checks.append(_field(lambda i: i.version, sel.versions))
-    if sel.resources is not None:
-        checks.append(_field(lambda i: i.resource, sel.resources))
-    if sel.subresources is not None:
-        checks.append(_field(lambda i: i.subresource, sel.subresources))
-    if sel.namespaces is not None:
-        checks.append(_field(lambda i: i.namespace, sel.namespaces))
-    if sel.names is not None:
-        checks.append(_field(lambda i: i.name, sel.names))
-    if sel.userAgents is not None:
-        checks.append(_field(lambda i: i.user_agent, sel.userAgents))
-    if sel.paths is not None:
-        checks.append(_field(lambda i: i.path, sel.paths))
+    for name, getter in _GLOB_FIELDS:
+        patterns = getattr(sel, name)
+        if patterns is not None:
+            checks.append(_field(getter, patterns))
     if sel.targetNodes is not None:
         nodes = glob_matcher(sel.targetNodes)
         checks.append(lambda i: i.target_node is not None and nodes(i.target_node))
@@ -66,8 +66,3 @@ def compile_selector(sel: Selector) -> Check:
     if len(checks) == 1:
         return checks[0]
     return lambda ident: all(check(ident) for check in checks)
-
-
-def needs_body(sel: Selector) -> bool:
-    """Whether matching this selector needs the request body (the Binding target node)."""
-    return sel.targetNodes is not None
