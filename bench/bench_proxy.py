@@ -139,9 +139,12 @@ def main() -> int:
         kfp = start_proxy(upstream, pki, work / "kfp", "--profiles", str(profiles), "--profile", "bench-miss")
         mitm_port = free_port()
         mitmdump = Path(sys.executable).with_name("mitmdump")
-        procs.append(subprocess.Popen([str(mitmdump), "-q", "--mode", f"reverse:{upstream}@127.0.0.1:{mitm_port}",
-                                       "--set", f"confdir={work / 'mitm'}", "--set", f"ssl_verify_upstream_trusted_ca={pki / 'ca.pem'}",
-                                       "--set", f"client_certs={work / 'client-combined.pem'}"]))
+        procs.append(subprocess.Popen([
+            str(mitmdump), "-q", "--mode", f"reverse:{upstream}@127.0.0.1:{mitm_port}",
+            "--set", f"confdir={work / 'mitm'}",
+            "--set", f"ssl_verify_upstream_trusted_ca={pki / 'ca.pem'}",
+            "--set", f"client_certs={work / 'client-combined.pem'}",
+        ]))
         wait_port(mitm_port)
         paths = {"direct": upstream, "kfp": kfp.ready["proxyUrl"], "mitmdump": f"https://127.0.0.1:{mitm_port}"}
         results: dict[str, dict[str, list[float]]] = {k: {} for k in paths}
@@ -173,7 +176,8 @@ def main() -> int:
         print("\npath       req/s (c4 m16)  p50 ms (1 at a time)  p99 ms   RSS MB")
         for name in paths:
             m = median[name]
-            print(f"{name:<10} {m['rps']:>13.0f}  {m['p50_ms']:>20.3f}  {m['p99_ms']:>7.3f}  {m.get('rss_mb', 0):>7.0f}")
+            print(f"{name:<10} {m['rps']:>13.0f}  {m['p50_ms']:>20.3f}  {m['p99_ms']:>7.3f}  "
+                  f"{m.get('rss_mb', 0):>7.0f}")
         print(f"\nkfp / mitmdump throughput: {summary['kfp_vs_mitmdump_throughput']:.2f}x;  "
               f"kfp / direct: {summary['kfp_vs_direct_throughput']:.3f}x;  "
               f"added p50 {summary['kfp_added_p50_ms']:.2f} ms, p99 {summary['kfp_added_p99_ms']:.2f} ms")

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.certs import make_pki  # noqa: E402
-from tests.support.processes import start_fake_apiserver, start_proxy  # noqa: E402
+from tests.support.certs import make_pki
+from tests.support.processes import start_fake_apiserver, start_proxy
 
 
 def binds(client: httpx.Client, n: int) -> list[int]:
