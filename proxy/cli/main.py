@@ -59,6 +59,24 @@ def _ctl_args(p: argparse.ArgumentParser) -> None:
     sub.add_parser("profiles", help="profiles the running proxy knows")
 
 
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", type=Path, default=None,
+                   help=f"certificates, data, logs, kubeconfigs (default: {paths.state_dir() / 'cluster'})")
+    sub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    u = sub.add_parser("up", help="start etcd, kube-apiserver, fake nodes, a kubelet stand-in, and more")
+    u.add_argument("--nodes", type=int, default=50, help="fake Nodes to create (default 50)")
+    u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none")
+    u.add_argument("--proxy", action="store_true", help="start kube-fault-proxy in front; schedulers go through it")
+    u.add_argument("--profile", help="with --proxy: activate this profile at startup")
+    u.add_argument("--profiles", type=Path, default=Path("fault_profiles"), metavar="DIR")
+    u.add_argument("--timeout", type=float, default=120.0, help="seconds each component may take to be ready")
+    sub.add_parser("down", help="stop everything `up` started")
+    sub.add_parser("status", help="what is running (exit 1 unless everything is up)")
+    sub.add_parser("env", help="shell exports (KUBECONFIG, KFP_CONTROL_URL, …)")
+    b = sub.add_parser("build", help="build (or reuse) the real components from the Go module proxy")
+    b.add_argument("components", nargs="*", help="default: all")
+
+
 def parser() -> argparse.ArgumentParser:
     """The full command line."""
     p = argparse.ArgumentParser(
@@ -84,6 +102,7 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--dir", type=Path, default=Path("fault_profiles"))
 
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
+    _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))
     return p
 
 
@@ -108,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from proxy.cli.ctl import run as run_ctl
 
                 return run_ctl(args)
+            case "cluster":
+                from proxy.cli.cluster import run as run_cluster
+
+                return run_cluster(args)
     except KeyboardInterrupt:
         return FAILED
     print(f"unknown command {args.command}", file=sys.stderr)

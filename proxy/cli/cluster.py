@@ -1,0 +1,46 @@
+"""`cluster up|down|status|env|build`: the local real control plane."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cluster import build
+from proxy.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch one cluster action."""
+    state_dir = args.state_dir or default_state_dir()
+    try:
+        match args.cluster_command:
+            case "build":
+                for name, path in build.build_all(args.components or list(build.ALL)).items():
+                    print(f"{name}: {path}")
+            case "up":
+                t0 = time.monotonic()
+                print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
+                c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
+                               profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout))
+                print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
+                      file=sys.stderr)
+                print(env(c.dir))
+            case "down":
+                stopped = down(state_dir)
+                print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+            case "status":
+                st = status(state_dir)
+                print(json.dumps(st, indent=2))
+                return OK if st["up"] else FAILED
+            case "env":
+                print(env(state_dir))
+    except build.BuildError as e:
+        print(f"kube-fault-proxy cluster: build failed: {e}", file=sys.stderr)
+        return FAILED
+    except ClusterError as e:
+        print(f"kube-fault-proxy cluster: {e}", file=sys.stderr)
+        return USAGE if "must be one of" in str(e) else FAILED
+    return OK

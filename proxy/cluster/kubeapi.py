@@ -1,0 +1,68 @@
+"""A small synchronous client for the apiserver, for the harness (not for the things under test)."""
+
+from __future__ import annotations
+
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+class ApiError(RuntimeError):
+    """A request the apiserver refused."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class Api:
+    """JSON over HTTP/2 with a bearer token and the cluster CA."""
+
+    def __init__(self, server: str, token: str, ca_file: Path, timeout: float = 30.0) -> None:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        self.client = httpx.Client(base_url=server, http2=True, verify=ctx, timeout=timeout,
+                                   headers={"Authorization": f"Bearer {token}"})
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.client.close()
+
+    def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
+                content_type: str = "application/json", ok_statuses: tuple[int, ...] = ()) -> Any:
+        """One call; raises ApiError unless 2xx or in ok_statuses."""
+        kw: dict[str, Any] = {"params": params}
+        if body is not None:
+            kw["json"] = body
+            kw["headers"] = {"Content-Type": content_type}
+        r = self.client.request(method, path, **kw)
+        if r.status_code >= 300 and r.status_code not in ok_statuses:
+            try:
+                message = r.json().get("message", r.text)
+            except ValueError:
+                message = r.text
+            raise ApiError(r.status_code, str(message))
+        return r.json() if r.content and r.headers.get("content-type", "").startswith("application/json") else r.text
+
+    def get(self, path: str, **params: Any) -> Any:
+        """GET with query parameters."""
+        return self.request("GET", path, params=params or None)
+
+    def create(self, path: str, obj: dict[str, Any], exist_ok: bool = False) -> Any:
+        """POST an object (409 AlreadyExists is fine with exist_ok)."""
+        return self.request("POST", path, obj, ok_statuses=(409,) if exist_ok else ())
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until /readyz says ok."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                if self.client.get("/readyz").text == "ok":
+                    return
+            except httpx.HTTPError as e:
+                last = str(e)
+            time.sleep(0.1)
+        raise TimeoutError(f"apiserver not ready after {timeout:.0f}s {last}")
