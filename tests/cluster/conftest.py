@@ -1,0 +1,159 @@
+"""The local real control plane (kube-apiserver, etcd, real schedulers) with the proxy in front."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from proxy.cluster.control_plane import Cluster
+from proxy.cluster.processes import group_alive
+from tests.support.processes import ROOT
+
+pytestmark = pytest.mark.cluster
+
+
+def kfp(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the kube-fault-proxy command."""
+    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def start_cluster(state_dir: Path, *args: str) -> Cluster:
+    """`kube-fault-proxy cluster up …` as a user runs it."""
+    r = kfp("cluster", "--state-dir", str(state_dir), "up", *args)
+    assert r.returncode == 0, r.stderr
+    return Cluster(state_dir)
+
+
+def stop_cluster(c: Cluster) -> None:
+    """`cluster down`, then prove nothing it started is left."""
+    pids = [int(p["pid"]) for p in c.state.get("processes", {}).values()]
+    r = kfp("cluster", "--state-dir", str(c.dir), "down")
+    assert r.returncode == 0, r.stderr
+    assert [pid for pid in pids if group_alive(pid)] == []
+
+
+def api_client(kubeconfig: Path) -> k8s.CoreV1Api:
+    """The official Python client, configured from a kubeconfig."""
+    return k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=str(kubeconfig)))
+
+
+def pod_manifest(name: str, scheduler: str = "default-scheduler", cpu: str = "100m") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"kfp-test": "1"}},
+            "spec": {"schedulerName": scheduler,
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}
+
+
+def create_pods(api: k8s.CoreV1Api, namespace: str, n: int, scheduler: str = "default-scheduler",
+                prefix: str | None = None) -> list[str]:
+    prefix = prefix or f"p{uuid.uuid4().hex[:6]}"
+    names = [f"{prefix}-{i:04d}" for i in range(n)]
+    for name in names:
+        api.create_namespaced_pod(namespace, pod_manifest(name, scheduler))
+    return names
+
+
+def pods(api: k8s.CoreV1Api, namespace: str, names: list[str]) -> dict[str, Any]:
+    wanted = set(names)
+    return {p.metadata.name: p for p in api.list_namespaced_pod(namespace).items if p.metadata.name in wanted}
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def all_running(api: k8s.CoreV1Api, namespace: str, names: list[str]) -> bool:
+    got = pods(api, namespace, names)
+    return len(got) == len(names) and all(p.spec.node_name and p.status.phase == "Running" for p in got.values())
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A fresh namespace name per test (created by the test's own client)."""
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def make_namespace(api: k8s.CoreV1Api, name: str) -> None:
+    api.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+class Control:
+    """The proxy's control plane of a cluster."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url, timeout=10)
+
+    def activate(self, name: str, rules: list[dict[str, Any]] | None = None, seed: int | None = None) -> None:
+        if rules is not None:
+            doc = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": name},
+                   "spec": {"rules": rules}}
+            self.http.put(f"/v1/profiles/{name}", json=doc).raise_for_status()
+        body: dict[str, Any] = {"profile": name}
+        if seed is not None:
+            body["seed"] = seed
+        self.http.put("/v1/active", json=body).raise_for_status()
+
+    def deactivate(self) -> None:
+        self.http.delete("/v1/active").raise_for_status()
+
+    def cursor(self) -> int:
+        return int(self.http.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"])
+
+    def injections(self, since: int) -> list[dict[str, Any]]:
+        records = self.http.get("/v1/journal", params={"since": since, "limit": 10000}).json()["records"]
+        return [r for r in records if r["event"] == "inject"]
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.http.get("/v1/stats").json())
+
+
+def kubectl(c: Cluster, kubeconfig: str, *args: str) -> str:
+    """The real kubectl (built with the cluster), against one of the cluster's kubeconfigs."""
+    from proxy.cluster.build import kubernetes
+
+    r = subprocess.run([str(kubernetes("kubectl").binary), "--kubeconfig", str(c.kubeconfig(kubeconfig)), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """50 fake nodes, kube-scheduler through the proxy."""
+    c = start_cluster(tmp_path_factory.mktemp("ks-cluster"), "--nodes", "50", "--scheduler", "kube-scheduler",
+                      "--proxy")
+    yield c
+    stop_cluster(c)
+
+
+@pytest.fixture(scope="module")
+def yunikorn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """50 fake nodes, YuniKorn through the proxy."""
+    c = start_cluster(tmp_path_factory.mktemp("yk-cluster"), "--nodes", "50", "--scheduler", "yunikorn", "--proxy")
+    yield c
+    stop_cluster(c)
+
+
+def journal_names(records: list[dict[str, Any]]) -> set[str]:
+    return {r["request"]["name"] for r in records}
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1, default=str)[:3000]
