@@ -7,10 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from proxy.faults.base import FaultSpec
-from proxy.faults.plan import Plan
+from proxy.faults.expire import Expire, expired_message
+from proxy.faults.plan import Plan, Respond
 from proxy.identity import RequestIdentity
 from proxy.match import Check, compile_selector
 from proxy.profile import FaultProfile, Rule
+from proxy.status import status_reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ class Engine:
             for r in profile.spec.rules
         ]
         self._triggered = [s for s in self._rules if s.trigger is not None]
+        # expire with failRelist: the next LIST of the same resource fails too (key → rule state)
+        self._relist_failures: dict[tuple[str, str, str], _RuleState] = {}
 
     def decide(self, ident: RequestIdentity, now: float) -> Decision | None:
         """The decision for one request, or None to pass it through untouched."""
@@ -81,6 +85,10 @@ class Engine:
             assert s.trigger is not None
             if s.trigger(ident):
                 s.triggered += 1
+        if self._relist_failures and ident.relist:
+            follow_up = self._relist_failure(ident)
+            if follow_up is not None:
+                return follow_up
         elapsed = now - self.started_at
         for s in self._rules:
             if not s.spec.applies_to(ident) or not s.matches(ident):
@@ -89,6 +97,8 @@ class Engine:
             if self._eligible(s, ident, elapsed) and self._rolls(s):
                 s.injected += 1
                 s.per_object[ident.object_key] += 1
+                if isinstance(s.spec, Expire) and s.spec.failRelist:
+                    self._relist_failures[(ident.group, ident.resource, ident.namespace)] = s
                 return Decision(
                     profile=self.profile.name,
                     epoch=self.epoch,
@@ -100,6 +110,14 @@ class Engine:
                     injection=s.injected,
                 )
         return None
+
+    def _relist_failure(self, ident: RequestIdentity) -> Decision | None:
+        s = self._relist_failures.pop((ident.group, ident.resource, ident.namespace), None)
+        if s is None:
+            return None
+        reply = status_reply(410, ident, "Expired", expired_message(ident))
+        return Decision(self.profile.name, self.epoch, self.seed, s.rule.name, "expire",
+                        Plan(before=(Respond(reply),)), s.matched, s.injected)
 
     @staticmethod
     def _eligible(s: _RuleState, ident: RequestIdentity, elapsed: float) -> bool:

@@ -39,6 +39,13 @@ class RequestIdentity:
     user_agent: str = ""
     target_node: str | None = None
     resource_version: str | None = None
+    accept: str = ""
+    initial_events: bool = False  # a watch with sendInitialEvents=true: a streaming (re)list
+
+    @property
+    def relist(self) -> bool:
+        """A LIST, or a watch that streams the initial state (client-go's WatchList)."""
+        return self.verb == "list" or (self.verb == "watch" and self.initial_events)
 
     @property
     def watch(self) -> bool:
@@ -68,6 +75,8 @@ class RequestIdentity:
             out["targetNode"] = self.target_node
         if self.resource_version is not None:
             out["resourceVersion"] = self.resource_version
+        if self.initial_events:
+            out["sendInitialEvents"] = True
         return out
 
 
@@ -96,6 +105,7 @@ def parse(
     user_agent: str = "",
     body: bytes | None = None,
     content_type: str = "",
+    accept: str = "",
 ) -> RequestIdentity:
     """Parse one request; `path` excludes the query string, which is passed separately."""
     method = method.upper()
@@ -159,4 +169,6 @@ def parse(
         user_agent=user_agent,
         target_node=target_node,
         resource_version=rv,
+        accept=accept,
+        initial_events=params.get("sendInitialEvents", ["false"])[0] == "true",
     )

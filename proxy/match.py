@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
+from proxy.globs import glob_matcher
 from proxy.identity import RequestIdentity
 from proxy.profile import Selector
 
 Check = Callable[[RequestIdentity], bool]
-_GLOB_CHARS = frozenset("*?[")
 _GLOB_FIELDS: tuple[tuple[str, Callable[[RequestIdentity], str]], ...] = (
     ("versions", attrgetter("version")),
     ("resources", attrgetter("resource")),
@@ -21,16 +19,6 @@ _GLOB_FIELDS: tuple[tuple[str, Callable[[RequestIdentity], str]], ...] = (
     ("userAgents", attrgetter("user_agent")),
     ("paths", attrgetter("path")),
 )
-
-
-def glob_matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
-    """Any-of shell globs; literal patterns become a set lookup."""
-    literals = frozenset(p for p in patterns if not _GLOB_CHARS & set(p))
-    globs = [p for p in patterns if _GLOB_CHARS & set(p)]
-    if not globs:
-        return literals.__contains__
-    regex = re.compile("|".join(fnmatch.translate(g) for g in globs))
-    return lambda value: value in literals or regex.match(value) is not None
 
 
 def _field(getter: Callable[[RequestIdentity], str], patterns: Sequence[str]) -> Check:

@@ -75,6 +75,7 @@ class Runtime:
         self.injections: Counter[tuple[str, str, str]] = Counter()
         self.by_fault: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
+        self.requests_by: Counter[str] = Counter()
         # Never reset: what /metrics exports as Prometheus counters.
         self.injections_total: Counter[tuple[str, str, str]] = Counter()
         self.events_total: Counter[str] = Counter()
@@ -136,6 +137,9 @@ class Runtime:
     def decide(self, ident: RequestIdentity) -> Decision | None:
         """The active profile's decision for one request (None: pass through)."""
         self.requests += 1
+        if ident.is_resource:
+            key = f"{ident.verb} {ident.resource}"
+            self.requests_by[key + " (sendInitialEvents)" if ident.initial_events else key] += 1
         active = self.active
         if active is None:
             return None
@@ -174,6 +178,7 @@ class Runtime:
                 rules[rule] = {k: v - base.get(k, 0) for k, v in counts.items()}
         return {
             "requests": self.requests - self._requests_baseline,
+            "requestsByResource": dict(sorted(self.requests_by.items())),
             "active": active,
             "rules": rules,
             "injections": [
@@ -188,6 +193,7 @@ class Runtime:
     def reset_stats(self) -> None:
         """Zero the counters shown by stats; the engine's own state (maxInjections…) is kept."""
         self._requests_baseline = self.requests
+        self.requests_by.clear()
         self.injections.clear()
         self.by_fault.clear()
         self.events.clear()

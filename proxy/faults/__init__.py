@@ -9,13 +9,23 @@ from pydantic import model_validator
 from proxy.faults.abort import Abort
 from proxy.faults.base import FaultSpec
 from proxy.faults.commit_then_fail import CommitThenFail
+from proxy.faults.cut import Cut
 from proxy.faults.delay import Delay
+from proxy.faults.drop_events import DropEvents
+from proxy.faults.duplicate_events import DuplicateEvents
+from proxy.faults.expire import Expire
 from proxy.faults.hang import Hang
+from proxy.faults.outage import Outage
 from proxy.faults.reset import Reset
+from proxy.faults.reset_upstream import ResetUpstream
 from proxy.faults.throttle import Throttle
 from proxy.strict import StrictModel
 
-KINDS: tuple[type[FaultSpec], ...] = (Abort, Throttle, Delay, Hang, Reset, CommitThenFail)
+KINDS: tuple[type[FaultSpec], ...] = (
+    Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
+    Expire, Cut, DropEvents, DuplicateEvents,  # watches
+    Outage, ResetUpstream,  # connections
+)
 
 
 class Fault(StrictModel):
@@ -27,6 +37,12 @@ class Fault(StrictModel):
     hang: Hang | None = None
     reset: Reset | None = None
     commitThenFail: CommitThenFail | None = None
+    expire: Expire | None = None
+    cut: Cut | None = None
+    dropEvents: DropEvents | None = None
+    duplicateEvents: DuplicateEvents | None = None
+    outage: Outage | None = None
+    resetUpstream: ResetUpstream | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.status import Reply
+from proxy.watch import EventEditor
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,34 @@ class Wait:
     until_client_gone: bool = False
 
 
-Step = Respond | Reset | Wait
+@dataclass(frozen=True, slots=True)
+class LimitWatch:
+    """Ask the apiserver itself to end this watch after `seconds` (its timeoutSeconds)."""
+
+    seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class EditEvents:
+    """Edit this watch's events as they stream; the editor is this stream's own state."""
+
+    editor: EventEditor
+
+
+@dataclass(frozen=True, slots=True)
+class CloseUpstream:
+    """Drop the client's apiserver connection: every stream on it fails at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartOutage:
+    """The apiserver vanishes for `seconds`: live connections close, new ones are refused."""
+
+    seconds: float
+    refuse: str
+
+
+Step = Respond | Reset | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +68,7 @@ class Plan:
     @property
     def forwards(self) -> bool:
         """Whether the request still reaches the apiserver."""
-        return not any(isinstance(s, Respond | Reset) for s in self.before)
+        return not any(isinstance(s, Respond | Reset | CloseUpstream | StartOutage) for s in self.before)
 
     def describe(self) -> str:
         """A short human reading of the plan, for the journal."""
@@ -52,6 +80,14 @@ class Plan:
                     return "reset"
                 case Wait(seconds, until_gone):
                     return f"wait {seconds:.3f}s" + (" or until client leaves" if until_gone else "")
+                case LimitWatch(seconds):
+                    return f"limit watch to {seconds}s"
+                case EditEvents(editor):
+                    return editor.describe()
+                case CloseUpstream():
+                    return "close the upstream connection"
+                case StartOutage(seconds, refuse):
+                    return f"outage {seconds:g}s ({refuse} new connections)"
             raise AssertionError(step)
 
         parts = [one(s) for s in self.before]

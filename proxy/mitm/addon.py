@@ -6,17 +6,21 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
-from mitmproxy import http
+from mitmproxy import ctx, http
 
 from proxy import identity
 from proxy.engine import Decision
-from proxy.faults.plan import Reset, Respond, Step, Wait
+from proxy.faults.plan import CloseUpstream, EditEvents, LimitWatch, Reset, Respond, StartOutage, Step, Wait
 from proxy.identity import RequestIdentity
+from proxy.mitm.outage import OutageController
 from proxy.runtime import Runtime
+from proxy.watch import EventEditor, EventStream
 
 log = logging.getLogger(__name__)
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
+EDITOR = "kfp.editor"
+JSON_TYPES = ("application/json",)
 POLL_SECONDS = 0.2
 
 
@@ -43,8 +47,9 @@ async def _wait(flow: http.HTTPFlow, step: Wait) -> bool:
 class FaultAddon:
     """Parses each request, asks the runtime for a decision and carries it out."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, outage: OutageController) -> None:
         self.runtime = runtime
+        self.outage = outage
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response or flow.error or not flow.live:
@@ -59,6 +64,7 @@ class FaultAddon:
             req.headers.get("user-agent", ""),
             body,
             req.headers.get("content-type", ""),
+            req.headers.get("accept", ""),
         )
         flow.metadata[IDENT] = ident
         decision = self.runtime.decide(ident)
@@ -79,6 +85,9 @@ class FaultAddon:
         if ident is None or flow.response is None or not ident.watch:
             return None
         flow.response.stream = True
+        editor: EventEditor | None = flow.metadata.get(EDITOR)
+        if editor is not None and flow.response.status_code == 200:
+            self._edit_stream(flow, ident, editor)
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is not None and decision.plan.after:
             # A streamed watch has no end to wait for: only waits apply, at its start.
@@ -103,6 +112,40 @@ class FaultAddon:
         self._apply(flow, after)
         return None
 
+    def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
+        """Stream the watch through the editor, one whole event at a time."""
+        assert flow.response is not None
+        ctype = flow.response.headers.get("content-type", "").split(";")[0].strip()
+        decision: Decision = flow.metadata[DECISION]
+        if ctype not in JSON_TYPES or flow.response.headers.get("content-encoding"):
+            self.runtime.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
+                              contentType=flow.response.headers.get("content-type", ""),
+                              contentEncoding=flow.response.headers.get("content-encoding", ""))
+            return
+        events = EventStream(editor.edit)
+        stream_id = flow.id
+
+        def chunk(data: bytes) -> list[bytes]:
+            try:
+                out = events.feed(data) if data else events.end() + editor.at_end()
+            except Exception:  # never let an edit break the stream: pass the chunk on
+                log.exception("watch edit failed; passing the chunk through")
+                return [data] if data else []
+            for record in editor.records:
+                self.runtime.note("watch-event", **decision.stamp(), stream=stream_id, **record)
+            editor.records.clear()
+            if editor.cut_connection:
+                editor.cut_connection = False
+                asyncio.get_running_loop().call_soon(self._close_upstream, flow)
+            return out
+
+        flow.response.stream = chunk
+
+    def _close_upstream(self, flow: http.HTTPFlow) -> None:
+        handler = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
+        if handler is not None and flow.server_conn.connected:
+            handler.close_connection(flow.server_conn)
+
     async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for i, step in enumerate(steps):
             if isinstance(step, Wait):
@@ -112,12 +155,27 @@ class FaultAddon:
                 self._apply(flow, steps[i:])
                 return
 
-    @staticmethod
-    def _apply(flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
+    def _apply(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for step in steps:
-            if isinstance(step, Respond):
-                flow.response = _make_response(step)
-                return
-            if isinstance(step, Reset):
-                flow.kill()
-                return
+            match step:
+                case Respond():
+                    flow.response = _make_response(step)
+                    return
+                case Reset():
+                    flow.kill()
+                    return
+                case LimitWatch(seconds):
+                    current = flow.request.query.get("timeoutSeconds", "")
+                    limit = min(seconds, int(current)) if current.isdigit() else seconds
+                    flow.request.query["timeoutSeconds"] = str(limit)
+                case EditEvents(editor):
+                    flow.metadata[EDITOR] = editor
+                case CloseUpstream():
+                    self._close_upstream(flow)
+                    flow.kill()
+                    return
+                case StartOutage(seconds, refuse):
+                    decision: Decision = flow.metadata[DECISION]
+                    self.outage.start(seconds, refuse, **decision.stamp())
+                    flow.kill()
+                    return

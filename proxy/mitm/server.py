@@ -15,6 +15,7 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from proxy import paths
 from proxy.mitm.addon import FaultAddon
 from proxy.mitm.links import UpstreamLoss
+from proxy.mitm.outage import OutageController
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream
 
@@ -106,13 +107,15 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     """Start the proxy on the running loop and return once it listens."""
     m = master.Master(_options(settings))
     ready = _Ready()
+    outage = OutageController(runtime)
     m.addons.add(
         core.Core(),
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
+        outage,
         UpstreamLoss(runtime),
-        FaultAddon(runtime),
+        FaultAddon(runtime, outage),
         *extra_addons,
         ready,
     )

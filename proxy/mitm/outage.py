@@ -1,0 +1,91 @@
+"""Apiserver outages without killing the apiserver: close, refuse and fail every connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from mitmproxy import connection, ctx
+from mitmproxy.proxy import mode_specs, server_hooks
+
+from proxy.runtime import Runtime
+
+log = logging.getLogger(__name__)
+REASON = "kube-fault-proxy: simulated apiserver outage"
+
+
+class OutageController:
+    """While an outage lasts: new client connections are refused (close, refuse or blackhole),
+    upstream connects fail; at its start every live client connection is closed."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.until = 0.0
+        self.mode = "close"
+        self.counts: dict[str, int] = {}
+        self._ended = asyncio.Event()
+        self._listen: list[str] = []
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether an outage is going on now."""
+        return asyncio.get_running_loop().time() < self.until
+
+    def start(self, seconds: float, mode: str, **cause: Any) -> bool:
+        """Begin an outage; False (and nothing changes) when one is already going on."""
+        if self.active:
+            return False
+        loop = asyncio.get_running_loop()
+        self.until = loop.time() + seconds
+        self.mode = mode
+        self._ended = asyncio.Event()
+        server = ctx.master.addons.get("proxyserver")
+        handlers = list(server.connections.values())
+        self.counts = {"clientConnectionsClosed": len(handlers), "newConnectionsRefused": 0,
+                       "upstreamConnectsFailed": 0}
+        self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
+                          clientConnectionsClosed=len(handlers))
+        for h in handlers:
+            h.close_connection(h.client)
+        if mode == "refuse":
+            host, port = server.listen_addrs()[0][:2]
+            spec = ctx.options.mode[0].rsplit("@", 1)[0]
+            self._listen = [f"{spec}@{host}:{port}"]
+            self._spawn(server.servers.update([]))
+        loop.call_later(seconds, lambda: self._spawn(self._end()))
+        return True
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _end(self) -> None:
+        if self.mode == "refuse" and self._listen:
+            server = ctx.master.addons.get("proxyserver")
+            await server.servers.update([mode_specs.ProxyMode.parse(m) for m in self._listen])
+        self.until = 0.0
+        self._ended.set()
+        self.runtime.note("outage-end", **self.counts)
+
+    async def _blackhole(self, client: connection.Client) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), max(0.0, self.until - asyncio.get_running_loop().time()))
+        client.error = REASON
+
+    def client_connected(self, client: connection.Client) -> Any:
+        if not self.active:
+            return None
+        self.counts["newConnectionsRefused"] += 1
+        if self.mode == "blackhole":
+            return self._blackhole(client)
+        client.error = REASON
+        return None
+
+    def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
+        if self.active:
+            self.counts["upstreamConnectsFailed"] += 1
+            data.server.error = REASON
