@@ -24,7 +24,7 @@ class OutageController:
         self.runtime = runtime
         self.until = 0.0
         self.mode = "close"
-        self.counts: dict[str, int] = {}
+        self.counts: dict[str, int | str] = {}
         self._ended = asyncio.Event()
         self._listen: list[str] = []
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -51,6 +51,7 @@ class OutageController:
         for h in handlers:
             h.close_connection(h.client)
         if mode == "refuse":
+            self.counts["listener"] = "stopped"
             host, port = server.listen_addrs()[0][:2]
             spec = ctx.options.mode[0].rsplit("@", 1)[0]
             self._listen = [f"{spec}@{host}:{port}"]
@@ -79,7 +80,7 @@ class OutageController:
     def client_connected(self, client: connection.Client) -> Any:
         if not self.active:
             return None
-        self.counts["newConnectionsRefused"] += 1
+        self.counts["newConnectionsRefused"] = int(self.counts["newConnectionsRefused"]) + 1
         if self.mode == "blackhole":
             return self._blackhole(client)
         client.error = REASON
@@ -87,5 +88,5 @@ class OutageController:
 
     def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
         if self.active:
-            self.counts["upstreamConnectsFailed"] += 1
+            self.counts["upstreamConnectsFailed"] = int(self.counts["upstreamConnectsFailed"]) + 1
             data.server.error = REASON

@@ -90,10 +90,15 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         return await _send(send, 200, body, headers.get("content-type", "application/octet-stream"))
     if path == "/api/v1/pods" and query.get("watch") in ("1", "true"):
         n, interval = int(query.get("n", "5")), float(query.get("interval", "0.2"))
+        ctype = query.get("ctype", "application/json").replace("%2F", "/").replace("%3B", ";").replace("%3D", "=")
+        limit = float(query.get("timeoutSeconds", "3600"))
+        started = asyncio.get_running_loop().time()
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"transfer-encoding", b"chunked")]})
+                    "headers": [(b"content-type", ctype.encode()), (b"transfer-encoding", b"chunked"),
+                                (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode())]})
         for i in range(n):
+            if asyncio.get_running_loop().time() - started >= limit:
+                break
             event = {"type": "ADDED", "object": {"kind": "Pod", "apiVersion": "v1",
                                                   "metadata": {"name": f"p{i}", "namespace": "default",
                                                                "resourceVersion": str(100 + i)}}}

@@ -165,3 +165,36 @@ def test_selector_globs(match: dict[str, Any], hits: list[str]) -> None:
     reqs = {"default/p1": bind("p1"), "team-a/p": bind("p", ns="team-a"),
             "team-b/p": bind("p", ns="team-b")}
     assert [k for k, r in reqs.items() if e.decide(r, 100.0)] == hits
+
+
+def test_expire_with_fail_relist_fails_the_next_relist_of_that_resource() -> None:
+    from proxy.identity import parse
+
+    e = engine({"name": "x", "match": {"resources": ["pods"]}, "when": {"maxInjections": 1},
+                "fault": {"expire": {"failRelist": True}}})
+    first = e.decide(parse("GET", "/api/v1/pods", "watch=1&resourceVersion=7"), 100.0)
+    assert first is not None and first.fault == "expire"
+    assert e.decide(parse("GET", "/api/v1/nodes"), 100.0) is None  # another resource: untouched
+    relist = e.decide(parse("GET", "/api/v1/pods", "limit=500"), 100.0)
+    assert relist is not None and relist.rule == "x"
+    assert relist.plan.before[0].reply.status == 410  # type: ignore[union-attr]
+    assert e.decide(parse("GET", "/api/v1/pods", "limit=500"), 100.0) is None  # only the next one
+
+
+def test_the_relist_may_be_a_watch_list() -> None:
+    from proxy.identity import parse
+
+    e = engine({"name": "x", "match": {"resources": ["pods"]}, "when": {"maxInjections": 1},
+                "fault": {"expire": {"failRelist": True}}})
+    e.decide(parse("GET", "/api/v1/pods", "watch=1&resourceVersion=7"), 100.0)
+    watch_list = parse("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true&allowWatchBookmarks=true")
+    assert watch_list.relist
+    d = e.decide(watch_list, 100.0)
+    assert d is not None and d.fault == "expire"
+
+
+def test_outage_trigger_at_the_nth_bind() -> None:
+    e = engine({"name": "o", "match": BIND_MATCH, "when": {"trigger": {"match": BIND_MATCH, "count": 200},
+                                                           "maxInjections": 1},
+                "fault": {"outage": {"seconds": 10}}})
+    assert injected(e, binds(400)) == [200]

@@ -93,3 +93,56 @@ def test_commit_then_fail_acts_after_upstream() -> None:
     assert reply_of(plan.after[0])[0] == 500
     assert CommitThenFail(reset=Reset()).plan(bind("p"), RNG).after == (ResetStep(),)
     assert plan.describe() == "forward, then respond 500"
+
+
+def test_expire_answers_a_json_watch_with_the_error_event() -> None:
+    from proxy.faults import Expire
+    from proxy.identity import parse
+
+    ident = parse("GET", "/api/v1/pods", "watch=1&resourceVersion=120", accept="application/json")
+    status, headers, body = reply_of(Expire().plan(ident, RNG).before[0])
+    assert (status, headers["Content-Type"]) == (200, "application/json")
+    assert json.loads(body) == {"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "too old resource version: 120 (121)", "reason": "Expired", "code": 410}}
+
+
+def test_expire_answers_a_protobuf_watch_with_http_410() -> None:
+    from proxy.faults import Expire
+    from proxy.identity import parse
+
+    ident = parse("GET", "/api/v1/pods", "watch=1", accept="application/vnd.kubernetes.protobuf;stream=watch")
+    status, _, body = reply_of(Expire().plan(ident, RNG).before[0])
+    assert status == 410 and json.loads(body)["reason"] == "Expired"
+
+
+def test_expire_applies_only_to_watches_and_chosen_resource_versions() -> None:
+    from proxy.faults import Expire
+    from proxy.identity import parse
+
+    watch, rewatch = parse("GET", "/api/v1/pods", "watch=1"), parse("GET", "/api/v1/pods", "watch=1&resourceVersion=5")
+    relist = parse("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
+    assert Expire().applies_to(watch) and not Expire().applies_to(parse("GET", "/api/v1/pods"))
+    assert not Expire().applies_to(relist)
+    assert not Expire(onlyRewatch=True).applies_to(watch) and Expire(onlyRewatch=True).applies_to(rewatch)
+    assert Expire(resourceVersion="5").applies_to(rewatch) and not Expire(resourceVersion="6").applies_to(rewatch)
+
+
+def test_connection_faults_plan_connection_steps() -> None:
+    from proxy.faults import Outage, ResetUpstream
+    from proxy.faults.plan import CloseUpstream, StartOutage
+
+    plan = Outage(seconds=10).plan(bind("p"), RNG)
+    assert plan.before == (StartOutage(10, "close"),) and not plan.forwards
+    assert plan.describe() == "outage 10s (close new connections)"
+    assert ResetUpstream().plan(bind("p"), RNG).before == (CloseUpstream(),)
+
+
+def test_cut_plans() -> None:
+    from proxy.faults import Cut
+    from proxy.faults.plan import EditEvents, LimitWatch
+
+    assert Cut(afterSeconds=30).plan(bind("p"), RNG).before == (LimitWatch(30),)
+    steps = Cut(afterSeconds=5, error="internal").plan(bind("p"), RNG).before
+    assert steps[0] == LimitWatch(5) and isinstance(steps[1], EditEvents)
+    assert Cut(afterEvents=3).plan(bind("p"), RNG).describe() == "end the watch after 3 events with a connection cut, then forward"

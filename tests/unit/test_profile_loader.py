@@ -130,3 +130,22 @@ def test_load_dir_refuses_duplicate_names(tmp_path: Path) -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="cannot read"):
         load_file(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("{cut: {}}", "spec.rules[0].fault.cut: cut needs exactly one of afterEvents, afterSeconds"),
+        ("{cut: {afterEvents: 1, afterSeconds: 2}}", "cut needs exactly one of afterEvents, afterSeconds"),
+        ("{cut: {afterSeconds: 5, error: fatal}}", "spec.rules[0].fault.cut.error: Input should be 'none', 'expired' or 'internal'"),
+        ("{dropEvents: {events: {types: [UPDATED]}}}", "spec.rules[0].fault.dropEvents.events.types[0]: Input should be"),
+        ("{dropEvents: {probability: 2}}", "spec.rules[0].fault.dropEvents.probability: Input should be less than or equal to 1"),
+        ("{outage: {}}", "spec.rules[0].fault.outage.seconds: required field is missing"),
+        ("{outage: {seconds: 5, refuse: drop}}", "spec.rules[0].fault.outage.refuse: Input should be 'close', 'refuse' or 'blackhole'"),
+        ("{expire: {form: xml}}", "spec.rules[0].fault.expire.form: Input should be 'auto', 'event' or 'status'"),
+        ("{resetUpstream: {now: true}}", "spec.rules[0].fault.resetUpstream.now: unknown field"),
+    ],
+)
+def test_watch_and_connection_fault_fields(fault: str, expected: str) -> None:
+    found = problems(HEADER + f"spec:\n  rules:\n    - name: r\n      fault: {fault}\n")
+    assert any(expected in p for p in found), found

@@ -1,0 +1,186 @@
+"""Watch and connection faults on the wire, against the TLS + HTTP/2 stand-in (real clients)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.conftest import activate, injections
+from tests.support.processes import Started, start_fake_apiserver, start_proxy
+
+PODS = {"verbs": ["watch"], "resources": ["pods"]}
+
+
+def watch_lines(client: httpx.Client, **params: str) -> list[dict[str, object]]:
+    with client.stream("GET", "/api/v1/pods", params={"watch": "1", "interval": "0.05", **params}) as s:
+        return [json.loads(line) for line in s.iter_lines() if line]
+
+
+def names(events: list[dict[str, object]]) -> list[str]:
+    return [f"{e['type']} {e['object']['metadata'].get('name', '')}" for e in events]  # type: ignore[index]
+
+
+def test_expire_sends_the_410_error_event_and_never_reaches_upstream(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "exp", [{"name": "e", "match": PODS, "fault": {"expire": {}}}])
+    r = h2.get("/api/v1/pods", params={"watch": "1", "resourceVersion": "42"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    assert r.json() == {"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "too old resource version: 42 (43)", "reason": "Expired", "code": 410}}
+    [record] = injections(control)
+    assert record["fault"] == "expire" and record["request"]["resourceVersion"] == "42"
+
+
+def test_cut_after_events_with_an_error(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "cut", [{"name": "c", "match": PODS, "fault": {"cut": {"afterEvents": 2, "error": "internal"}}}])
+    events = watch_lines(h2, n="6")
+    assert names(events)[:2] == ["ADDED p0", "ADDED p1"]
+    assert events[2]["type"] == "ERROR" and events[2]["object"]["code"] == 500  # type: ignore[index]
+    assert len(events) == 3
+    since = int(control.headers["x-test-journal-cursor"])
+    records = control.get("/v1/journal", params={"since": since}).json()["records"]
+    assert [r["action"] for r in records if r["event"] == "watch-event"] == ["cut"]
+
+
+def test_cut_after_events_without_an_error_cuts_the_connection(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "cut", [{"name": "c", "match": PODS, "fault": {"cut": {"afterEvents": 2}}}])
+    got: list[str] = []
+    with pytest.raises(httpx.HTTPError), h2.stream(
+        "GET", "/api/v1/pods", params={"watch": "1", "n": "8", "interval": "0.2"}
+    ) as s:
+        got.extend(s.iter_lines())
+    assert len([line for line in got if line]) == 2
+    statuses = []
+    for _ in range(3):  # the cut connection may still be in the pool once; then a new one is made
+        try:
+            statuses.append(h2.get("/healthz").status_code)
+            break
+        except httpx.HTTPError as e:
+            statuses.append(type(e).__name__)
+    assert statuses[-1] == 200, statuses
+
+
+def test_cut_after_seconds_lowers_the_apiservers_own_timeout(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "cut", [{"name": "c", "match": PODS, "fault": {"cut": {"afterSeconds": 1}}}])
+    t = time.monotonic()
+    with h2.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "100", "interval": "0.1",
+                                                  "timeoutSeconds": "300"}) as s:
+        assert s.headers["x-timeout-seconds"] == "1"
+        count = sum(1 for line in s.iter_lines() if line)
+    assert 0.9 < time.monotonic() - t < 3 and 5 < count < 20
+
+
+def test_drop_and_duplicate_chosen_events(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "drop", [{"name": "d", "match": PODS,
+                                "fault": {"dropEvents": {"events": {"names": ["p1", "p3"]}}}}])
+    assert names(watch_lines(h2, n="5")) == ["ADDED p0", "ADDED p2", "ADDED p4"]
+    activate(control, "dup", [{"name": "d", "match": PODS,
+                               "fault": {"duplicateEvents": {"events": {"names": ["p2"]}}}}])
+    assert names(watch_lines(h2, n="4")) == ["ADDED p0", "ADDED p1", "ADDED p2", "ADDED p2", "ADDED p3"]
+    since = int(control.headers["x-test-journal-cursor"])
+    records = control.get("/v1/journal", params={"since": since}).json()["records"]
+    assert [(r["action"], r["name"]) for r in records if r["event"] == "watch-event"] == [
+        ("dropped", "p1"), ("dropped", "p3"), ("duplicated", "p2")]
+
+
+def test_a_watch_the_proxy_cannot_parse_passes_untouched_and_is_noted(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "drop", [{"name": "d", "match": PODS, "fault": {"dropEvents": {}}}])
+    events = watch_lines(h2, n="3", ctype="application/vnd.kubernetes.protobuf;stream=watch")
+    assert len(events) == 3
+    since = int(control.headers["x-test-journal-cursor"])
+    records = control.get("/v1/journal", params={"since": since}).json()["records"]
+    [note] = [r for r in records if r["event"] == "watch-unparsable"]
+    assert note["contentType"] == "application/vnd.kubernetes.protobuf;stream=watch"
+
+
+def test_reset_upstream_fails_every_stream_of_the_client(proxy: Started, control: httpx.Client) -> None:
+    activate(control, "ru", [{"name": "r", "match": {"verbs": ["create"]}, "when": {"maxInjections": 1},
+                              "fault": {"resetUpstream": {}}}])
+
+    async def run() -> tuple[BaseException | None, BaseException | None, int]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=10) as c:
+            watch_error: BaseException | None = None
+
+            async def watch() -> None:
+                nonlocal watch_error
+                try:
+                    async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "50",
+                                                                       "interval": "0.1"}) as s:
+                        async for _ in s.aiter_lines():
+                            pass
+                except httpx.HTTPError as e:
+                    watch_error = e
+
+            task = asyncio.create_task(watch())
+            await asyncio.sleep(0.5)
+            post_error: BaseException | None = None
+            try:
+                await c.post("/api/v1/namespaces/default/pods/x/binding", json={})
+            except httpx.HTTPError as e:
+                post_error = e
+            await asyncio.wait_for(task, 10)
+            for _ in range(3):  # the dropped connection may still be pooled once
+                try:
+                    return watch_error, post_error, (await c.get("/healthz")).status_code
+                except httpx.HTTPError:
+                    continue
+            return watch_error, post_error, 0
+
+    watch_error, post_error, after = asyncio.run(run())
+    assert watch_error is not None and post_error is not None
+    assert after == 200
+
+
+@pytest.mark.parametrize("refuse", ["close", "refuse", "blackhole"])
+def test_outage_then_recovery(refuse: str, pki: Path, tmp_path: Path) -> None:
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy")
+    try:
+        with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
+            control.headers["x-test-journal-cursor"] = "0"
+            activate(control, "out", [{"name": "o", "match": {"paths": ["/outage-now"]}, "when": {"maxInjections": 1},
+                                       "fault": {"outage": {"seconds": 2, "refuse": refuse}}}])
+            with httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                              timeout=1.0) as c:
+                assert c.get("/healthz").status_code == 200
+                t = time.monotonic()
+                with pytest.raises(httpx.HTTPError):
+                    c.get("/outage-now")
+                during = []
+                while time.monotonic() - t < 1.5:
+                    try:
+                        during.append(c.get("/healthz").status_code)
+                    except httpx.HTTPError as e:
+                        during.append(type(e).__name__)
+                    time.sleep(0.1)
+                assert 200 not in during, during
+                time.sleep(max(0.0, 2.3 - (time.monotonic() - t)))
+                after = []
+                for _ in range(20):
+                    try:
+                        after.append(c.get("/healthz").status_code)
+                        break
+                    except httpx.HTTPError as e:
+                        after.append(type(e).__name__)
+                        time.sleep(0.2)
+                assert after[-1] == 200, after
+            with httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"]) as fresh:
+                assert fresh.get("/healthz").status_code == 200  # new connections are served again
+            records = control.get("/v1/journal", params={"since": 0}).json()["records"]
+            start = next(r for r in records if r["event"] == "outage-start")
+            end = next(r for r in records if r["event"] == "outage-end")
+            assert start["refuse"] == refuse and start["rule"] == "o"
+            if refuse == "refuse":  # the listener itself is closed: the OS refuses, nothing to count
+                assert "ConnectError" in during and end["listener"] == "stopped"
+            else:
+                assert end["newConnectionsRefused"] >= 1
+            assert end["time"] - start["time"] == pytest.approx(2.0, abs=0.5)
+    finally:
+        assert proxy.stop() == 0
+        up.stop()
