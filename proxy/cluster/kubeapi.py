@@ -19,12 +19,41 @@ class ApiError(RuntimeError):
 
 
 class Api:
-    """JSON over HTTP/2 with a bearer token and the cluster CA."""
+    """JSON over HTTP/2 with a bearer token (or a client certificate) and the cluster CA."""
 
-    def __init__(self, server: str, token: str, ca_file: Path, timeout: float = 30.0) -> None:
-        ctx = ssl.create_default_context(cafile=str(ca_file))
-        self.client = httpx.Client(base_url=server, http2=True, verify=ctx, timeout=timeout,
-                                   headers={"Authorization": f"Bearer {token}"})
+    def __init__(self, server: str, token: str | None, ca_file: Path | None, timeout: float = 30.0,
+                 client_pem: Path | None = None, insecure: bool = False) -> None:
+        if insecure:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        if client_pem is not None:
+            ctx.load_cert_chain(str(client_pem))
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server, self._ssl, self._headers, self._timeout = server, ctx, headers, timeout
+        self.client = httpx.Client(base_url=server, http2=True, verify=ctx, timeout=timeout, headers=headers,
+                                   limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path, context: str | None = None, timeout: float = 30.0) -> Api:
+        """A client for a kubeconfig's current (or given) context."""
+        import tempfile
+
+        from proxy.upstream import read, upstream_from
+
+        view = read(path, context)
+        upstream = upstream_from(view, Path(tempfile.mkdtemp(prefix="kfp-api-")))
+        token = view.user.get("token")
+        if not token and view.user.get("tokenFile"):
+            token = Path(view.user["tokenFile"]).read_text().strip()
+        return cls(upstream.url, token, upstream.ca_file, timeout, upstream.client_pem, upstream.insecure)
+
+    def async_client(self) -> httpx.AsyncClient:
+        """An asyncio client with the same server, credentials and CA (for load)."""
+        return httpx.AsyncClient(base_url=self.server, http2=True, verify=self._ssl, timeout=self._timeout,
+                                 headers=self._headers)
 
     def close(self) -> None:
         """Close the connection."""
