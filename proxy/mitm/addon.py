@@ -143,7 +143,7 @@ class FaultAddon:
 
     def _close_upstream(self, flow: http.HTTPFlow) -> None:
         handler = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
-        if handler is not None and flow.server_conn.connected:
+        if handler is not None and flow.server_conn.connected and flow.server_conn in handler.transports:
             handler.close_connection(flow.server_conn)
 
     async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:

@@ -26,7 +26,7 @@ class UpstreamLoss:
         if not data.client.connected:
             return
         handler = ctx.master.addons.get("proxyserver").connections.get(data.client.id)
-        if handler is None:
+        if handler is None or data.client not in handler.transports:
             return
         self.runtime.note(
             "upstream-lost", reason=why, client=f"{data.client.peername[0]}:{data.client.peername[1]}"

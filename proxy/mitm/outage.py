@@ -16,6 +16,14 @@ log = logging.getLogger(__name__)
 REASON = "kube-fault-proxy: simulated apiserver outage"
 
 
+def close_client(handler: Any) -> bool:
+    """Close a handler's client connection if it is still open (it may be closing already)."""
+    if handler.client not in handler.transports:
+        return False
+    handler.close_connection(handler.client)
+    return True
+
+
 class OutageController:
     """While an outage lasts: new client connections are refused (close, refuse or blackhole),
     upstream connects fail; at its start every live client connection is closed."""
@@ -46,17 +54,18 @@ class OutageController:
         handlers = list(server.connections.values())
         self.counts = {"clientConnectionsClosed": len(handlers), "newConnectionsRefused": 0,
                        "upstreamConnectsFailed": 0}
+        # Schedule the end first: nothing below may leave the proxy in an endless outage.
+        loop.call_later(seconds, lambda: self._spawn(self._end()))
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
                           clientConnectionsClosed=len(handlers))
         for h in handlers:
-            h.close_connection(h.client)
+            close_client(h)
         if mode == "refuse":
             self.counts["listener"] = "stopped"
             host, port = server.listen_addrs()[0][:2]
             spec = ctx.options.mode[0].rsplit("@", 1)[0]
             self._listen = [f"{spec}@{host}:{port}"]
             self._spawn(server.servers.update([]))
-        loop.call_later(seconds, lambda: self._spawn(self._end()))
         return True
 
     def _spawn(self, coro: Any) -> None:

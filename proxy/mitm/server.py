@@ -15,7 +15,7 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from proxy import paths
 from proxy.mitm.addon import FaultAddon
 from proxy.mitm.links import UpstreamLoss
-from proxy.mitm.outage import OutageController
+from proxy.mitm.outage import OutageController, close_client
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream
 
@@ -75,10 +75,7 @@ class RunningProxy:
 
     def close_client_connections(self) -> int:
         """Close every live client connection; returns how many."""
-        handlers = list(self._server.connections.values())
-        for h in handlers:
-            h.close_connection(h.client)
-        return len(handlers)
+        return sum(close_client(h) for h in list(self._server.connections.values()))
 
     async def stop(self) -> None:
         """Stop listening, drop live connections, end the master."""

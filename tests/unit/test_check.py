@@ -1,0 +1,143 @@
+"""Invariants on recorded apiserver + YuniKorn payloads: each one passing and failing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.check import Report, Snapshot, evaluate, render
+
+DATA = Path(__file__).parent / "data"
+NOW = 1796011400.0  # some minutes after both recordings
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((DATA / f"yunikorn-{name}.json").read_text())
+
+
+def snapshot(doc: dict[str, Any], yunikorn: bool = True) -> Snapshot:
+    yk = {"queues": doc["queues"], "apps": doc["apps"], "cache": doc["cache"]} if yunikorn else None
+    return Snapshot(doc["pods"], doc["nodes"], NOW, yk)
+
+
+def by(report: Report) -> dict[str, int]:
+    return {name: len(vs) for name, vs in report.by_invariant().items()}
+
+
+def test_a_clean_yunikorn_run_is_clean() -> None:
+    report = evaluate(snapshot(load("clean")), {"yunikorn"})
+    assert report.ok, render(report)
+    assert report.counts == {"pods": 30, "bound": 30, "pending": 0, "nodes": 5, "allocations": 30,
+                             "phantomAllocations": 0}
+
+
+def test_the_recorded_yunikorn_3355_run_violates_everything_it_should() -> None:
+    report = evaluate(snapshot(load("3355")), {"yunikorn"})
+    assert by(report) == {"stranded": 52, "missing-node": 0, "I1": 1, "I2": 51, "I3": 1, "I4": 52, "I5": 1}
+    assert report.counts["phantomAllocations"] == 51
+    [i1] = report.by_invariant()["I1"]
+    assert i1.message == "queue root.default books 59 pods; 8 are bound in namespace default"
+    phantom = report.by_invariant()["I2"][0]
+    assert phantom.message.startswith("phantom allocation: default/load-6e45ef40-")
+    assert "is booked on kfp-node-" in phantom.message and phantom.message.endswith("but the pod is unbound (Pending)")
+    assert report.as_dict()["verdict"] == "violations"
+
+
+def pod(doc: dict[str, Any], i: int = 0) -> dict[str, Any]:
+    return sorted(doc["pods"], key=lambda p: p["metadata"]["name"])[i]  # type: ignore[no-any-return]
+
+
+def allocation_of(doc: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    return next(a for app in doc["apps"] for a in app["allocations"] if a["allocationKey"] == p["metadata"]["uid"])
+
+
+def unbind(doc: dict[str, Any]) -> None:
+    p = pod(doc)
+    del p["spec"]["nodeName"]
+    p["status"]["phase"] = "Pending"
+
+
+def rebind(doc: dict[str, Any]) -> None:
+    pod(doc)["spec"]["nodeName"] = "kfp-node-0001" if pod(doc)["spec"]["nodeName"] != "kfp-node-0001" else "kfp-node-0002"
+
+
+def ghost_node(doc: dict[str, Any]) -> None:
+    p = pod(doc)
+    allocation_of(doc, p)["nodeId"] = "ghost"
+    p["spec"]["nodeName"] = "ghost"
+    doc["cache"]["pods"][f"default/{p['metadata']['name']}"]["nodeName"] = "ghost"
+
+
+def delete_pod(doc: dict[str, Any]) -> None:
+    doc["pods"].remove(pod(doc))
+
+
+def book_one_more(doc: dict[str, Any]) -> None:
+    doc["queues"]["children"][0]["allocatedResource"]["pods"] += 1
+
+
+def ignored_pod(doc: dict[str, Any]) -> None:
+    unbind(doc)
+    p = pod(doc)
+    doc["apps"][0]["allocations"].remove(allocation_of(doc, p))
+    doc["queues"]["children"][0]["allocatedResource"]["pods"] -= 1
+    doc["cache"]["pods"][f"default/{p['metadata']['name']}"]["nodeName"] = ""
+
+
+def stale_cache(doc: dict[str, Any]) -> None:
+    doc["cache"]["pods"][f"default/{pod(doc)['metadata']['name']}"]["nodeName"] = "kfp-node-0009"
+
+
+def assumed(doc: dict[str, Any]) -> None:
+    doc["cache"]["statistics"]["assumed"] = 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (unbind, {"stranded": 1, "I1": 1, "I2": 1, "I4": 1}),
+        (rebind, {"I2": 1, "I4": 1}),
+        (ghost_node, {"missing-node": 1}),
+        (delete_pod, {"I1": 1, "I2": 1}),
+        (book_one_more, {"I1": 1}),
+        (ignored_pod, {"stranded": 1, "I3": 1}),
+        (stale_cache, {"I4": 1}),
+        (assumed, {"I5": 1}),
+    ],
+    ids=["unbound-pod", "other-node", "missing-node", "deleted-pod", "overbooked-queue", "ignored-pod",
+         "stale-shim-cache", "still-assumed"],
+)
+def test_each_invariant_fails_on_its_own_symptom(mutate: Callable[[dict[str, Any]], None],
+                                                  expected: dict[str, int]) -> None:
+    doc = copy.deepcopy(load("clean"))
+    mutate(doc)
+    got = {k: v for k, v in by(evaluate(snapshot(doc), {"yunikorn"})).items() if v}
+    assert got == expected
+
+
+def test_grace_period_and_room() -> None:
+    doc = copy.deepcopy(load("clean"))
+    unbind(doc)
+    young = evaluate(snapshot(doc, yunikorn=False), {"yunikorn"}, grace=10_000)
+    assert by(young)["stranded"] == 0
+    for node in doc["nodes"]:
+        node["status"]["allocatable"]["pods"] = "0"
+    full = evaluate(snapshot(doc, yunikorn=False), {"yunikorn"}, grace=0)
+    assert by(full)["stranded"] == 0  # no node has room: Pending is right
+
+
+def test_only_the_schedulers_own_pods_count() -> None:
+    doc = copy.deepcopy(load("clean"))
+    unbind(doc)
+    assert by(evaluate(snapshot(doc, yunikorn=False), {"default-scheduler"}))["stranded"] == 0
+
+
+def test_render_names_the_objects() -> None:
+    text = render(evaluate(snapshot(load("3355")), {"yunikorn"}))
+    assert "I2            NO" in text and "default/load-6e45ef40-" in text and "(+" in text
+    assert text.splitlines()[-1].startswith("158 violations (pods 60, bound 8")
