@@ -1,4 +1,4 @@
-"""Invariants after a run: stranded pods and, for YuniKorn, phantom allocations (I1–I5).
+"""Invariants after a run: stranded pods and, for YuniKorn, phantom allocations (I1-I5).
 
 The evaluation is pure (a Snapshot in, violations out); fetching a snapshot and waiting for the
 cluster to go quiet are separate, so every invariant is tested on recorded payloads.
@@ -163,7 +163,7 @@ def _leaf_queues(tree: Obj) -> dict[str, Obj]:
 
 
 def check_yunikorn(snap: Snapshot) -> list[Violation]:
-    """I1–I5 from YuniKorn's REST API and its shim cache dump, against the apiserver."""
+    """I1-I5 from YuniKorn's REST API and its shim cache dump, against the apiserver."""
     assert snap.yunikorn is not None
     yk = snap.yunikorn
     pods = [p for p in snap.pods if p["spec"].get("schedulerName") == "yunikorn"]

@@ -76,6 +76,8 @@ class Runtime:
         self.by_fault: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
         self.requests_by: Counter[str] = Counter()
+        # Binding POST outcomes as the client saw them (never reset: samplers diff them)
+        self.binds: Counter[str] = Counter()
         # Never reset: what /metrics exports as Prometheus counters.
         self.injections_total: Counter[tuple[str, str, str]] = Counter()
         self.events_total: Counter[str] = Counter()
@@ -158,6 +160,10 @@ class Runtime:
         self.by_fault[decision.fault] += 1
         self.journal.append("inject", **decision.stamp(), request=ident.as_dict(), **outcome)
 
+    def bind_outcome(self, status: int | None) -> None:
+        """Count one Binding POST by what its client got: 2xx, another status, or no answer."""
+        self.binds["succeeded" if status is not None and 200 <= status < 300 else "failed"] += 1
+
     def note(self, event: str, **fields: Any) -> None:
         """Count and journal a proxy event that is not an injection (e.g. an upstream loss)."""
         self.events[event] += 1
@@ -188,6 +194,7 @@ class Runtime:
             "injectionsByFault": dict(sorted(self.by_fault.items())),
             "injectionsTotal": sum(self.by_fault.values()),
             "events": dict(sorted(self.events.items())),
+            "bindsTotal": {"succeeded": self.binds["succeeded"], "failed": self.binds["failed"]},
         }
 
     def reset_stats(self) -> None:

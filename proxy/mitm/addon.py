@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
+COUNTED = "kfp.bind-counted"
 JSON_TYPES = ("application/json",)
 POLL_SECONDS = 0.2
 
@@ -99,6 +100,7 @@ class FaultAddon:
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is None or not decision.plan.after or flow.response is None:
+            self._count_bind(flow)
             return None
         ident: RequestIdentity = flow.metadata[IDENT]
         if ident.watch:
@@ -108,9 +110,22 @@ class FaultAddon:
         )
         after = decision.plan.after
         if any(isinstance(s, Wait) for s in after):
-            return self._perform(flow, after)
+            return self._perform(flow, after, count=True)
         self._apply(flow, after)
+        self._count_bind(flow)
         return None
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._count_bind(flow)
+
+    def _count_bind(self, flow: http.HTTPFlow) -> None:
+        """Count a Binding POST once, by the answer its client finally got (None: no answer)."""
+        ident: RequestIdentity | None = flow.metadata.get(IDENT)
+        if ident is None or ident.subresource != "binding" or ident.verb != "create" or COUNTED in flow.metadata:
+            return
+        flow.metadata[COUNTED] = True
+        ok = flow.error is None and flow.response is not None
+        self.runtime.bind_outcome(flow.response.status_code if ok and flow.response else None)
 
     def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
         """Stream the watch through the editor, one whole event at a time."""
@@ -146,14 +161,16 @@ class FaultAddon:
         if handler is not None and flow.server_conn.connected and flow.server_conn in handler.transports:
             handler.close_connection(flow.server_conn)
 
-    async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
+    async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
         for i, step in enumerate(steps):
             if isinstance(step, Wait):
                 if not await _wait(flow, step):
                     return  # the client is gone: nothing left to answer
             else:
                 self._apply(flow, steps[i:])
-                return
+                break
+        if count:
+            self._count_bind(flow)
 
     def _apply(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for step in steps:

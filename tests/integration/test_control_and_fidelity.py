@@ -114,3 +114,22 @@ def test_control_plane_listens_on_loopback_by_default(proxy: Started) -> None:
     assert proxy.ready["controlUrl"].startswith("http://127.0.0.1:")
     assert proxy.ready["proxyUrl"].startswith("https://127.0.0.1:")
 
+
+
+def test_binding_outcomes_are_counted_as_the_client_saw_them(h2: httpx.Client, control: httpx.Client) -> None:
+    before = control.get("/v1/stats").json()["bindsTotal"]
+    activate(control, "mixed", [
+        {"name": "ctf", "match": BIND, "when": {"maxInjections": 1}, "fault": {"commitThenFail": {"abort": {"status": 500}}}},
+        {"name": "reset", "match": BIND, "when": {"maxInjections": 1}, "fault": {"reset": {}}},
+        {"name": "abort", "match": BIND, "when": {"maxInjections": 1}, "fault": {"abort": {"status": 503}}},
+    ])
+    seen = []
+    for _ in range(5):
+        try:
+            seen.append(bind(h2, pod()).status_code)
+        except httpx.HTTPError:
+            seen.append(0)
+    after = control.get("/v1/stats").json()["bindsTotal"]
+    assert sorted(seen) == [0, 201, 201, 500, 503]
+    assert after["succeeded"] - before["succeeded"] == 2
+    assert after["failed"] - before["failed"] == 3
