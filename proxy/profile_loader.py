@@ -105,7 +105,8 @@ def _to_python(
     return loader.construct_object(node, deep=True)
 
 
-def _compose(text: str, source: str) -> tuple[Any, _Positions]:
+def compose(text: str, source: str) -> tuple[Any, _Positions]:
+    """Plain data from YAML text, and where each key and value sits."""
     pos = _Positions()
     loader = yaml.SafeLoader(text)
     try:
@@ -131,7 +132,8 @@ _MESSAGES = {
 }
 
 
-def _problem(err: Any, pos: _Positions | None, source: str) -> Problem:
+def problem_from(err: Any, pos: _Positions | None, source: str) -> Problem:
+    """One pydantic error as a Problem with file:line:col."""
     loc: Loc = tuple(err["loc"])
     kind = err["type"]
     message = _MESSAGES.get(kind) or str(err["msg"]).removeprefix("Value error, ")
@@ -149,12 +151,12 @@ def validate(data: Any, source: str, pos: _Positions | None = None) -> FaultProf
     try:
         return FaultProfile.model_validate(data)
     except ValidationError as e:
-        raise ProfileError(_problem(err, pos, source) for err in e.errors()) from None
+        raise ProfileError(problem_from(err, pos, source) for err in e.errors()) from None
 
 
 def load_text(text: str, source: str = "<input>") -> FaultProfile:
     """Parse YAML (or JSON, which is YAML) text into a validated profile."""
-    data, pos = _compose(text, source)
+    data, pos = compose(text, source)
     return validate(data, source, pos)
 
 

@@ -103,6 +103,10 @@ def parser() -> argparse.ArgumentParser:
 
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
     _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))
+    from proxy.cli import scenarios, workload
+
+    workload.add_arguments(sub)
+    scenarios.add_arguments(sub)
     return p
 
 
@@ -131,6 +135,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from proxy.cli.cluster import run as run_cluster
 
                 return run_cluster(args)
+            case "load":
+                from proxy.cli.workload import run_load
+
+                return run_load(args)
+            case "check":
+                from proxy.cli.workload import run_check
+
+                return run_check(args)
+            case "scenario" | "report" | "demo":
+                from proxy.cli.scenarios import run as run_scenario
+
+                return run_scenario(args)
     except KeyboardInterrupt:
         return FAILED
     print(f"unknown command {args.command}", file=sys.stderr)

@@ -1,0 +1,98 @@
+"""`scenario run`, `report` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cluster import build
+from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.profile_loader import ProfileError
+from proxy.report import write_run, write_summary
+from proxy.runner import run_local
+from proxy.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
+                  profiles: Path, state_dir: Path) -> tuple[int, str, Path]:
+    """Every requested run; (exit code, summary table, report directory)."""
+    scenario = load_scenario(path)
+    chosen = schedulers or list(scenario.spec.expect) or [scenario.spec.cluster.scheduler]
+    out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    build.build_all(["etcd", "kube-apiserver", *(["kube-scheduler"] if "kube-scheduler" in chosen else []),
+                     *(["yunikorn-scheduler"] if "yunikorn" in chosen else [])])
+    runs = []
+    for scheduler in chosen:
+        for k in range(repeat):
+            s = seed + k
+            print(f"==> {scenario.metadata.name}: {scheduler}, seed {s} ({k + 1}/{repeat})",
+                  file=sys.stderr, flush=True)
+            result = run_local(scenario, scheduler, s, state_dir / f"{scheduler}-{s}", profiles)
+            d = out / f"{scheduler}-seed-{s}"
+            doc = {**result.as_dict(), "dir": d.name}
+            write_run(d, doc, result.table)
+            print(result.table, file=sys.stderr)
+            runs.append(doc)
+    table = write_summary(out, runs)
+    code = OK if all(r["met"] is not False for r in runs) else FAILED
+    return code, table, out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch scenario, report and demo."""
+    state_dir = args.state_dir or default_state_dir().parent / "scenarios"
+    try:
+        if args.command == "report":
+            doc = json.loads((args.directory / "report.json").read_text())
+            runs = doc.get("runs", [doc])
+            if "runs" in doc:
+                print(write_summary(args.directory, runs))
+            else:
+                print((args.directory / "summary.md").read_text())
+            return OK
+        if args.command == "demo":
+            path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
+        else:
+            path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
+        code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir)
+    except ProfileError as e:
+        print(e, file=sys.stderr)
+        return USAGE
+    except (ClusterError, build.BuildError) as e:
+        print(f"kube-fault-proxy: {e}", file=sys.stderr)
+        return FAILED
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        print(f"kube-fault-proxy: {e}", file=sys.stderr)
+        return USAGE
+    print(table)
+    print(f"report: {out}/summary.md, timelines: {out}/*/timeline.html")
+    return code
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The `scenario`, `report` and `demo` subcommands."""
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seed", type=int, default=1, help="first seed (runs k use seed + k)")
+        p.add_argument("-o", "--output", type=Path, help="report directory (default: reports/<name>-<time>)")
+        p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+        p.add_argument("--state-dir", type=Path, help="where the runs' clusters live")
+
+    sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
+    ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")
+    r = ssub.add_parser("run", help="run a scenario file")
+    r.add_argument("file", type=Path)
+    r.add_argument("--scheduler", action="append", choices=["kube-scheduler", "yunikorn"],
+                   help="run with this scheduler (repeatable; default: every scheduler the scenario expects)")
+    r.add_argument("--repeat", type=int, default=1, help="runs per scheduler, with seeds seed..seed+K-1")
+    common(r)
+    rp = sub.add_parser("report", help="print (and re-render) a report directory's summary")
+    rp.add_argument("directory", type=Path)
+    rp.add_argument("--state-dir", type=Path)
+    dp = sub.add_parser("demo", help="reproduce YUNIKORN-3355 on the local control plane, kube-scheduler as control")
+    common(dp)

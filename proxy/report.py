@@ -1,0 +1,151 @@
+"""Scenario reports: JSON, a Markdown summary, and a self-contained timeline picture (SVG in HTML)."""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+W, H = 960, 380
+LEFT, RIGHT, TOP, BOTTOM = 60, 20, 50, 60
+COLORS = {"bound": "#2b6cb0", "pending": "#dd6b20", "ok": "#38a169", "failed": "#e53e3e",
+          "outage": "#fed7d7", "profile": "#e9d8fd"}
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _rates(samples: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    """(t, succeeded/s, failed/s) between consecutive samples."""
+    out = []
+    for a, b in itertools.pairwise(samples):
+        dt = max(b["t"] - a["t"], 1e-6)
+        ok = (b["bindsSucceeded"] - a["bindsSucceeded"]) / dt
+        out.append((b["t"], ok, (b["bindsFailed"] - a["bindsFailed"]) / dt))
+    return out
+
+
+def _windows(events: list[dict[str, Any]], start: str, end: str, t_end: float) -> list[tuple[float, float, str]]:
+    spans, opened = [], None
+    for e in events:
+        if e["event"] == start and opened is None:
+            opened = e
+        elif e["event"] == end and opened is not None:
+            spans.append((opened["t"], e["t"], str(opened.get("profile", ""))))
+            opened = None
+    if opened is not None:
+        spans.append((opened["t"], t_end, str(opened.get("profile", ""))))
+    return spans
+
+
+def timeline_svg(run: dict[str, Any]) -> str:
+    """The run as a picture: pods bound and pending, binds/s succeeded and failed, fault windows."""
+    samples, events = run["samples"], run["events"]
+    t_end = max([s["t"] for s in samples] + [e["t"] for e in events] + [1.0])
+    total = max([s["pods"] for s in samples] + [run["load"].get("requested", 1), 1])
+    rates = _rates(samples)
+    peak = max([r[1] + r[2] for r in rates] + [1.0])
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(t: float) -> float:
+        return float(LEFT + pw * t / t_end)
+
+    def y(v: float, top: float = total) -> float:
+        return float(TOP + ph - ph * v / top)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+             'font-family="sans-serif" font-size="11">', f'<rect width="{W}" height="{H}" fill="white"/>']
+    for a, b, _ in _windows(events, "outage-start", "outage-end", t_end):
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
+                     f'fill="{COLORS["outage"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 12}" fill="#9b2c2c">outage</text>')
+    for a, b, name in _windows(events, "activate", "deactivate", t_end):
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP - 14}" width="{max(x(b) - x(a), 1):.1f}" height="10" '
+                     f'fill="{COLORS["profile"]}"/><text x="{x(a) + 3:.1f}" y="{TOP - 6}" fill="#553c9a">'
+                     f'{_esc(name)}</text>')
+    width = max(pw / max(len(rates), 1) - 1, 1)
+    for t, ok, failed in rates:
+        h_ok, h_bad = ph * 0.35 * ok / peak, ph * 0.35 * failed / peak
+        parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok:.1f}" width="{width:.1f}" '
+                     f'height="{h_ok:.1f}" fill="{COLORS["ok"]}" opacity="0.55"/>')
+        if h_bad:
+            parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok - h_bad:.1f}" width="{width:.1f}" '
+                         f'height="{h_bad:.1f}" fill="{COLORS["failed"]}" opacity="0.8"/>')
+    for key in ("bound", "pending"):
+        pts = " ".join(f"{x(s['t']):.1f},{y(s[key]):.1f}" for s in samples)
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[key]}" stroke-width="2"/>')
+    for step in run.get("steps", []):
+        parts.append(f'<line x1="{x(step["t"]):.1f}" x2="{x(step["t"]):.1f}" y1="{TOP}" y2="{TOP + ph}" '
+                     f'stroke="#4a5568" stroke-dasharray="3,3"/>')
+    parts += [f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>',
+              f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>']
+    for i in range(6):
+        t = t_end * i / 5
+        parts.append(f'<text x="{x(t):.1f}" y="{TOP + ph + 14}" text-anchor="middle">{t:.0f}s</text>')
+        v = total * i / 5
+        parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+    verdict = run["check"].get("verdict", "?")
+    broken = [k for k, v in run["check"].get("invariants", {}).items() if not v["holds"]]
+    title = (f'{run["scenario"]} · {run["scheduler"]} · seed {run["seed"]} · {verdict}'
+             + (f' ({", ".join(broken)})' if broken else ""))
+    met = run.get("met")
+    parts.append(f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{_esc(title)}</text>')
+    if met is not None:
+        parts.append(f'<text x="{W - RIGHT}" y="20" font-size="13" text-anchor="end" '
+                     f'fill="{"#276749" if met else "#c53030"}">{"as expected" if met else "NOT as expected"}</text>')
+    legend = [("bound", "pods bound"), ("pending", "pods pending"), ("ok", "binds/s ok"), ("failed", "binds/s failed"),
+              ("outage", "outage"), ("profile", "profile active")]
+    for i, (key, label) in enumerate(legend):
+        lx = LEFT + i * 140
+        parts.append(f'<rect x="{lx}" y="{H - 22}" width="12" height="12" fill="{COLORS[key]}"/>'
+                     f'<text x="{lx + 16}" y="{H - 12}">{label}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def run_markdown(run: dict[str, Any], table: str) -> str:
+    """One run's summary."""
+    c = run["check"]
+    lines = [f"## {run['scheduler']} · seed {run['seed']}", "",
+             f"- verdict: **{c['verdict']}**" + ("" if run.get("met") is None else
+                                                  f" ({'as expected' if run['met'] else 'NOT as expected'})"),
+             f"- load: {run['load'].get('created')} pods created at {run['load'].get('ratePerSecond')}/s",
+             "- counts: " + ", ".join(f"{k} {v}" for k, v in c["counts"].items()),
+             "- steps: " + "; ".join(f"{s['t']}s {s['did']}" for s in run.get("steps", [])),
+             f"- took {run['seconds']}s; timeline: [timeline.html](timeline.html)", "", "```", table, "```", ""]
+    return "\n".join(lines)
+
+
+def write_run(directory: Path, run: dict[str, Any], table: str) -> None:
+    """report.json, summary.md, timeline.svg and timeline.html for one run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "report.json").write_text(json.dumps(run, indent=1))
+    (directory / "summary.md").write_text(run_markdown(run, table))
+    svg = timeline_svg(run)
+    (directory / "timeline.svg").write_text(svg)
+    (directory / "timeline.html").write_text(
+        f"<!doctype html><meta charset='utf-8'><title>{_esc(run['scenario'])}</title>"
+        f"<body style='font-family:sans-serif'>{svg}<pre>{_esc(table)}</pre></body>")
+
+
+def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
+    """The side-by-side table over every run, as Markdown (also returned)."""
+    head = ("| scheduler | seed | verdict | as expected | pods | bound | stranded | phantom allocs | "
+            "broken invariants | seconds |\n|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for r in runs:
+        inv = r["check"]["invariants"]
+        stranded = inv.get("stranded", {}).get("violations", 0)
+        phantoms = r["check"]["counts"].get("phantomAllocations", "-")
+        broken = ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
+        met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
+        rows.append(f"| {r['scheduler']} | {r['seed']} | {r['check']['verdict']} | {met} | "
+                    f"{r['check']['counts'].get('pods')} | {r['check']['counts'].get('bound')} | {stranded} | "
+                    f"{phantoms} | {broken} | {r['seconds']} |")
+    text = "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
+    (directory / "summary.md").write_text(text + "\n" + "\n".join(
+        f"- [{r['scheduler']} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
+    (directory / "report.json").write_text(json.dumps({"runs": runs}, indent=1))
+    return text

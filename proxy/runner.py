@@ -1,0 +1,198 @@
+"""Run a scenario end to end on the local control plane, sampling a timeline, and judge it."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from proxy import check, load
+from proxy.cluster.control_plane import Cluster, Options, down, up
+from proxy.cluster.kubeapi import Api, ApiError
+from proxy.scenario import Expectation, Scenario, Step
+
+SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
+
+
+@dataclass
+class Target:
+    """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API."""
+
+    api: Api
+    control: str
+    yunikorn: str | None = None
+
+
+@dataclass
+class RunResult:
+    """One run of a scenario with one scheduler and one seed."""
+
+    scenario: str
+    scheduler: str
+    seed: int
+    load: dict[str, Any] = field(default_factory=dict)
+    check: dict[str, Any] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    expected: dict[str, Any] | None = None
+    met: bool | None = None
+    seconds: float = 0.0
+    table: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {k: v for k, v in self.__dict__.items() if k != "table"}
+
+
+def meets(report: check.Report, expect: Expectation | None) -> bool | None:
+    """Whether the check matches what the scenario expects of this scheduler (None: no expectation)."""
+    if expect is None:
+        return None
+    if expect.verdict == "clean":
+        return report.ok
+    failing = {name for name, vs in report.by_invariant().items() if vs}
+    return not report.ok and set(expect.invariants) <= failing
+
+
+class Sampler(threading.Thread):
+    """Once a second: the load's pods (bound, pending), Binding outcomes, new journal records."""
+
+    def __init__(self, target: Target, namespace: str, run_id: str, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.target, self.namespace, self.run_id, self.t0 = target, namespace, run_id, t0
+        self.samples: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.cursor = 0
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.target.control, timeout=10) as control:
+            self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
+            while not self.stop.is_set():
+                with contextlib.suppress(httpx.HTTPError, ApiError, KeyError):
+                    self.sample(control)
+                self.stop.wait(1.0)
+
+    def sample(self, control: httpx.Client) -> None:
+        t = round(time.monotonic() - self.t0, 2)
+        pods = self.target.api.get(f"/api/v1/namespaces/{self.namespace}/pods",
+                                   labelSelector=f"{load.LOAD_LABEL}={self.run_id}")["items"]
+        binds = control.get("/v1/stats").json()["bindsTotal"]
+        page = control.get("/v1/journal", params={"since": self.cursor, "limit": 10000}).json()
+        self.cursor = page["next"]
+        for r in page["records"]:
+            if r["event"] in ("activate", "deactivate", "outage-start", "outage-end"):
+                self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
+        bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+        self.samples.append({"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
+                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"]})
+
+    def seen(self, event: str) -> float | None:
+        """When (seconds since t0) a journal event was first seen."""
+        return next((e["t"] for e in self.events if e["event"] == event), None)
+
+
+def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str) -> str:
+    with httpx.Client(base_url=target.control, timeout=10) as control:
+        if step.activate is not None:
+            control.put("/v1/active", json={"profile": step.activate, "seed": seed}).raise_for_status()
+            return f"activate {step.activate} (seed {seed})"
+        if step.deactivate:
+            control.delete("/v1/active").raise_for_status()
+            return "deactivate"
+    pods = target.api.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{load.LOAD_LABEL}={run_id}")["items"]
+    for p in pods:
+        target.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}",
+                           {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}},
+                           content_type="application/merge-patch+json")
+    return f"touched {len(pods)} pods"
+
+
+def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True) -> RunResult:
+    """Load, timeline, settle and check against a running target."""
+    spec = scenario.spec
+    result = RunResult(scenario.metadata.name, scheduler, seed, expected=None)
+    expect = spec.expect.get(scheduler)  # type: ignore[call-overload]
+    result.expected = expect.model_dump() if expect else None
+    ls = load.LoadSpec(count=spec.load.count, rate=spec.load.rate, concurrency=spec.load.concurrency,
+                       namespace=spec.load.namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
+                       cpu=spec.load.cpu, memory=spec.load.memory)
+    t0 = time.monotonic()
+    sampler = Sampler(target, ls.namespace, ls.run_id, t0)
+    sampler.start()
+    pending = list(spec.timeline)
+
+    def due(step: Step, load_started: float | None) -> bool:
+        if step.at is not None:
+            return load_started is not None and time.monotonic() - load_started >= step.at + step.after
+        seen = sampler.seen(str(step.on))
+        return seen is not None and time.monotonic() - t0 >= seen + step.after
+
+    def run_due(load_started: float | None) -> None:
+        for step in [s for s in pending if due(s, load_started)]:
+            pending.remove(step)
+            what = _perform(step, target, seed, ls.namespace, ls.run_id)
+            result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
+            if say:
+                print(f"  [{time.monotonic() - t0:5.1f}s] {what}", file=sys.stderr, flush=True)
+
+    load_started = time.monotonic()
+    run_due(load_started)  # steps at 0s happen before the first pod exists
+    stop = threading.Event()
+
+    def timeline() -> None:
+        while not stop.is_set() and pending:
+            run_due(load_started)
+            stop.wait(0.2)
+
+    runner = threading.Thread(target=timeline, daemon=True)
+    runner.start()
+    if say:
+        print(f"  creating {ls.count} pods at {ls.rate:g}/s for {scheduler}", file=sys.stderr, flush=True)
+    loaded = load.create_pods(target.api, ls, progress=say)
+    result.load = loaded.as_dict()
+    sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
+
+    def tick(snap: check.Snapshot) -> None:
+        if say:
+            mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
+            bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+            print(f"\r  settling: {bound}/{len(mine)} bound, {time.monotonic() - t0:.0f}s", end="", file=sys.stderr,
+                  flush=True)
+
+    snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
+                                   spec.settle.timeout, tick)
+    if say:
+        print(file=sys.stderr)
+    stop.set()
+    runner.join(5)
+    sampler.stop.set()
+    sampler.join(10)
+    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, spec.settle.grace)
+    report.quiet = quiet
+    result.check = report.as_dict()
+    result.table = check.render(report)
+    result.samples, result.events = sampler.samples, sampler.events
+    result.met = meets(report, expect)
+    result.seconds = round(time.monotonic() - t0, 1)
+    return result
+
+
+def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, profiles_dir: Path,
+              say: bool = True) -> RunResult:
+    """Bring up the local control plane with the proxy and this scheduler, run, tear down."""
+    c: Cluster = up(Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
+                            profiles_dir=profiles_dir))
+    api = c.admin_api()
+    try:
+        return run_on(Target(api, c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler, seed, say)
+    finally:
+        api.close()
+        down(c.dir)
