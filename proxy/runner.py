@@ -132,7 +132,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     def due(step: Step, load_started: float | None) -> bool:
         if step.at is not None:
             return load_started is not None and time.monotonic() - load_started >= step.at + step.after
-        seen = sampler.seen(str(step.on))
+        seen = sampler.seen(str(step.onEvent))
         return seen is not None and time.monotonic() - t0 >= seen + step.after
 
     def run_due(load_started: float | None) -> None:

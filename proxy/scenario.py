@@ -35,10 +35,11 @@ class LoadSpec(StrictModel):
 
 
 class Step(StrictModel):
-    """When (at a time after the load starts, or on a journal event) and what (one action)."""
+    """When (`at` a time after the load starts, or `onEvent`, a journal event, plus `after`) and
+    what (one action)."""
 
     at: Duration | None = None
-    on: Literal["outage-start", "outage-end", "load-done"] | None = None
+    onEvent: Literal["outage-start", "outage-end", "load-done"] | None = None
     after: Duration = 0.0
     activate: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     deactivate: bool = False
@@ -46,8 +47,8 @@ class Step(StrictModel):
 
     @model_validator(mode="after")
     def _one_when_one_what(self) -> Self:
-        if (self.at is None) == (self.on is None):
-            raise ValueError("a step needs exactly one of at, on")
+        if (self.at is None) == (self.onEvent is None):
+            raise ValueError("a step needs exactly one of at, onEvent")
         if sum([self.activate is not None, self.deactivate, self.touchPods]) != 1:
             raise ValueError("a step needs exactly one of activate, deactivate, touchPods")
         return self

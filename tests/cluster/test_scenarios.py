@@ -1,0 +1,63 @@
+"""The founding scenario end to end on the real control plane, and the load and check commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from proxy.cli.scenarios import run_scenarios
+from tests.cluster.conftest import start_cluster, stop_cluster
+from tests.support.processes import ROOT
+
+SCENARIO = ROOT / "scenarios" / "yunikorn-3355.yaml"
+
+
+def test_kube_scheduler_recovers_from_the_outage(tmp_path: Path) -> None:
+    code, table, out = run_scenarios(SCENARIO, ["kube-scheduler"], 1, 1, tmp_path / "report",
+                                     ROOT / "fault_profiles", tmp_path / "state")
+    run = json.loads((out / "kube-scheduler-seed-1" / "report.json").read_text())
+    assert code == 0 and run["met"] is True, table
+    assert run["check"]["verdict"] == "clean"
+    assert run["check"]["counts"]["bound"] == 1000
+    events = [e["event"] for e in run["events"]]
+    assert "outage-start" in events and "outage-end" in events  # the fault really happened
+    assert (out / "kube-scheduler-seed-1" / "timeline.svg").read_text().startswith("<svg")
+    assert "| kube-scheduler | 1 | clean | yes |" in (out / "summary.md").read_text()
+
+
+def test_yunikorn_strands_pods_with_phantom_allocations(tmp_path: Path) -> None:
+    code, table, out = run_scenarios(SCENARIO, ["yunikorn"], 7, 1, tmp_path / "report",
+                                     ROOT / "fault_profiles", tmp_path / "state")
+    run = json.loads((out / "yunikorn-seed-7" / "report.json").read_text())
+    assert code == 0 and run["met"] is True, table
+    inv = run["check"]["invariants"]
+    assert inv["stranded"]["violations"] > 0 and inv["I2"]["violations"] > 0 and not inv["I1"]["holds"]
+    assert run["check"]["counts"]["phantomAllocations"] > 0
+    assert "phantom allocation" in (out / "yunikorn-seed-7" / "summary.md").read_text()
+
+
+def kfp(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_load_check_and_clean_commands(tmp_path: Path) -> None:
+    c = start_cluster(tmp_path / "c", "--nodes", "10", "--scheduler", "kube-scheduler", "--proxy")
+    try:
+        kc = str(c.kubeconfig("admin"))
+        r = kfp("load", "pods", "--kubeconfig", kc, "--count", "60", "--rate", "100", "--namespace", "loadtest")
+        assert r.returncode == 0 and "created 60/60 pods" in r.stdout, r.stderr
+        r = kfp("check", "--kubeconfig", kc, "--scheduler-name", "default-scheduler", "--quiet", "5", "--grace", "0",
+                "-o", str(tmp_path / "check.json"))
+        assert r.returncode == 0, r.stdout
+        assert json.loads((tmp_path / "check.json").read_text())["counts"]["bound"] == 60
+        # pods for a scheduler that does not exist are stranded: check must say so and exit 1
+        r = kfp("load", "pods", "--kubeconfig", kc, "--count", "3", "--scheduler-name", "nobody", "--namespace", "loadtest")
+        assert r.returncode == 0
+        r = kfp("check", "--kubeconfig", kc, "--scheduler-name", "nobody", "--quiet", "2", "--grace", "0")
+        assert r.returncode == 1 and "stranded      NO              3" in r.stdout
+        r = kfp("load", "clean", "--kubeconfig", kc, "--namespace", "loadtest")
+        assert r.returncode == 0 and r.stdout.strip() == "deleted 63 pods"
+    finally:
+        stop_cluster(c)

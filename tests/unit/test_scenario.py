@@ -1,0 +1,73 @@
+"""Scenario files: strict like profiles, and the shipped ones are valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.check import Report, Violation
+from proxy.profile_loader import ProfileError
+from proxy.runner import meets
+from proxy.scenario import Expectation, load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
+
+
+def test_shipped_scenarios_are_valid() -> None:
+    files = sorted((ROOT / "scenarios").glob("*.yaml"))
+    assert files
+    for f in files:
+        s = load_scenario(f)
+        assert s.metadata.description.strip()
+        assert s.spec.expect, f"{f} says nothing about what the run must show"
+
+
+def test_the_founding_scenario() -> None:
+    s = load_scenario(ROOT / "scenarios" / "yunikorn-3355.yaml")
+    assert s.spec.timeline[0].activate == "apiserver-outage-at-bind-200"
+    assert s.spec.expect["yunikorn"].verdict == "violations"
+    assert s.spec.expect["kube-scheduler"].verdict == "clean"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("spec:\n  timeline:\n    - {activate: p}\n", "s.yaml:6:7: spec.timeline[0]: a step needs exactly one of at, onEvent"),
+        ("spec:\n  timeline:\n    - {at: 1s, activate: p, deactivate: true}\n",
+         "spec.timeline[0]: a step needs exactly one of activate, deactivate, touchPods"),
+        ("spec:\n  timeline:\n    - {onEvent: outage-begin, deactivate: true}\n",
+         "s.yaml:6:17: spec.timeline[0].onEvent: Input should be 'outage-start', 'outage-end' or 'load-done'"),
+        ("spec:\n  cluster: {scheduler: volcano}\n", "spec.cluster.scheduler: Input should be 'kube-scheduler' or 'yunikorn'"),
+        ("spec:\n  load: {count: 0}\n", "spec.load.count: Input should be greater than or equal to 1"),
+        ("spec:\n  expect: {yunikorn: {verdict: broken}}\n", "spec.expect.yunikorn.verdict: Input should be 'clean' or 'violations'"),
+        ("spec:\n  settle: {quiet: 10}\n", "spec.settle.quiet: a duration needs a unit"),
+        ("spec:\n  loads: {}\n", "s.yaml:5:3: spec.loads: unknown field"),
+    ],
+)
+def test_errors_name_position_and_path(tmp_path: Path, spec: str, expected: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + spec)
+    with pytest.raises(ProfileError) as e:
+        load_scenario(path)
+    assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
+
+
+def report(*invariants: str) -> Report:
+    return Report(violations=[Violation(i, "x") for i in invariants], checked=["stranded", "I1", "I2"])
+
+
+@pytest.mark.parametrize(
+    ("expect", "rep", "met"),
+    [
+        (Expectation(verdict="clean"), report(), True),
+        (Expectation(verdict="clean"), report("I2"), False),
+        (Expectation(verdict="violations", invariants=["I1", "I2"]), report("I1", "I2", "stranded"), True),
+        (Expectation(verdict="violations", invariants=["I1", "I2"]), report("I2"), False),
+        (Expectation(verdict="violations"), report(), False),
+        (None, report("I1"), None),
+    ],
+)
+def test_expectations(expect: Expectation | None, rep: Report, met: bool | None) -> None:
+    assert meets(rep, expect) is met
