@@ -119,7 +119,11 @@ def _age(pod: Obj, now: float) -> float:
     return now - created.timestamp()
 
 
-def check_generic(snap: Snapshot, schedulers: set[str], grace: float) -> list[Violation]:
+def _in(pod: Obj, namespace: str | None) -> bool:
+    return namespace is None or pod["metadata"].get("namespace") == namespace
+
+
+def check_generic(snap: Snapshot, schedulers: set[str], grace: float, namespace: str | None = None) -> list[Violation]:
     """Stranded pods (with room somewhere) and pods bound to nodes that do not exist."""
     nodes = {n["metadata"]["name"]: n for n in snap.nodes}
     free: dict[str, list[float]] = {}
@@ -131,7 +135,7 @@ def check_generic(snap: Snapshot, schedulers: set[str], grace: float) -> list[Vi
     for pod in snap.pods:
         node = pod["spec"].get("nodeName")
         if node and not _terminated(pod):
-            if node not in nodes:
+            if node not in nodes and _in(pod, namespace):
                 out.append(Violation("missing-node", f"{_ref(pod)} is bound to {node}, which does not exist",
                                      (_ref(pod),)))
             else:
@@ -140,7 +144,8 @@ def check_generic(snap: Snapshot, schedulers: set[str], grace: float) -> list[Vi
                 free[node][1] -= mem
                 free[node][2] -= 1
     for pod in snap.pods:
-        if (pod["spec"].get("schedulerName", "default-scheduler") not in schedulers or pod["spec"].get("nodeName")
+        if (not _in(pod, namespace) or pod["spec"].get("schedulerName", "default-scheduler") not in schedulers
+                or pod["spec"].get("nodeName")
                 or pod["status"].get("phase") != "Pending" or _age(pod, snap.now) < grace):
             continue
         cpu, mem = _requests(pod)
@@ -162,22 +167,29 @@ def _leaf_queues(tree: Obj) -> dict[str, Obj]:
     return out
 
 
-def check_yunikorn(snap: Snapshot) -> list[Violation]:
-    """I1-I5 from YuniKorn's REST API and its shim cache dump, against the apiserver."""
+def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violation]:
+    """I1-I5 from YuniKorn's REST API and its shim cache dump, against the apiserver.
+
+    With a namespace, only that namespace's queue, allocations and pods are judged, and I5 (a
+    cluster-wide count) is left out."""
     assert snap.yunikorn is not None
     yk = snap.yunikorn
     pods = [p for p in snap.pods if p["spec"].get("schedulerName") == "yunikorn"]
+    all_by_uid = {p["metadata"]["uid"]: p for p in pods}
+    pods = [p for p in pods if _in(p, namespace)]
     by_uid = {p["metadata"]["uid"]: p for p in pods}
     by_ref = {_ref(p): p for p in pods}
     out: list[Violation] = []
 
     bound_per_ns = Counter(p["metadata"]["namespace"] for p in pods if p["spec"].get("nodeName") and not _terminated(p))
     for name, queue in sorted(_leaf_queues(yk["queues"]).items()):
-        namespace = name.split(".", 1)[1] if name.startswith("root.") else name
+        queue_ns = name.split(".", 1)[1] if name.startswith("root.") else name
+        if namespace is not None and queue_ns != namespace:
+            continue
         booked = int((queue.get("allocatedResource") or {}).get("pods", 0))
-        if booked != bound_per_ns.get(namespace, 0):
-            out.append(Violation("I1", f"queue {name} books {booked} pods; {bound_per_ns.get(namespace, 0)} are bound "
-                                       f"in namespace {namespace}", (name,)))
+        if booked != bound_per_ns.get(queue_ns, 0):
+            out.append(Violation("I1", f"queue {name} books {booked} pods; {bound_per_ns.get(queue_ns, 0)} are bound "
+                                       f"in namespace {queue_ns}", (name,)))
 
     allocated: set[str] = set()
     asked: set[str] = set()
@@ -188,6 +200,10 @@ def check_yunikorn(snap: Snapshot) -> list[Violation]:
             allocated.add(key)
             pod = by_uid.get(key)
             tags = alloc.get("allocationTags") or {}
+            if namespace is not None and tags.get("kubernetes.io/meta/namespace", namespace) != namespace:
+                continue
+            if pod is None and key in all_by_uid:
+                continue
             label = f"{tags.get('kubernetes.io/meta/namespace', '?')}/{tags.get('kubernetes.io/meta/podName', key)}"
             if pod is None:
                 out.append(Violation("I2", f"allocation {label} on {node}: the pod does not exist", (label,)))
@@ -206,6 +222,8 @@ def check_yunikorn(snap: Snapshot) -> list[Violation]:
 
     cache = yk.get("cache") or {}
     for ref, cached in sorted((cache.get("pods") or {}).items()):
+        if namespace is not None and not ref.startswith(f"{namespace}/"):
+            continue
         pod = by_ref.get(ref)
         if pod is None or cached.get("schedulerName") != "yunikorn":
             continue
@@ -214,19 +232,20 @@ def check_yunikorn(snap: Snapshot) -> list[Violation]:
             out.append(Violation("I4", f"shim cache has {ref} on {cached_node or 'no node'}; the apiserver on "
                                        f"{real_node or 'no node'}", (ref,)))
     assumed = int((cache.get("statistics") or {}).get("assumed", 0))
-    if assumed:
+    if assumed and namespace is None:
         out.append(Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"))
     return out
 
 
-def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0) -> Report:
-    """Every invariant that applies to this snapshot."""
+def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespace: str | None = None) -> Report:
+    """Every invariant that applies to this snapshot (to one namespace of it, if given)."""
     report = Report(checked=["stranded", "missing-node"])
-    report.violations += check_generic(snap, schedulers, grace)
+    report.violations += check_generic(snap, schedulers, grace, namespace)
     if snap.yunikorn is not None:
-        report.checked += ["I1", "I2", "I3", "I4", "I5"]
-        report.violations += check_yunikorn(snap)
-    mine = [p for p in snap.pods if p["spec"].get("schedulerName", "default-scheduler") in schedulers]
+        report.checked += ["I1", "I2", "I3", "I4"] + (["I5"] if namespace is None else [])
+        report.violations += check_yunikorn(snap, namespace)
+    mine = [p for p in snap.pods
+            if p["spec"].get("schedulerName", "default-scheduler") in schedulers and _in(p, namespace)]
     report.counts = {"pods": len(mine), "bound": sum(1 for p in mine if p["spec"].get("nodeName")),
                      "pending": sum(1 for p in mine if p["status"].get("phase") == "Pending"),
                      "nodes": len(snap.nodes)}

@@ -141,3 +141,11 @@ def test_render_names_the_objects() -> None:
     text = render(evaluate(snapshot(load("3355")), {"yunikorn"}))
     assert "I2            NO" in text and "default/load-6e45ef40-" in text and "(+" in text
     assert text.splitlines()[-1].startswith("158 violations (pods 60, bound 8")
+
+
+def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
+    snap = snapshot(load("3355"))
+    other = evaluate(snap, {"yunikorn"}, namespace="elsewhere")
+    assert other.ok and other.counts["pods"] == 0 and "I5" not in other.checked
+    here = by(evaluate(snap, {"yunikorn"}, namespace="default"))
+    assert here == {"stranded": 52, "missing-node": 0, "I1": 1, "I2": 51, "I3": 1, "I4": 52}

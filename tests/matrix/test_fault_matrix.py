@@ -1,0 +1,75 @@
+"""The fault matrix: schedulers x profiles x seeds, each cell a load and a check on the real
+control plane, each cell's outcome written down below and asserted exactly.
+
+It doubles as an example of the pytest plugin's pieces (Faults, profiles_in) used for a matrix:
+one local control plane per scheduler, one namespace per cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy import check, load
+from proxy.cluster.control_plane import Cluster, Options, down, up
+from proxy.pytest_plugin import Faults, ProxyHandle, profiles_in
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-slow", "apf-throttle-binds",
+            "bind-commit-then-fail", "watch-expire-pods", "apiserver-outage-at-bind-200"]
+SEEDS = [1, 2]
+PODS = 250  # more than the 200 Bindings the outage profile waits for
+SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
+
+# What each cell must show. kube-scheduler retries failed binds and stays clean under every
+# profile; YuniKorn v1.9.0 does not retry a failed bind (YUNIKORN-3128) and, once its informer
+# sees the pod again, books the stale node (YUNIKORN-3355).
+CLEAN: tuple[str, frozenset[str]] = ("clean", frozenset())
+EXPECTED: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+    **{("kube-scheduler", p): CLEAN for p in PROFILES},
+}
+RESULTS = Path(os.environ.get("KFP_MATRIX_RESULTS", "")) if os.environ.get("KFP_MATRIX_RESULTS") else None
+
+
+@pytest.fixture(scope="module", params=["kube-scheduler", "yunikorn"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = up(Options(state_dir=tmp_path_factory.mktemp(f"matrix-{request.param}"), nodes=50,
+                   scheduler=request.param, proxy=True, profiles_dir=ROOT / "fault_profiles"))
+    yield c
+    down(c.dir)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize("profile", profiles_in(PROFILES))
+def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
+    scheduler = cluster.state["scheduler"]
+    namespace = f"m-{profile[:40]}-{seed}".replace(".", "-")
+    api = cluster.admin_api()
+    faults = Faults(ProxyHandle(cluster.state["proxy"]["control"]), None)
+    faults.reset()
+    faults.activate(profile, seed=seed)
+    try:
+        loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
+                                                     scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
+        assert loaded.created == PODS
+        quiet = 45.0 if "outage" in profile else 15.0
+        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), quiet, 300)
+    finally:
+        faults.deactivate()
+    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
+    broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
+    outcome = ("clean" if report.ok else "violations", broken)
+    if RESULTS is not None:
+        with RESULTS.open("a") as f:
+            f.write(json.dumps({"scheduler": scheduler, "profile": profile, "seed": seed, "verdict": outcome[0],
+                                "broken": sorted(broken), "counts": report.counts,
+                                "injections": len(faults.injections())}) + "\n")
+    load.clean(api, namespace)
+    expected = EXPECTED.get((scheduler, profile))
+    assert expected is not None, f"no written-down expectation for {scheduler} x {profile}: {outcome}"
+    assert outcome[0] == expected[0] and expected[1] <= broken, (
+        f"{scheduler} x {profile} (seed {seed}): expected {expected}, got {outcome}\n{check.render(report)}")
