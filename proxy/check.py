@@ -270,13 +270,15 @@ def fetch(api: Api, yunikorn_url: str | None) -> Snapshot:
 
 
 def wait_quiet(take: Callable[[], Snapshot], quiet: float, timeout: float,
-               tick: Callable[[Snapshot], None] | None = None) -> tuple[Snapshot, bool]:
-    """Snapshots until nothing changed for `quiet` seconds (or `timeout` passed): (last, went quiet)."""
+               tick: Callable[[Snapshot], None] | None = None,
+               done: Callable[[Snapshot], bool] | None = None) -> tuple[Snapshot, bool]:
+    """Snapshots until nothing changed for `quiet` seconds, or `done` says the work is finished (or
+    `timeout` passed): (last snapshot, settled)."""
     deadline = time.monotonic() + timeout
     snap = take()
     sig, since = snap.signature(), time.monotonic()
     while time.monotonic() < deadline:
-        if time.monotonic() - since >= quiet:
+        if time.monotonic() - since >= quiet or (done is not None and done(snap)):
             return snap, True
         time.sleep(min(2.0, quiet / 4))
         snap = take()
@@ -285,6 +287,18 @@ def wait_quiet(take: Callable[[], Snapshot], quiet: float, timeout: float,
         if snap.signature() != sig:
             sig, since = snap.signature(), time.monotonic()
     return snap, False
+
+
+def all_bound(namespace: str, label: str | None = None) -> Callable[[Snapshot], bool]:
+    """A `done` test for wait_quiet: every pod in the namespace (with the label, if given) is bound
+    and Running, and the shim (if any) assumes none."""
+    def check(snap: Snapshot) -> bool:
+        pods = [p for p in snap.pods if _in(p, namespace)
+                and (label is None or label in (p["metadata"].get("labels") or {}))]
+        if not pods or not all(p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods):
+            return False
+        return snap.yunikorn is None or not (snap.yunikorn["cache"].get("statistics") or {}).get("assumed")
+    return check
 
 
 def render(report: Report, limit: int = 3) -> str:

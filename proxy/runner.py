@@ -168,7 +168,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
                   flush=True)
 
     snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
-                                   spec.settle.timeout, tick)
+                                   spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
     if say:
         print(file=sys.stderr)
     stop.set()

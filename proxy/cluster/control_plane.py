@@ -280,7 +280,10 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path) -> None:
                              "contentType": "application/json", "qps": 500, "burst": 1000},
         "leaderElection": {"leaderElect": False}}))
     log = c.dir / "logs" / "kube-scheduler.log"
-    pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}"], log)
+    # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
+    # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
+    pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                 "--pod-max-in-unschedulable-pods-duration=20s"], log)
     c.record("kube-scheduler", pid, log)
     _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
           pid, log, opts.timeout)

@@ -56,8 +56,8 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
                                                      scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
         assert loaded.created == PODS
-        quiet = 45.0 if "outage" in profile else 15.0
-        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), quiet, 300)
+        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), 45.0, 240.0,
+                                   done=check.all_bound(namespace))
     finally:
         faults.deactivate()
     report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)

@@ -149,3 +149,12 @@ def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
     assert other.ok and other.counts["pods"] == 0 and "I5" not in other.checked
     here = by(evaluate(snap, {"yunikorn"}, namespace="default"))
     assert here == {"stranded": 52, "missing-node": 0, "I1": 1, "I2": 51, "I3": 1, "I4": 52}
+
+
+def test_all_bound_ends_a_wait_early_only_when_the_work_is_done() -> None:
+    from proxy.check import all_bound
+
+    assert all_bound("default")(snapshot(load("clean")))
+    assert not all_bound("default")(snapshot(load("3355")))
+    assert not all_bound("empty")(snapshot(load("clean")))  # nothing there yet: not done
+    assert all_bound("default", "kube-fault-proxy/load")(snapshot(load("clean")))
