@@ -22,22 +22,29 @@ class DropEditor(EventEditor):
         self.probability = probability
         self.rng = rng
 
+    action = "dropped"
+
     def describe(self) -> str:
         return f"drop selected events (p={self.probability:g})"
+
+    def act(self, line: bytes) -> list[bytes]:
+        """What a chosen event becomes."""
+        return []
 
     def edit(self, line: bytes, event: WatchEvent | None) -> list[bytes]:
         if event is None or not self.selected(event):
             return [line]
         if self.probability < 1.0 and self.rng.random() >= self.probability:
             return [line]
-        self.note("dropped", event)
-        return []
+        self.note(self.action, event)
+        return self.act(line)
 
 
 class DropEvents(FaultSpec):
     """Events of the watch that match `events` are dropped with `probability`."""
 
     kind: ClassVar[str] = "dropEvents"
+    editor: ClassVar[type[DropEditor]] = DropEditor
     events: EventSelector = EventSelector()
     probability: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
 
@@ -46,4 +53,4 @@ class DropEvents(FaultSpec):
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         stream_rng = random.Random(rng.getrandbits(64))
-        return Plan(before=(EditEvents(DropEditor(self.events, self.probability, stream_rng)),))
+        return Plan(before=(EditEvents(self.editor(self.events, self.probability, stream_rng)),))
