@@ -25,12 +25,31 @@ SEEDS = [1, 2]
 PODS = 250  # more than the 200 Bindings the outage profile waits for
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
 
-# What each cell must show. kube-scheduler retries failed binds and stays clean under every
-# profile; YuniKorn v1.9.0 does not retry a failed bind (YUNIKORN-3128) and, once its informer
-# sees the pod again, books the stale node (YUNIKORN-3355).
-CLEAN: tuple[str, frozenset[str]] = ("clean", frozenset())
-EXPECTED: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+# What each cell must show: (verdict, invariants that must break, invariants that may also break).
+# kube-scheduler retries failed binds and stays clean under every profile. YuniKorn v1.9.0 does not
+# retry a failed bind: the pod is ignored (I3, YUNIKORN-3128) while the shim cache keeps the node it
+# had assumed (I4); once its informer sees such a pod again it books the stale node as an
+# allocation (I1/I2, YUNIKORN-3355). Which of those a cell shows when the connection drops depends on
+# how many binds were in flight, hence the "may" sets. Under commit-then-fail every pod is bound
+# but the queue forgets the pods whose bind it believes failed (I1).
+Outcome = tuple[str, frozenset[str], frozenset[str]]
+CLEAN: Outcome = ("clean", frozenset(), frozenset())
+
+
+def violates(must: set[str], may: set[str] | None = None) -> Outcome:
+    return ("violations", frozenset(must), frozenset(may or ()))
+
+
+EXPECTED: dict[tuple[str, str], Outcome] = {
     **{("kube-scheduler", p): CLEAN for p in PROFILES},
+    ("yunikorn", "pass-through"): CLEAN,
+    ("yunikorn", "bind-fail-30pct"): violates({"stranded", "I3", "I4"}),
+    ("yunikorn", "bind-fail-first-attempt"): violates({"stranded", "I3", "I4"}),
+    ("yunikorn", "bind-slow"): CLEAN,
+    ("yunikorn", "apf-throttle-binds"): CLEAN,
+    ("yunikorn", "bind-commit-then-fail"): violates({"I1"}),
+    ("yunikorn", "watch-expire-pods"): violates({"stranded", "I4"}, {"I1", "I2", "I3"}),
+    ("yunikorn", "apiserver-outage-at-bind-200"): violates({"stranded", "I1", "I4"}, {"I2", "I3"}),
 }
 RESULTS = Path(os.environ.get("KFP_MATRIX_RESULTS", "")) if os.environ.get("KFP_MATRIX_RESULTS") else None
 
@@ -71,5 +90,8 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     load.clean(api, namespace)
     expected = EXPECTED.get((scheduler, profile))
     assert expected is not None, f"no written-down expectation for {scheduler} x {profile}: {outcome}"
-    assert outcome[0] == expected[0] and expected[1] <= broken, (
-        f"{scheduler} x {profile} (seed {seed}): expected {expected}, got {outcome}\n{check.render(report)}")
+    verdict, must, may = expected
+    assert outcome[0] == verdict and must <= broken <= must | may, (
+        f"{scheduler} x {profile} (seed {seed}): expected {verdict} breaking {sorted(must)}"
+        f"{f' (and maybe {sorted(may)})' if may else ''}, got {outcome[0]} breaking {sorted(broken)}\n"
+        f"{check.render(report)}")
