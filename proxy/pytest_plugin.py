@@ -269,6 +269,62 @@ def faults(request: pytest.FixtureRequest, kfp_proxy: ProxyHandle, kfp_config: P
     handle.deactivate()
 
 
+def assert_clean(report: Any) -> None:
+    """Fail with the invariant table unless the check found nothing."""
+    from proxy.check import render
+
+    if not report.ok:
+        raise AssertionError("invariants violated:\n" + render(report))
+
+
+def assert_violates(report: Any, *invariants: str) -> None:
+    """Fail unless every named invariant is broken."""
+    from proxy.check import render
+
+    broken = {name for name, vs in report.by_invariant().items() if vs}
+    missing = set(invariants) - broken
+    if missing:
+        raise AssertionError(f"expected {sorted(missing)} to be violated:\n" + render(report))
+
+
+@pytest.fixture
+def kfp_load(kfp_cluster: Any) -> Any:
+    """`kfp_load(count=100, namespace="t", scheduler_name="yunikorn", rate=200)` on the local
+    control plane; returns the LoadResult."""
+    from proxy import load
+
+    def run(**spec: Any) -> Any:
+        api = kfp_cluster.admin_api()
+        try:
+            return load.create_pods(api, load.LoadSpec(**spec), progress=False)
+        finally:
+            api.close()
+
+    return run
+
+
+@pytest.fixture
+def kfp_check(kfp_cluster: Any) -> Any:
+    """`kfp_check(scheduler_name="yunikorn", namespace="t")`: wait until every pod there runs (or
+    nothing changed for `quiet` seconds), then the invariants; returns the Report."""
+    from proxy import check
+
+    def run(scheduler_name: str = "default-scheduler", namespace: str | None = None, quiet: float = 30.0,
+            timeout: float = 240.0, grace: float = 0.0) -> Any:
+        api = kfp_cluster.admin_api()
+        try:
+            done = check.all_bound(namespace) if namespace else None
+            snap, settled = check.wait_quiet(lambda: check.fetch(api, kfp_cluster.state.get("yunikorn")), quiet,
+                                             timeout, done=done)
+            report = check.evaluate(snap, {scheduler_name}, grace, namespace)
+            report.quiet = settled
+            return report
+        finally:
+            api.close()
+
+    return run
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield

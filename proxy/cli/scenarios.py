@@ -13,27 +13,38 @@ from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir
 from proxy.profile_loader import ProfileError
 from proxy.report import write_run, write_summary
-from proxy.runner import run_local
+from proxy.runner import Target, run_local, run_on
 from proxy.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class UsageError(Exception):
+    """Flags that do not fit together."""
+
+
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
-                  profiles: Path, state_dir: Path) -> tuple[int, str, Path]:
-    """Every requested run; (exit code, summary table, report directory)."""
+                  profiles: Path, state_dir: Path, existing: Target | None = None) -> tuple[int, str, Path]:
+    """Every requested run; (exit code, summary table, report directory).
+
+    With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
+    of a fresh local control plane each."""
     scenario = load_scenario(path)
     chosen = schedulers or list(scenario.spec.expect) or [scenario.spec.cluster.scheduler]
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    build.build_all(["etcd", "kube-apiserver", *(["kube-scheduler"] if "kube-scheduler" in chosen else []),
-                     *(["yunikorn-scheduler"] if "yunikorn" in chosen else [])])
+    if existing is None:
+        build.build_all(["etcd", "kube-apiserver", *(["kube-scheduler"] if "kube-scheduler" in chosen else []),
+                         *(["yunikorn-scheduler"] if "yunikorn" in chosen else [])])
     runs = []
     for scheduler in chosen:
         for k in range(repeat):
             s = seed + k
             print(f"==> {scenario.metadata.name}: {scheduler}, seed {s} ({k + 1}/{repeat})",
                   file=sys.stderr, flush=True)
-            result = run_local(scenario, scheduler, s, state_dir / f"{scheduler}-{s}", profiles)
+            if existing is None:
+                result = run_local(scenario, scheduler, s, state_dir / f"{scheduler}-{s}", profiles)
+            else:
+                result = run_on(existing, scenario, scheduler, s)
             d = out / f"{scheduler}-seed-{s}"
             doc = {**result.as_dict(), "dir": d.name}
             write_run(d, doc, result.table)
@@ -60,9 +71,21 @@ def run(args: argparse.Namespace) -> int:
             path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
         else:
             path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
-        code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir)
+        existing = None
+        if getattr(args, "kubeconfig", None) is not None:
+            if not args.control_url or not schedulers or len(schedulers) != 1:
+                raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
+                                 "--scheduler (the one already running behind the proxy)")
+            from proxy.cluster.kubeapi import Api
+
+            existing = Target(Api.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+        code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
+                                         existing)
     except ProfileError as e:
         print(e, file=sys.stderr)
+        return USAGE
+    except UsageError as e:
+        print(f"kube-fault-proxy scenario: {e}", file=sys.stderr)
         return USAGE
     except (ClusterError, build.BuildError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
@@ -90,6 +113,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r.add_argument("--scheduler", action="append", choices=["kube-scheduler", "yunikorn"],
                    help="run with this scheduler (repeatable; default: every scheduler the scenario expects)")
     r.add_argument("--repeat", type=int, default=1, help="runs per scheduler, with seeds seed..seed+K-1")
+    r.add_argument("--kubeconfig", type=Path, help="run on this existing cluster instead of a local one "
+                                                   "(admin access; its scheduler already behind the proxy)")
+    r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane")
+    r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5)")
     common(r)
     rp = sub.add_parser("report", help="print (and re-render) a report directory's summary")
     rp.add_argument("directory", type=Path)

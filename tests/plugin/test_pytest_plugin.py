@@ -141,3 +141,17 @@ def test_a_proxy_the_plugin_starts_from_a_kubeconfig(pytester: pytest.Pytester, 
     result = pytester.runpytest("--kube-fault-proxy-kubeconfig", str(kubeconfig), "--kube-fault-proxy-profiles",
                                 str(profiles), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_assert_helpers_name_the_broken_invariants() -> None:
+    from proxy.check import Report, Violation
+    from proxy.pytest_plugin import assert_clean, assert_violates
+
+    clean = Report(checked=["stranded", "I2"])
+    broken = Report(violations=[Violation("I2", "phantom allocation: ns/p", ("ns/p",))], checked=["stranded", "I2"])
+    assert_clean(clean)
+    assert_violates(broken, "I2")
+    with pytest.raises(AssertionError, match=r"(?s)invariants violated:.*I2 +NO +1  ns/p"):
+        assert_clean(broken)
+    with pytest.raises(AssertionError, match=r"expected \['stranded'\] to be violated"):
+        assert_violates(broken, "stranded", "I2")
