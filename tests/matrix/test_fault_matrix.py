@@ -75,7 +75,10 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
                                                      scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
         assert loaded.created == PODS
-        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), 45.0, 240.0,
+        # After an outage a Go client may notice its lost connection only through its HTTP/2 health
+        # check (30 s idle + 15 s ping timeout), so those cells wait longer for quiet.
+        quiet = 90.0 if "outage" in profile else 45.0
+        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), quiet, 300.0,
                                    done=check.all_bound(namespace))
     finally:
         faults.deactivate()
