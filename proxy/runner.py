@@ -99,6 +99,18 @@ class Sampler(threading.Thread):
         return next((e["t"] for e in self.events if e["event"] == event), None)
 
 
+def _retry(call: Any, attempts: int = 3) -> Any:
+    """A call, retried on transport errors (a shared HTTP/2 client can lose its connection)."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except httpx.TransportError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str) -> str:
     with httpx.Client(base_url=target.control, timeout=10) as control:
         if step.activate is not None:
@@ -107,11 +119,14 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
         if step.deactivate:
             control.delete("/v1/active").raise_for_status()
             return "deactivate"
-    pods = target.api.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{load.LOAD_LABEL}={run_id}")["items"]
+    api = target.api  # shared with the sampler thread: transport errors are retried
+    pods = _retry(lambda: api.get(f"/api/v1/namespaces/{namespace}/pods",
+                                  labelSelector=f"{load.LOAD_LABEL}={run_id}"))["items"]
     for p in pods:
-        target.api.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}",
-                           {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}},
-                           content_type="application/merge-patch+json")
+        path = f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}"
+        body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
+        _retry(lambda path=path, body=body: api.request("PATCH", path, body,
+                                                        content_type="application/merge-patch+json"))
     return f"touched {len(pods)} pods"
 
 
@@ -138,7 +153,10 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     def run_due(load_started: float | None) -> None:
         for step in [s for s in pending if due(s, load_started)]:
             pending.remove(step)
-            what = _perform(step, target, seed, ls.namespace, ls.run_id)
+            try:
+                what = _perform(step, target, seed, ls.namespace, ls.run_id)
+            except (httpx.HTTPError, ApiError) as e:  # a step that fails is reported, not fatal
+                what = f"step failed: {type(e).__name__}: {e}"
             result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
             if say:
                 print(f"  [{time.monotonic() - t0:5.1f}s] {what}", file=sys.stderr, flush=True)
