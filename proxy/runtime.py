@@ -75,7 +75,7 @@ class Runtime:
         self.injections: Counter[tuple[str, str, str]] = Counter()
         self.by_fault: Counter[str] = Counter()
         self.events: Counter[str] = Counter()
-        self.requests_by: Counter[str] = Counter()
+        self.requests_by: Counter[tuple[str, str, bool]] = Counter()
         # Binding POST outcomes as the client saw them (never reset: samplers diff them)
         self.binds: Counter[str] = Counter()
         # Never reset: what /metrics exports as Prometheus counters.
@@ -140,8 +140,7 @@ class Runtime:
         """The active profile's decision for one request (None: pass through)."""
         self.requests += 1
         if ident.is_resource:
-            key = f"{ident.verb} {ident.resource}"
-            self.requests_by[key + " (sendInitialEvents)" if ident.initial_events else key] += 1
+            self.requests_by[(ident.verb, ident.resource, ident.initial_events)] += 1  # formatted in stats()
         active = self.active
         if active is None:
             return None
@@ -184,7 +183,9 @@ class Runtime:
                 rules[rule] = {k: v - base.get(k, 0) for k, v in counts.items()}
         return {
             "requests": self.requests - self._requests_baseline,
-            "requestsByResource": dict(sorted(self.requests_by.items())),
+            "requestsByResource": dict(sorted(
+                (f"{verb} {resource}" + (" (sendInitialEvents)" if initial else ""), n)
+                for (verb, resource, initial), n in self.requests_by.items())),
             "active": active,
             "rules": rules,
             "injections": [
