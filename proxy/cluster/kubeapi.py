@@ -44,11 +44,13 @@ class Api:
         from proxy.upstream import read, upstream_from
 
         view = read(path, context)
-        upstream = upstream_from(view, Path(tempfile.mkdtemp(prefix="kfp-api-")))
         token = view.user.get("token")
         if not token and view.user.get("tokenFile"):
             token = Path(view.user["tokenFile"]).read_text().strip()
-        return cls(upstream.url, token, upstream.ca_file, timeout, upstream.client_pem, upstream.insecure)
+        # The TLS context reads the CA and the key when it is built; the files go right after.
+        with tempfile.TemporaryDirectory(prefix="kfp-api-") as workdir:
+            upstream = upstream_from(view, Path(workdir))
+            return cls(upstream.url, token, upstream.ca_file, timeout, upstream.client_pem, upstream.insecure)
 
     def async_client(self) -> httpx.AsyncClient:
         """An asyncio client with the same server, credentials and CA (for load)."""

@@ -61,3 +61,26 @@ def test_cert_without_key_is_refused(tmp_path: Path) -> None:
     view = read(write_kubeconfig(tmp_path, {"client-certificate-data": "Q0VSVA=="}))
     with pytest.raises(KubeconfigError, match="go together"):
         upstream_from(view, tmp_path / "run")
+
+
+def test_api_from_kubeconfig_leaves_no_key_material_behind(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from proxy.cluster import pki
+    from proxy.cluster.kubeapi import Api
+
+    certs = pki.make(tmp_path / "pki")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    user = {"client-certificate-data": base64.b64encode((certs / "admin.crt").read_bytes()).decode(),
+            "client-key-data": base64.b64encode((certs / "admin.key").read_bytes()).decode()}
+    path = write_kubeconfig(tmp_path, user)
+    (tmp_path / "ca.crt").write_bytes((certs / "ca.crt").read_bytes())
+    api = Api.from_kubeconfig(path)
+    try:
+        assert api.server == "https://127.0.0.1:6443"
+        assert list(scratch.iterdir()) == []
+    finally:
+        api.close()
