@@ -11,7 +11,7 @@ from typing import Any
 W, H = 960, 380
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 50, 60
 COLORS = {"bound": "#2b6cb0", "pending": "#dd6b20", "ok": "#38a169", "failed": "#e53e3e",
-          "outage": "#fed7d7", "profile": "#e9d8fd"}
+          "outage": "#fed7d7", "profile": "#e9d8fd", "step": "#4a5568"}
 
 
 def _esc(text: object) -> str:
@@ -77,8 +77,11 @@ def timeline_svg(run: dict[str, Any]) -> str:
         pts = " ".join(f"{x(s['t']):.1f},{y(s[key]):.1f}" for s in samples)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[key]}" stroke-width="2"/>')
     for step in run.get("steps", []):
-        parts.append(f'<line x1="{x(step["t"]):.1f}" x2="{x(step["t"]):.1f}" y1="{TOP}" y2="{TOP + ph}" '
-                     f'stroke="#4a5568" stroke-dasharray="3,3"/>')
+        sx = x(step["t"])
+        parts.append(f'<line x1="{sx:.1f}" x2="{sx:.1f}" y1="{TOP}" y2="{TOP + ph}" '
+                     f'stroke="{COLORS["step"]}" stroke-dasharray="3,3"/>')
+        if not step["did"].startswith(("activate", "deactivate")):  # those have the profile band
+            parts.append(f'<text x="{sx + 3:.1f}" y="{TOP + 26}" fill="{COLORS["step"]}">{_esc(step["did"])}</text>')
     parts += [f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>',
               f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>']
     for i in range(6):
@@ -96,11 +99,13 @@ def timeline_svg(run: dict[str, Any]) -> str:
         parts.append(f'<text x="{W - RIGHT}" y="20" font-size="13" text-anchor="end" '
                      f'fill="{"#276749" if met else "#c53030"}">{"as expected" if met else "NOT as expected"}</text>')
     legend = [("bound", "pods bound"), ("pending", "pods pending"), ("ok", "binds/s ok"), ("failed", "binds/s failed"),
-              ("outage", "outage"), ("profile", "profile active")]
+              ("outage", "outage"), ("profile", "profile active"), ("step", "scenario step")]
     for i, (key, label) in enumerate(legend):
-        lx = LEFT + i * 140
-        parts.append(f'<rect x="{lx}" y="{H - 22}" width="12" height="12" fill="{COLORS[key]}"/>'
-                     f'<text x="{lx + 16}" y="{H - 12}">{label}</text>')
+        lx = LEFT + i * 125
+        mark = (f'<line x1="{lx}" x2="{lx + 12}" y1="{H - 16}" y2="{H - 16}" stroke="{COLORS[key]}" '
+                'stroke-dasharray="3,3" stroke-width="2"/>' if key == "step" else
+                f'<rect x="{lx}" y="{H - 22}" width="12" height="12" fill="{COLORS[key]}"/>')
+        parts.append(f'{mark}<text x="{lx + 16}" y="{H - 12}">{label}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 

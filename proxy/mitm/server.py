@@ -13,6 +13,7 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from proxy import paths
+from proxy.mitm import listen
 from proxy.mitm.addon import FaultAddon
 from proxy.mitm.links import UpstreamLoss
 from proxy.mitm.outage import OutageController, close_client
@@ -130,4 +131,5 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         raise OSError(
             f"could not listen on {settings.listen_host}:{settings.listen_port} (in use?)"
         )
+    listen.widen(running._server)
     return running

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -181,6 +182,61 @@ def test_outage_then_recovery(refuse: str, pki: Path, tmp_path: Path) -> None:
             else:
                 assert end["newConnectionsRefused"] >= 1
             assert end["time"] - start["time"] == pytest.approx(2.0, abs=0.5)
+    finally:
+        assert proxy.stop() == 0
+        up.stop()
+
+
+def test_outage_fails_every_in_flight_request_at_once(pki: Path, tmp_path: Path) -> None:
+    """kill -9 semantics: requests in flight on many connections all fail at the outage, not when
+    the clients' health checks give up later."""
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy")
+    conns, per_conn = 40, 5
+
+    async def drive() -> list[tuple[str, float]]:
+        clients = [httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=20.0) for _ in range(conns + 1)]
+        try:
+            await asyncio.gather(*(c.get("/healthz") for c in clients))  # one connection each
+
+            async def slow(c: httpx.AsyncClient) -> tuple[str, float]:
+                try:
+                    r = await c.get("/slow", params={"seconds": "15"})
+                    return f"HTTP {r.status_code}", time.monotonic()
+                except httpx.HTTPError as e:
+                    return type(e).__name__, time.monotonic()
+
+            in_flight = [asyncio.create_task(slow(c)) for c in clients[:conns] for _ in range(per_conn)]
+            await asyncio.sleep(1.0)
+            with pytest.raises(httpx.HTTPError):  # on a busy connection, as the 200th Binding is
+                await clients[0].get("/outage-now")
+            return [(what, at - t0) for what, at in await asyncio.gather(*in_flight)]
+        finally:
+            for c in clients:
+                with contextlib.suppress(Exception):
+                    await c.aclose()
+
+    try:
+        with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
+            activate(control, "out", [{"name": "o", "match": {"paths": ["/outage-now"]}, "when": {"maxInjections": 1},
+                                       "fault": {"outage": {"seconds": 3, "refuse": "close"}}}])
+            t0 = time.monotonic()
+            outcomes = asyncio.run(drive())
+            assert len(outcomes) == conns * per_conn
+            assert not [o for o in outcomes if o[0].startswith("HTTP")], outcomes
+            latest = max(at for _, at in outcomes)
+            assert latest < 1.0 + 3.0, f"an in-flight request failed only {latest:.1f}s in"
+            end = None
+            for _ in range(50):  # the outage lasts 3 s
+                records = control.get("/v1/journal", params={"since": 0}).json()["records"]
+                end = next((r for r in records if r["event"] == "outage-end"), None)
+                if end:
+                    break
+                time.sleep(0.1)
+            assert end is not None
+            assert end["clientConnectionsLingering"] == 0
+            assert end["clientConnectionsClosed"] >= conns + 1
     finally:
         assert proxy.stop() == 0
         up.stop()

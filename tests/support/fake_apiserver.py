@@ -86,6 +86,9 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         data = payload(int(query.get("size", "1024")), int(query.get("seed", "0")))
         extra = [(b"x-sha256", hashlib.sha256(data).hexdigest().encode())]
         return await _send(send, 200, data, "application/octet-stream", extra)
+    if path == "/slow":  # a request the apiserver takes its time over (in flight at an outage)
+        await asyncio.sleep(float(query.get("seconds", "1")))
+        return await _send(send, 200, b"slow", "text/plain")
     if path == "/echo":
         return await _send(send, 200, body, headers.get("content-type", "application/octet-stream"))
     if path == "/api/v1/pods" and query.get("watch") in ("1", "true"):

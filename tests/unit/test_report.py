@@ -1,0 +1,73 @@
+"""The run report: timeline picture, per-run and side-by-side summaries."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from proxy import report
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def a_run(met: bool | None = True) -> dict[str, Any]:
+    samples = [{"t": float(t), "pods": 100, "bound": min(10 * t, 60), "pending": 100 - min(10 * t, 60),
+                "bindsSucceeded": min(10 * t, 50), "bindsFailed": 4 if t >= 5 else 0} for t in range(11)]
+    return {
+        "scenario": "s<1>", "scheduler": "yunikorn", "seed": 3, "met": met, "seconds": 12.5,
+        "load": {"requested": 100, "created": 100, "ratePerSecond": 90.0},
+        "samples": samples,
+        "events": [{"t": 0.0, "event": "activate", "profile": "outage&co"},
+                   {"t": 4.0, "event": "outage-start"}, {"t": 6.0, "event": "outage-end"}],
+        "steps": [{"t": 0.0, "did": "activate outage&co (seed 3)"}, {"t": 8.0, "did": "touched 100 pods"}],
+        "check": {"verdict": "violations", "counts": {"pods": 100, "bound": 60, "phantomAllocations": 40},
+                  "invariants": {"stranded": {"holds": False, "violations": 40},
+                                 "I1": {"holds": False, "violations": 1}, "I3": {"holds": True, "violations": 0}}},
+    }
+
+
+def texts(svg: str) -> list[str]:
+    return [t.text or "" for t in ET.fromstring(svg).iter(f"{NS}text")]
+
+
+def test_timeline_is_well_formed_and_shows_windows_steps_and_verdict() -> None:
+    svg = report.timeline_svg(a_run())
+    root = ET.fromstring(svg)  # escaping holds: '<', '&' in names do not break the XML
+    words = texts(svg)
+    assert "s<1> · yunikorn · seed 3 · violations (stranded, I1)" in words
+    assert "as expected" in words and "outage" in words and "outage&co" in words
+    assert "touched 100 pods" in words  # non-profile steps are labelled; activations have their band
+    assert not any(w.startswith("activate") for w in words)
+    assert "scenario step" in words
+    # outage window: 4 s..6 s of a 10 s run on a 880 px plot starting at x=60
+    outage = [r for r in root.iter(f"{NS}rect") if r.get("fill") == report.COLORS["outage"]
+              and float(r.get("height", 0)) > 20]
+    assert len(outage) == 1
+    assert float(outage[0].get("x", 0)) == 60 + 880 * 0.4
+    assert float(outage[0].get("width", 0)) == 880 * 0.2
+    # failed binds drawn only where the failed counter moved (between t=4 and t=5)
+    failed = [r for r in root.iter(f"{NS}rect") if r.get("fill") == report.COLORS["failed"]
+              and r.get("opacity") is not None]
+    assert len(failed) == 1
+
+
+def test_not_as_expected_is_red() -> None:
+    svg = report.timeline_svg(a_run(met=False))
+    assert re.search(r'fill="#c53030">NOT as expected<', svg)
+
+
+def test_written_reports_agree(tmp_path: Path) -> None:
+    run = a_run()
+    report.write_run(tmp_path / "yunikorn-seed-3", run, "TABLE")
+    assert json.loads((tmp_path / "yunikorn-seed-3" / "report.json").read_text()) == run
+    md = (tmp_path / "yunikorn-seed-3" / "summary.md").read_text()
+    assert "- verdict: **violations** (as expected)" in md
+    assert "- steps: 0.0s activate outage&co (seed 3); 8.0s touched 100 pods" in md
+    html = (tmp_path / "yunikorn-seed-3" / "timeline.html").read_text()
+    assert "<title>s&lt;1&gt;</title>" in html and "http" not in html.replace("http://www.w3.org/2000/svg", "")
+    text = report.write_summary(tmp_path, [{**run, "dir": "yunikorn-seed-3"}])
+    assert "| yunikorn | 3 | violations | yes | 100 | 60 | 40 | 40 | stranded, I1 | 12.5 |" in text
+    assert json.loads((tmp_path / "report.json").read_text())["runs"][0]["seed"] == 3
