@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +39,16 @@ def test_yunikorn_strands_pods_with_phantom_allocations(tmp_path: Path) -> None:
     assert run["check"]["counts"]["phantomAllocations"] > 0
     summary = (out / "yunikorn-seed-7" / "summary.md").read_text()
     assert "I2            NO" in summary and "verdict: **violations** (as expected)" in summary
+    # Like a kill -9: YuniKorn hears of its failed binds when the outage starts, not when client-go's
+    # HTTP/2 health check gives up on a connection the proxy left open (30 s idle + 15 s ping).
+    start = next(e for e in run["events"] if e["event"] == "outage-start")
+    end = next(e for e in run["events"] if e["event"] == "outage-end")
+    assert end["clientConnectionsLingering"] == 0
+    log = (tmp_path / "state" / "yunikorn-7" / "logs" / "yunikorn.log").read_text()
+    failed_at = [datetime.datetime.fromisoformat(m).timestamp()  # "failed to bind pod" (not stack frames)
+                 for m in re.findall(r"^(\S+)\tERROR\t\S+\tclient/kubeclient\.go:127\t", log, re.MULTILINE)]
+    assert failed_at, "YuniKorn logged no failed bind"
+    assert max(failed_at) - start["time"] < 10, f"last failed bind {max(failed_at) - start['time']:.0f}s after the outage"
 
 
 def kfp(*args: str) -> subprocess.CompletedProcess[str]:
