@@ -73,17 +73,21 @@ class Sampler(threading.Thread):
         self.cursor = 0
 
     def run(self) -> None:
+        api = self.target.api.clone()  # this thread's own connection
         with httpx.Client(base_url=self.target.control, timeout=10) as control:
-            self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
-            while not self.stop.is_set():
-                with contextlib.suppress(httpx.HTTPError, ApiError, KeyError):
-                    self.sample(control)
-                self.stop.wait(1.0)
+            try:
+                self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
+                while not self.stop.is_set():
+                    with contextlib.suppress(httpx.HTTPError, ApiError, KeyError):
+                        self.sample(api, control)
+                    self.stop.wait(1.0)
+            finally:
+                api.close()
 
-    def sample(self, control: httpx.Client) -> None:
+    def sample(self, api: Api, control: httpx.Client) -> None:
         t = round(time.monotonic() - self.t0, 2)
-        pods = self.target.api.get(f"/api/v1/namespaces/{self.namespace}/pods",
-                                   labelSelector=f"{load.LOAD_LABEL}={self.run_id}")["items"]
+        pods = api.get(f"/api/v1/namespaces/{self.namespace}/pods",
+                       labelSelector=f"{load.LOAD_LABEL}={self.run_id}")["items"]
         binds = control.get("/v1/stats").json()["bindsTotal"]
         page = control.get("/v1/journal", params={"since": self.cursor, "limit": 10000}).json()
         self.cursor = page["next"]
@@ -100,7 +104,7 @@ class Sampler(threading.Thread):
 
 
 def _retry(call: Any, attempts: int = 3) -> Any:
-    """A call, retried on transport errors (a shared HTTP/2 client can lose its connection)."""
+    """A call, retried on transport errors (the apiserver may have just come back)."""
     for attempt in range(attempts):
         try:
             return call()
@@ -119,14 +123,17 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
         if step.deactivate:
             control.delete("/v1/active").raise_for_status()
             return "deactivate"
-    api = target.api  # shared with the sampler thread: transport errors are retried
-    pods = _retry(lambda: api.get(f"/api/v1/namespaces/{namespace}/pods",
-                                  labelSelector=f"{load.LOAD_LABEL}={run_id}"))["items"]
-    for p in pods:
-        path = f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}"
-        body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
-        _retry(lambda path=path, body=body: api.request("PATCH", path, body,
-                                                        content_type="application/merge-patch+json"))
+    api = target.api.clone()  # the timeline thread's own connection
+    try:
+        pods = _retry(lambda: api.get(f"/api/v1/namespaces/{namespace}/pods",
+                                      labelSelector=f"{load.LOAD_LABEL}={run_id}"))["items"]
+        for p in pods:
+            path = f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}"
+            body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
+            _retry(lambda path=path, body=body: api.request("PATCH", path, body,
+                                                            content_type="application/merge-patch+json"))
+    finally:
+        api.close()
     return f"touched {len(pods)} pods"
 
 
@@ -172,27 +179,29 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
 
     runner = threading.Thread(target=timeline, daemon=True)
     runner.start()
-    if say:
-        print(f"  creating {ls.count} pods at {ls.rate:g}/s for {scheduler}", file=sys.stderr, flush=True)
-    loaded = load.create_pods(target.api, ls, progress=say)
-    result.load = loaded.as_dict()
-    sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
-
-    def tick(snap: check.Snapshot) -> None:
+    try:
         if say:
-            mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
-            bound = sum(1 for p in mine if p["spec"].get("nodeName"))
-            print(f"\r  settling: {bound}/{len(mine)} bound, {time.monotonic() - t0:.0f}s", end="", file=sys.stderr,
-                  flush=True)
+            print(f"  creating {ls.count} pods at {ls.rate:g}/s for {scheduler}", file=sys.stderr, flush=True)
+        loaded = load.create_pods(target.api, ls, progress=say)
+        result.load = loaded.as_dict()
+        sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
 
-    snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
-                                   spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
-    if say:
-        print(file=sys.stderr)
-    stop.set()
-    runner.join(5)
-    sampler.stop.set()
-    sampler.join(10)
+        def tick(snap: check.Snapshot) -> None:
+            if say:
+                mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
+                bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+                print(f"\r  settling: {bound}/{len(mine)} bound, {time.monotonic() - t0:.0f}s", end="", file=sys.stderr,
+                      flush=True)
+
+        snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
+                                       spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
+        if say:
+            print(file=sys.stderr)
+    finally:  # the threads end with the run, however it ends
+        stop.set()
+        runner.join(5)
+        sampler.stop.set()
+        sampler.join(10)
     report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, spec.settle.grace)
     report.quiet = quiet
     result.check = report.as_dict()

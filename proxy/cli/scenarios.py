@@ -55,18 +55,27 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     return code, table, out
 
 
+def _report(directory: Path) -> int:
+    """Print a report directory's summary again (the side-by-side table of a multi-run report)."""
+    try:
+        doc = json.loads((directory / "report.json").read_text())
+        if "runs" in doc:
+            print(write_summary(directory, doc["runs"]))
+        else:
+            print((directory / "summary.md").read_text())
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        print(f"kube-fault-proxy report: {directory}: not a scenario report ({type(e).__name__}: {e})",
+              file=sys.stderr)
+        return USAGE
+    return OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch scenario, report and demo."""
     state_dir = args.state_dir or default_state_dir().parent / "scenarios"
     try:
         if args.command == "report":
-            doc = json.loads((args.directory / "report.json").read_text())
-            runs = doc.get("runs", [doc])
-            if "runs" in doc:
-                print(write_summary(args.directory, runs))
-            else:
-                print((args.directory / "summary.md").read_text())
-            return OK
+            return _report(args.directory)
         if args.command == "demo":
             path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
         else:
@@ -90,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterError, build.BuildError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return FAILED
-    except (OSError, KeyError, json.JSONDecodeError) as e:
+    except OSError as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return USAGE
     print(table)

@@ -52,6 +52,16 @@ class Api:
             upstream = upstream_from(view, Path(workdir))
             return cls(upstream.url, token, upstream.ca_file, timeout, upstream.client_pem, upstream.insecure)
 
+    def clone(self) -> Api:
+        """Another client with the same server and credentials, for another thread: an HTTP/2
+        connection's state is not safe to share between threads."""
+        twin = object.__new__(Api)
+        twin.server, twin._ssl, twin._headers, twin._timeout = self.server, self._ssl, self._headers, self._timeout
+        twin.client = httpx.Client(base_url=self.server, http2=True, verify=self._ssl, timeout=self._timeout,
+                                   headers=self._headers,
+                                   limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
+        return twin
+
     def async_client(self) -> httpx.AsyncClient:
         """An asyncio client with the same server, credentials and CA (for load)."""
         return httpx.AsyncClient(base_url=self.server, http2=True, verify=self._ssl, timeout=self._timeout,

@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from proxy import report
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -71,3 +73,20 @@ def test_written_reports_agree(tmp_path: Path) -> None:
     text = report.write_summary(tmp_path, [{**run, "dir": "yunikorn-seed-3"}])
     assert "| yunikorn | 3 | violations | yes | 100 | 60 | 40 | 40 | stranded, I1 | 12.5 |" in text
     assert json.loads((tmp_path / "report.json").read_text())["runs"][0]["seed"] == 3
+
+
+def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli.main import main
+
+    report.write_summary(tmp_path, [{**a_run(), "dir": "yunikorn-seed-3"}])
+    assert main(["report", str(tmp_path)]) == 0
+    assert "| yunikorn | 3 | violations | yes |" in capsys.readouterr().out
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "report.json").write_text('{"runs": [{"scheduler": "x"}]}')
+    assert main(["report", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: not a scenario report (KeyError" in err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "not a scenario report (FileNotFoundError" in capsys.readouterr().err

@@ -84,3 +84,17 @@ def test_api_from_kubeconfig_leaves_no_key_material_behind(tmp_path: Path,
         assert list(scratch.iterdir()) == []
     finally:
         api.close()
+
+
+def test_api_clone_is_a_second_connection_with_the_same_credentials() -> None:
+    from proxy.cluster.kubeapi import Api
+
+    api = Api("https://127.0.0.1:6443", "t0k", None)
+    twin = api.clone()
+    try:
+        assert twin.client is not api.client and twin.server == api.server
+        assert twin.client.headers["authorization"] == "Bearer t0k" and twin._ssl is api._ssl
+        twin.close()
+        assert twin.client.is_closed and not api.client.is_closed
+    finally:
+        api.close()
