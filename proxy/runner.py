@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import threading
 import time
@@ -223,3 +224,5 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
     finally:
         api.close()
         down(c.dir)
+        # Logs, journal and kubeconfigs stay for a post-mortem; the run's etcd data (~70 MB) goes.
+        shutil.rmtree(c.dir / "etcd", ignore_errors=True)

@@ -44,7 +44,9 @@ def test_yunikorn_strands_pods_with_phantom_allocations(tmp_path: Path) -> None:
     start = next(e for e in run["events"] if e["event"] == "outage-start")
     end = next(e for e in run["events"] if e["event"] == "outage-end")
     assert end["clientConnectionsLingering"] == 0
-    log = (tmp_path / "state" / "yunikorn-7" / "logs" / "yunikorn.log").read_text()
+    state = tmp_path / "state" / "yunikorn-7"
+    assert not (state / "etcd").exists() and (state / "journal.jsonl").exists()  # logs kept, data not
+    log = (state / "logs" / "yunikorn.log").read_text()
     failed_at = [datetime.datetime.fromisoformat(m).timestamp()  # "failed to bind pod" (not stack frames)
                  for m in re.findall(r"^(\S+)\tERROR\t\S+\tclient/kubeclient\.go:127\t", log, re.MULTILINE)]
     assert failed_at, "YuniKorn logged no failed bind"
