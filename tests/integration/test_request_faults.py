@@ -153,6 +153,22 @@ def test_commit_then_fail_binds_upstream_but_fails_the_client(
     assert record["upstreamStatus"] == 201 and record["action"] == "forward, then respond 504"
 
 
+def test_commit_then_fail_passes_through_an_answer_that_committed_nothing(
+    h2: httpx.Client, direct: httpx.Client, control: httpx.Client
+) -> None:
+    name = pod()
+    assert bind(direct, name, "node-a").status_code == 201  # already bound: the apiserver will say 409
+    activate(control, "ctf", [{"name": "c", "match": BIND, "fault": {"commitThenFail": {"abort": {"status": 504}}}}])
+    again = bind(h2, name, "node-b")
+    assert again.status_code == 409 and "already assigned" in again.json()["message"]
+    assert injections(control) == []
+    since = int(control.headers["x-test-journal-cursor"])
+    records = control.get("/v1/journal", params={"since": since}).json()["records"]
+    [skipped] = [r for r in records if r["event"] == "commit-skipped"]
+    assert skipped["upstreamStatus"] == 409 and skipped["rule"] == "c"
+    assert skipped["request"]["name"] == name
+
+
 def test_commit_then_reset(h2: httpx.Client, direct: httpx.Client, control: httpx.Client) -> None:
     activate(control, "ctr", [{"name": "c", "match": BIND, "fault": {"commitThenFail": {"reset": {}}}}])
     name = pod()
