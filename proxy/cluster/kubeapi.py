@@ -33,8 +33,11 @@ class Api:
             ctx.load_cert_chain(str(client_pem))
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.server, self._ssl, self._headers, self._timeout = server, ctx, headers, timeout
-        self.client = httpx.Client(base_url=server, http2=True, verify=ctx, timeout=timeout, headers=headers,
-                                   limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
+        self.client = self._new_client()
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.server, http2=True, verify=self._ssl, timeout=self._timeout,
+                            headers=self._headers, limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
 
     @classmethod
     def from_kubeconfig(cls, path: Path, context: str | None = None, timeout: float = 30.0) -> Api:
@@ -57,9 +60,7 @@ class Api:
         connection's state is not safe to share between threads."""
         twin = object.__new__(Api)
         twin.server, twin._ssl, twin._headers, twin._timeout = self.server, self._ssl, self._headers, self._timeout
-        twin.client = httpx.Client(base_url=self.server, http2=True, verify=self._ssl, timeout=self._timeout,
-                                   headers=self._headers,
-                                   limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
+        twin.client = twin._new_client()
         return twin
 
     def async_client(self) -> httpx.AsyncClient:

@@ -39,4 +39,4 @@ class CommitThenFail(FaultSpec):
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         inner = self.abort or self.reset or self.hang
         assert inner is not None
-        return Plan(after=inner.plan(ident, rng).before)
+        return Plan(after=inner.plan(ident, rng).before, after_only_if_committed=True)

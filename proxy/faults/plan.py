@@ -64,6 +64,7 @@ class Plan:
 
     before: tuple[Step, ...] = ()
     after: tuple[Step, ...] = ()
+    after_only_if_committed: bool = False  # commit-then-fail: a non-2xx answer committed nothing
 
     @property
     def forwards(self) -> bool:

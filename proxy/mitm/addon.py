@@ -106,15 +106,13 @@ class FaultAddon:
         if ident.watch:
             return None
         status = flow.response.status_code
-        if decision.fault == "commitThenFail" and not 200 <= status < 300:
+        if decision.plan.after_only_if_committed and not 200 <= status < 300:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
             # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
             self.runtime.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
             self._count_bind(flow)
             return None
-        self.runtime.performed(
-            decision, ident, action=decision.plan.describe(), upstreamStatus=flow.response.status_code
-        )
+        self.runtime.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
         if any(isinstance(s, Wait) for s in after):
             return self._perform(flow, after, count=True)

@@ -85,14 +85,13 @@ class OutageController:
         task.add_done_callback(self._tasks.discard)
 
     async def _end(self) -> None:
+        server = ctx.master.addons.get("proxyserver")
         if self.mode == "refuse" and self._listen:
-            server = ctx.master.addons.get("proxyserver")
             await server.servers.update([mode_specs.ProxyMode.parse(m) for m in self._listen])
             listen.widen(server)
         self.until = 0.0
         self._ended.set()
         # A connection closed at the start must be gone by now; one still here is a proxy bug.
-        server = ctx.master.addons.get("proxyserver")
         self.counts["clientConnectionsLingering"] = len(self._closed_ids & set(server.connections))
         self.runtime.note("outage-end", **self.counts)
 

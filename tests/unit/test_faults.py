@@ -64,6 +64,7 @@ def test_delay_request_and_response_phase() -> None:
     assert Delay(seconds=1.5).plan(bind("p"), RNG).before == (Wait(1.5),)
     resp = Delay(seconds=1.5, phase="response").plan(bind("p"), RNG)
     assert resp.before == () and resp.after == (Wait(1.5),) and resp.forwards
+    assert not resp.after_only_if_committed  # a slow answer is slow whatever it says
 
 
 def test_delay_jitter_stays_in_bounds() -> None:
@@ -89,7 +90,7 @@ def test_reset() -> None:
 
 def test_commit_then_fail_acts_after_upstream() -> None:
     plan = CommitThenFail(abort=Abort(status=500)).plan(bind("p"), RNG)
-    assert plan.before == () and plan.forwards
+    assert plan.before == () and plan.forwards and plan.after_only_if_committed
     assert reply_of(plan.after[0])[0] == 500
     assert CommitThenFail(reset=Reset()).plan(bind("p"), RNG).after == (ResetStep(),)
     assert plan.describe() == "forward, then respond 500"
