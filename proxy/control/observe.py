@@ -69,6 +69,24 @@ def metrics_text(runtime: Runtime) -> str:
     ]
     if runtime.active is not None:
         lines.append(f'kfp_active_profile{{profile="{_label(runtime.active.engine.profile.name)}"}} 1')
+    counts = runtime.connections
+    lines += [
+        "# HELP kfp_client_connections_accepted_total Client connections the proxy accepted.",
+        "# TYPE kfp_client_connections_accepted_total counter",
+        f"kfp_client_connections_accepted_total {counts.client_accepted}",
+        "# HELP kfp_client_connections_open Client connections open now.",
+        "# TYPE kfp_client_connections_open gauge",
+        f"kfp_client_connections_open {counts.client_open}",
+        "# HELP kfp_upstream_connections_opened_total Upstream (apiserver) connections the proxy opened.",
+        "# TYPE kfp_upstream_connections_opened_total counter",
+        f"kfp_upstream_connections_opened_total {counts.upstream_opened}",
+        "# HELP kfp_upstream_connections_open Upstream connections open now.",
+        "# TYPE kfp_upstream_connections_open gauge",
+        f"kfp_upstream_connections_open {counts.upstream_open}",
+        "# HELP kfp_upstream_connect_failures_total Upstream connects that failed.",
+        "# TYPE kfp_upstream_connect_failures_total counter",
+        f"kfp_upstream_connect_failures_total {counts.upstream_failed}",
+    ]
     lines += [
         "# HELP kfp_journal_records_total Records written to the journal.",
         "# TYPE kfp_journal_records_total counter",
