@@ -33,20 +33,20 @@ def _view(runtime: Runtime) -> dict[str, Any]:
 
 
 @router.get("")
-def get_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def get_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """The active profile, its epoch, seed and remaining TTL; profile null when passing through."""
     return _view(runtime)
 
 
 @router.put("")
-def put_active(body: ActivateRequest, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def put_active(body: ActivateRequest, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Activate a profile; effective for the very next request."""
     runtime.activate(body.profile, body.seed, body.ttlSeconds)
     return _view(runtime)
 
 
 @router.delete("")
-def delete_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def delete_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Back to pass-through."""
     ended = runtime.deactivate()
     return {"deactivated": ended.engine.profile.name if ended else None, **_view(runtime)}

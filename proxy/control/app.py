@@ -27,7 +27,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None) 
         app.include_router(router, dependencies=guarded)
 
     @app.get("/healthz", tags=["observe"])
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
         """Liveness, plus where the proxy listens and the CA clients must trust."""
         active_name = runtime.active.engine.profile.name if runtime.active else None
         return {"ok": True, "version": __version__, "active": active_name, **info}

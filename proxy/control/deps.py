@@ -9,13 +9,13 @@ from fastapi import Depends, HTTPException, Request, status
 from proxy.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     """The proxy's runtime, stored on the app at build time."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     """When the control plane has a token, every call but /healthz must carry it."""
     token: str | None = request.app.state.token
     if token is None:

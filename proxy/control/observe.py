@@ -14,20 +14,20 @@ router = APIRouter(tags=["observe"])
 
 
 @router.get("/v1/stats")
-def get_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def get_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Requests seen, per-rule counters of the active profile, injections per rule and kind."""
     return runtime.stats()
 
 
 @router.post("/v1/stats/reset")
-def reset_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def reset_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Zero the stats (the journal and the active profile's own limits are untouched)."""
     runtime.reset_stats()
     return runtime.stats()
 
 
 @router.get("/v1/journal")
-def get_journal(
+async def get_journal(
     since: Annotated[int, Query(ge=0, description="return records after this seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
     runtime: Runtime = RuntimeDep,
@@ -96,6 +96,6 @@ def metrics_text(runtime: Runtime) -> str:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(runtime: Runtime = RuntimeDep) -> str:
+async def metrics(runtime: Runtime = RuntimeDep) -> str:
     """Prometheus metrics."""
     return metrics_text(runtime)

@@ -40,13 +40,13 @@ def summary(runtime: Runtime, name: str) -> dict[str, Any]:
 
 
 @router.get("")
-def list_profiles(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def list_profiles(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Every profile the proxy knows."""
     return {"profiles": [summary(runtime, n) for n in runtime.library.names()]}
 
 
 @router.get("/{name}")
-def get_profile(name: str, request: Request, runtime: Runtime = RuntimeDep) -> Response:
+async def get_profile(name: str, request: Request, runtime: Runtime = RuntimeDep) -> Response:
     """One profile, as JSON, or as YAML when the client accepts application/yaml."""
     entry = runtime.library.get(name)
     if entry is None:
@@ -79,7 +79,7 @@ async def put_profile(name: str, request: Request, runtime: Runtime = RuntimeDep
 
 
 @router.delete("/{name}")
-def delete_profile(name: str, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def delete_profile(name: str, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Remove a profile; the active profile cannot be removed (409)."""
     if not runtime.delete_profile(name):
         raise UnknownProfile(name)

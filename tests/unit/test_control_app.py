@@ -141,3 +141,27 @@ def test_token_guards_everything_but_healthz(runtime: Runtime) -> None:
     assert c.get("/v1/active").status_code == 401
     assert c.get("/v1/active", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert c.get("/v1/active", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runtime) -> None:
+    """FastAPI runs a plain `def` endpoint or dependency in a worker thread: a profile switch there
+    would race the proxy's own loop (and call loop.call_later from the wrong thread)."""
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    def calls(dependant: object) -> list[object]:
+        found = [getattr(dependant, "call", None)]
+        for sub in getattr(dependant, "dependencies", []):
+            found += calls(sub)
+        return [c for c in found if c is not None]
+
+    from proxy.control import active, deps, observe, profiles
+
+    app = build_app(runtime, {})
+    routes = [r for router in (active.router, observe.router, profiles.router) for r in router.routes]
+    routes += [r for r in app.routes if isinstance(r, APIRoute)]  # /healthz
+    assert all(isinstance(r, APIRoute) for r in routes) and len(routes) >= 12
+    found = {f"{r.path}: {getattr(c, '__name__', c)}": c for r in routes for c in calls(r.dependant)}
+    found["every router: require_token"] = deps.require_token  # the guard each router is included with
+    assert sorted(name for name, c in found.items() if not inspect.iscoroutinefunction(c)) == []
