@@ -1,9 +1,5 @@
-"""YAML text to plain data with the position of every key and value, within fixed bounds.
-
-Bounded before anything is built: size, control characters, aliases and nesting while composing
-(so an alias bomb is refused before it expands), then nodes and integer digits while building.
-Every failure is a ProfileError naming file:line:col, never another exception.
-"""
+"""YAML text to plain data with every key's and value's position, within bounds checked before
+anything expands (size, characters, aliases, depth, values, digits); fails only with ProfileError."""
 
 from __future__ import annotations
 
