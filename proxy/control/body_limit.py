@@ -26,7 +26,7 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            response = JSONResponse({"error": "request entity too large", "message": too_large(self.max_bytes)},
+            response = JSONResponse({"error": "content too large", "message": too_large(self.max_bytes)},
                                     status_code=413, headers={"Connection": "close"})
             await response(scope, receive, send)
             return

@@ -15,6 +15,15 @@ from starlette.exceptions import HTTPException
 from proxy.problems import MAX_REPORTED, Problem, ProfileError, format_path
 from proxy.runtime import ProfileInUse, UnknownProfile
 
+# RFC 9110's names, fixed here: http.HTTPStatus renamed 413 and 422 in Python 3.13.
+PHRASES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content"}
+
+
+def phrase(code: int) -> str:
+    """The reason phrase of a status code, the same on every Python version."""
+    return PHRASES.get(code) or HTTPStatus(code).phrase
+
 
 class ProblemOut(BaseModel):
     """One problem: where (line and column when the body was YAML or JSON text) and what."""
@@ -47,7 +56,7 @@ def _answer(status: int, error: str, message: str, headers: Mapping[str, str] | 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for the error answers a route can give."""
-    return {code: {"model": ErrorBody, "description": HTTPStatus(code).phrase} for code in codes}
+    return {code: {"model": ErrorBody, "description": phrase(code)} for code in codes}
 
 
 def _request_problem(source: str, error: dict[str, Any]) -> Problem:
@@ -87,5 +96,5 @@ def install(app: FastAPI) -> None:
         message = str(exc.detail)
         if isinstance(exc.__cause__, RecursionError):  # FastAPI's JSON body parse gave up
             message = "the body is nested too deep to read"
-        return _answer(exc.status_code, HTTPStatus(exc.status_code).phrase.lower(), message,
+        return _answer(exc.status_code, phrase(exc.status_code).lower(), message,
                        headers=exc.headers)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from proxy.control.errors import phrase
 from proxy.profile import FaultProfile
 
 REF = "#/components/schemas/{model}"
@@ -17,7 +17,7 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 
 def _error(code: int) -> dict[str, Any]:
-    return {"description": HTTPStatus(code).phrase, "content": ERROR}
+    return {"description": phrase(code), "content": ERROR}
 
 
 def document(app: FastAPI) -> dict[str, Any]:

@@ -114,4 +114,4 @@ def test_a_chunked_body_over_the_limit_is_413(own_proxy: Started) -> None:
             yield b"#" * 10_000
 
     r = httpx.put(f"{own_proxy.ready['controlUrl']}/v1/profiles/x", content=chunks(), timeout=10)
-    assert r.status_code == 413 and r.json()["error"] == "request entity too large"
+    assert r.status_code == 413 and r.json()["error"] == "content too large"

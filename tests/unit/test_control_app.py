@@ -177,7 +177,7 @@ def test_bodies_over_the_limit_are_413(client: TestClient) -> None:
     for r in (client.put("/v1/profiles/mine", content=big), client.put("/v1/active", content=big),
               client.put("/v1/profiles/mine", content=iter([big[:1000].encode(), big[1000:].encode()]))):  # chunked
         assert r.status_code == 413, r.text
-        assert r.json() == {"error": "request entity too large", "message": "the request body is larger than 262,144 bytes"}
+        assert r.json() == {"error": "content too large", "message": "the request body is larger than 262,144 bytes"}
     assert client.get("/v1/profiles/mine").status_code == 404
 
 
