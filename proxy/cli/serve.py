@@ -72,6 +72,7 @@ def resolve_upstream(args: argparse.Namespace, files: PrivateFiles) -> Upstream:
 
 async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
     from proxy.control.app import build_app
+    from proxy.control.parsing import ProcessParser
     from proxy.control.server import ControlServer
     from proxy.mitm import server as mitm_server
 
@@ -95,7 +96,8 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     proxy = await mitm_server.start(settings, runtime)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
             "journal": str(journal_path)}
-    control = ControlServer(build_app(runtime, info, token), control_host, control_port)
+    parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
+    control = ControlServer(build_app(runtime, info, token, parser), control_host, control_port)
     try:
         await control.start()
     except OSError:
@@ -111,6 +113,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
             runtime.activate(args.profile, args.seed, source="startup")
         except UnknownProfile:
             await control.stop()
+            parser.close()
             await proxy.stop()
             raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
     active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
@@ -131,6 +134,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
                        return_when=asyncio.FIRST_COMPLETED)
     print("kube-fault-proxy: shutting down", flush=True)
     await control.stop()
+    parser.close()
     await proxy.stop()
     journal.append("proxy-stop")
     journal.close()

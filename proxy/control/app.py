@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -13,24 +12,26 @@ from proxy import __version__
 from proxy.control import active, errors, observe, openapi, profiles
 from proxy.control.body_limit import BodyLimit
 from proxy.control.deps import require_token
+from proxy.control.parsing import Parser, ThreadParser
 from proxy.profile_loader import LIMITS
 from proxy.runtime import Runtime
 
 TITLE = "kube-fault-proxy control plane"
 
 
-def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None) -> FastAPI:
+def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
+              parser: Parser | None = None) -> FastAPI:
     """The FastAPI app over a runtime; `info` is where things are (proxy URL, CA file, upstream, journal).
 
     With a token, everything but /healthz needs it, the API documents included, and /healthz
-    says only that the proxy is alive.
+    says only that the proxy is alive. Uploads are parsed by `parser` (default: a worker thread).
     """
     app = FastAPI(title=TITLE, version=__version__, openapi_url=None, docs_url=None, redoc_url=None,
                   description="Switch fault profiles live, read stats and the journal. With a control "
                               "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")
     app.state.runtime = runtime
     app.state.token = token
-    app.state.parse_limiter = anyio.CapacityLimiter(1)  # one profile parse at a time, off the loop
+    app.state.parser = parser or ThreadParser()
     app.add_middleware(BodyLimit, max_bytes=LIMITS.max_bytes)
     errors.install(app)
     guarded = [Depends(require_token)]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import anyio
 from fastapi import APIRouter, Path, Request, Response
 
 from proxy.control.deps import RuntimeDep
 from proxy.control.errors import responses
-from proxy.profile_loader import Problem, ProfileError, load_text, to_yaml
+from proxy.control.parsing import Parser
+from proxy.profile_loader import Problem, ProfileError, to_yaml
 from proxy.runtime import Runtime, UnknownProfile
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
@@ -71,8 +71,8 @@ def get_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> 
 async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Add or replace a profile; an invalid one is refused with 422 and changes nothing.
 
-    The body is bounded (413 above the limit) and parsed in a worker thread, one at a time, so a
-    large or hostile upload never holds up proxied traffic.
+    The body is bounded (413 above the limit) and parsed away from the event loop (by `serve`, in
+    a child process), one at a time, so a large or hostile upload never holds up proxied traffic.
     """
     source = f"PUT /v1/profiles/{name}"
     raw = await request.body()
@@ -80,8 +80,8 @@ async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDe
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ProfileError([Problem(source, None, None, "", f"body is not UTF-8 (byte {e.start})")]) from None
-    limiter: anyio.CapacityLimiter = request.app.state.parse_limiter
-    profile = await anyio.to_thread.run_sync(load_text, text, source, limiter=limiter)
+    parser: Parser = request.app.state.parser
+    profile = await parser.parse(text, source)
     if profile.name != name:
         raise ProfileError(
             [Problem(source, None, None, "metadata.name",

@@ -99,7 +99,7 @@ def test_alias_bombs_and_big_bodies_are_refused_while_traffic_flows(own_proxy: S
         rss_after = rss_bytes(pid)
         gap = traffic.longest_gap(started)
     assert traffic.errors == []
-    assert gap < 1.0, f"proxied traffic stalled for {gap:.2f}s"
+    assert gap < 0.25, f"proxied traffic stalled for {gap:.2f}s"  # idle: ~50 ms; in-process parse: ~400 ms
     assert rss_after - rss_before < 64 * 2**20, (rss_before, rss_after)
     assert control_has_no_profile(own_proxy, "x")
 

@@ -201,3 +201,44 @@ def test_kill_9_leaves_no_private_key_on_disk(pki: Path, tmp_path: Path) -> None
     holders = [p for p in tmp_path.rglob("*") if p.is_file() and p.parent != pki and secret in p.read_bytes()]
     assert holders == []
     assert list(scratch.iterdir()) == []
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether pid exists and is not a zombie."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """Live child processes of pid."""
+    kids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [k for k in kids if (f := _stat(k)) is not None and int(f[1]) == pid and f[0] != "Z"]
+
+
+def test_the_parsing_process_ends_with_serve_even_on_kill_9(pki: Path, tmp_path: Path) -> None:
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    try:
+        for stop in ("sigterm", "sigkill"):
+            proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / stop)
+            r = httpx.put(f"{proxy.ready['controlUrl']}/v1/profiles/x", content="a: 1\n", timeout=30)
+            assert r.status_code == 422
+            kids = children(proxy.proc.pid)
+            assert kids, "uploads are parsed in a child process"
+            if stop == "sigterm":
+                assert proxy.stop() == 0
+            else:
+                proxy.proc.kill()
+                proxy.proc.wait(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(running(k) for k in kids):
+                time.sleep(0.2)
+            assert [k for k in kids if running(k)] == [], stop
+    finally:
+        up.stop()

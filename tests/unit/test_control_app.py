@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from proxy import __version__
-from proxy.control import profiles as control_profiles
+from proxy.control import parsing
 from proxy.control.app import build_app
 from proxy.journal import Journal
 from proxy.library import Library, load_dir
@@ -217,7 +217,7 @@ def test_profiles_are_parsed_off_the_event_loop(client: TestClient, monkeypatch:
             seen.append(False)
         return load_text(text, source)
 
-    monkeypatch.setattr(control_profiles, "load_text", load)
+    monkeypatch.setattr(parsing, "load_text", load)
     assert client.put("/v1/profiles/mine", content=GOOD).status_code == 200
     assert seen == [False]
 
