@@ -21,11 +21,9 @@ TITLE = "kube-fault-proxy control plane"
 
 def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
               parser: Parser | None = None) -> FastAPI:
-    """The FastAPI app over a runtime; `info` is where things are (proxy URL, CA file, upstream, journal).
-
-    With a token, everything but /healthz needs it, the API documents included, and /healthz
-    says only that the proxy is alive. Uploads are parsed by `parser` (default: a worker thread).
-    """
+    """The app over a runtime; `info` says where things are; uploads go to `parser` (default: a thread)."""
+    # With a token, everything but /healthz needs it, the API documents included, and /healthz
+    # says only that the proxy is alive.
     app = FastAPI(title=TITLE, version=__version__, openapi_url=None, docs_url=None, redoc_url=None,
                   description="Switch fault profiles live, read stats and the journal. With a control "
                               "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")

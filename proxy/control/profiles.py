@@ -69,11 +69,7 @@ def get_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> 
 
 @router.put("/{name}", openapi_extra=BODY_DOC, responses=responses(422))
 async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
-    """Add or replace a profile; an invalid one is refused with 422 and changes nothing.
-
-    The body is bounded (413 above the limit) and parsed away from the event loop (by `serve`, in
-    a child process), one at a time, so a large or hostile upload never holds up proxied traffic.
-    """
+    """Add or replace a profile (at most 256 KiB, parsed away from the proxy's traffic); an invalid one is 422."""
     source = f"PUT /v1/profiles/{name}"
     raw = await request.body()
     try:
