@@ -42,17 +42,16 @@ class Api:
     @classmethod
     def from_kubeconfig(cls, path: Path, context: str | None = None, timeout: float = 30.0) -> Api:
         """A client for a kubeconfig's current (or given) context."""
-        import tempfile
-
+        from proxy.private_files import PrivateFiles
         from proxy.upstream import read, upstream_from
 
         view = read(path, context)
         token = view.user.get("token")
         if not token and view.user.get("tokenFile"):
             token = Path(view.user["tokenFile"]).read_text().strip()
-        # The TLS context reads the CA and the key when it is built; the files go right after.
-        with tempfile.TemporaryDirectory(prefix="kfp-api-") as workdir:
-            upstream = upstream_from(view, Path(workdir))
+        # The TLS context reads the CA and the key when it is built; they are forgotten right after.
+        with PrivateFiles() as files:
+            upstream = upstream_from(view, files.put)
             return cls(upstream.url, token, upstream.ca_file, timeout, upstream.client_pem, upstream.insecure)
 
     def clone(self) -> Api:
