@@ -68,6 +68,12 @@ class FaultAddon:
             req.headers.get("accept", ""),
         )
         flow.metadata[IDENT] = ident
+        if self.outage.active:
+            # The apiserver is "down": a request already read from a connection the outage is
+            # closing (a burst arrives in one read) must not reach it, as none would after a kill -9.
+            self.outage.drop_request()
+            flow.kill()
+            return None
         decision = self.runtime.decide(ident)
         if decision is None:
             return None
