@@ -54,6 +54,7 @@ events {{ worker_connections 1024; }}
 http {{
   access_log off;
   keepalive_requests 10000000;
+  http2_max_concurrent_streams 4096;  # as the proxy advertises: a client-go burst dials neither
   server {{
     listen 127.0.0.1:{port} ssl http2;
     ssl_certificate {pki}/server.pem;
