@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from proxy import __version__
-from proxy.control import active, errors, observe, profiles
+from proxy.control import active, errors, events, observe, profiles, ui
 from proxy.control.deps import require_token
+from proxy.control.feed import Feed
 from proxy.runtime import Runtime
 
 
@@ -21,10 +22,12 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None) 
     )
     app.state.runtime = runtime
     app.state.token = token
+    app.state.feed = Feed(runtime)
     errors.install(app)
     guarded = [Depends(require_token)]
-    for router in (profiles.router, active.router, observe.router):
+    for router in (profiles.router, active.router, observe.router, events.router):
         app.include_router(router, dependencies=guarded)
+    app.include_router(ui.router)
 
     @app.get("/healthz", tags=["observe"])
     def healthz() -> dict[str, Any]:
