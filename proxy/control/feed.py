@@ -33,12 +33,13 @@ class Sampler:
         self._wall = wall
         self._tail = tail
         self.seq = 0
-        self._binds_injected = 0
         self._previous: tuple[float, dict[str, int]] | None = None
         self.outage: dict[str, Any] = {"active": False}
         records = runtime.journal.since(0, ALL)
         self._cursor = records[-1]["seq"] if records else runtime.journal.seq
         self._follow_outage(records)  # an outage that began before the first dashboard connected
+        # Like the runtime's own counters, from the proxy's start (as far as the in-memory journal goes).
+        self._binds_injected = self._injected_binds(records)
 
     def _follow_outage(self, records: Iterable[dict[str, Any]]) -> None:
         for r in records:
@@ -49,6 +50,10 @@ class Sampler:
             elif r["event"] == "outage-end":
                 ended = {k: v for k, v in r.items() if k not in ("seq", "event", "time")}
                 self.outage = {**self.outage, "active": False, "endedAt": r["time"], **ended}
+
+    @staticmethod
+    def _injected_binds(records: Iterable[dict[str, Any]]) -> int:
+        return sum(1 for r in records if r["event"] == "inject" and _is_bind(r))
 
     def _totals(self) -> dict[str, int]:
         rt = self._runtime
@@ -62,7 +67,7 @@ class Sampler:
         records = rt.journal.since(self._cursor, ALL)
         if records:
             self._cursor = records[-1]["seq"]
-        self._binds_injected += sum(1 for r in records if r["event"] == "inject" and _is_bind(r))
+        self._binds_injected += self._injected_binds(records)
         self._follow_outage(records)
         now = rt.clock()
         totals = self._totals()

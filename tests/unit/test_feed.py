@@ -84,14 +84,17 @@ def test_journal_tail_is_capped_and_says_how_many_it_skipped() -> None:
     assert [r["seq"] for r in sampler.recent()] == list(range(31, 51))
 
 
-def test_outage_state_follows_the_journal_even_from_before_the_sampler() -> None:
+def test_outage_state_and_injected_binds_count_from_before_the_sampler() -> None:
     rt, _ = make()
+    rt.activate("fail")
+    inject_bind(rt, "early")
     rt.note("outage-start", seconds=10, refuse="close", clientConnectionsClosed=3)
     sampler = Sampler(rt)
     s = sampler.sample()
     assert s["outage"] == {"active": True, "startedAt": 5.0, "seconds": 10, "refuse": "close",
                            "clientConnectionsClosed": 3}
     assert s["journal"] == []  # what came before the sampler is the snapshot's, not a tick's
+    assert s["totals"]["bindsInjected"] == s["totals"]["bindsFailed"] == 1  # counted since the proxy started
     rt.note("outage-end", clientConnectionsClosed=3, newConnectionsRefused=4, upstreamConnectsFailed=0,
             clientConnectionsLingering=0)
     ended = sampler.sample()["outage"]

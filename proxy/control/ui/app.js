@@ -16,6 +16,7 @@ const state = {
   tick: null,
   tickAt: 0,
   library: null,
+  libraryNames: null,
   abort: null,
   hasConnections: false,
 };
@@ -163,19 +164,25 @@ function onTick(tick) {
     },
   });
   while (state.points.length && tick.time - state.points[0].t > WINDOW_SECONDS + 5) state.points.shift();
+  let fresh = false;
   for (const r of tick.journal) {
     if (r.seq <= state.journalSeq) continue;
     state.journal.push(r);
     state.journalSeq = r.seq;
+    fresh = true;
   }
   if (state.journal.length > JOURNAL_KEEP) state.journal.splice(0, state.journal.length - JOURNAL_KEEP);
+  // Reload the library when a profile was added, replaced or removed, or when what the page last
+  // loaded differs from the proxy's (an add and a delete between two ticks leave the fingerprint as it was).
   const fingerprint = JSON.stringify(tick.library);
-  if (state.library !== null && fingerprint !== state.library) loadLibrary();
+  const names = JSON.stringify(tick.library.map(([name]) => name));
+  if ((state.library !== null && fingerprint !== state.library) ||
+      (state.libraryNames !== null && names !== state.libraryNames)) loadLibrary();
   state.library = fingerprint;
   renderActive();
   renderOutage();
   renderCharts();
-  renderJournal();
+  if (fresh) renderJournal();  // untouched otherwise, so its text can be selected and copied
 }
 
 // --- rendering ----------------------------------------------------------------------------
@@ -215,21 +222,28 @@ function renderActive() {
   $("deactivate").disabled = !on;
   renderTtl();
   const body = $("rules").tBodies[0];
-  body.textContent = "";
-  for (const [name, c] of Object.entries(rules || {})) {
-    const tr = document.createElement("tr");
-    tr.dataset.rule = name;
-    cell(tr, name, "name");
-    cell(tr, c.matched, "matched");
-    cell(tr, c.eligible, "eligible");
-    cell(tr, c.injected, "injected");
-    cell(tr, c.triggerSeen, "trigger");
-    body.appendChild(tr);
+  const shape = `${active.epoch} ${Object.keys(rules || {}).join(" ")}`;
+  if (body.dataset.shape !== shape) {
+    body.dataset.shape = shape;
+    body.textContent = "";
+    for (const name of Object.keys(rules || {})) {
+      const tr = document.createElement("tr");
+      tr.dataset.rule = name;
+      cell(tr, name, "name");
+      for (const cls of ["matched", "eligible", "injected", "trigger"]) cell(tr, "", cls);
+      body.appendChild(tr);
+    }
+    if (!on) {
+      const tr = document.createElement("tr");
+      cell(tr, "pass-through: nothing is injected", "hint").colSpan = 5;
+      body.appendChild(tr);
+    }
   }
-  if (!on) {
-    const tr = document.createElement("tr");
-    cell(tr, "pass-through: nothing is injected", "hint").colSpan = 5;
-    body.appendChild(tr);
+  for (const tr of body.rows) {
+    const c = (rules || {})[tr.dataset.rule];
+    if (!c) continue;
+    const values = {matched: c.matched, eligible: c.eligible, injected: c.injected, trigger: c.triggerSeen};
+    for (const td of tr.cells) if (td.className in values) td.textContent = String(values[td.className]);
   }
   for (const tr of $("library").tBodies[0].rows) tr.classList.toggle("active", on && tr.dataset.profile === active.profile);
   $("totals").textContent = `${totals.requests} requests · ${totals.injections} injections`;
@@ -333,7 +347,10 @@ function renderJournal() {
 
 // --- library, activation, upload -----------------------------------------------------------------
 
+let libraryAsked = 0;
+
 async function loadLibrary() {
+  const asked = ++libraryAsked;
   let doc;
   try {
     const r = await api("GET", "/v1/profiles");
@@ -343,6 +360,8 @@ async function loadLibrary() {
     if (e instanceof AuthError) askForToken("the token was refused");
     return;
   }
+  if (asked !== libraryAsked) return;  // an older answer that arrived late: a newer one is coming
+  state.libraryNames = JSON.stringify(doc.profiles.map((p) => p.name));
   const body = $("library").tBodies[0];
   body.textContent = "";
   for (const p of doc.profiles) {
