@@ -38,9 +38,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(str(path))
 
 
-def keep(driver: WebDriver, name: str) -> Path:
+def keep(driver: WebDriver, name: str, height: int | None = None) -> Path:
     """A screenshot kept as a test artifact (listed at the end of the run)."""
-    path = screenshot(driver, name)
+    path = screenshot(driver, name, height)
     SAVED.append(path)
     print(f"screenshot: {path}")
     return path

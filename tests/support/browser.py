@@ -60,11 +60,12 @@ def wait_until(driver: WebDriver, what: str, check: Callable[[WebDriver], Any], 
     return WebDriverWait(driver, timeout, poll_frequency=0.1).until(check, f"timed out waiting for {what}")
 
 
-def screenshot(driver: WebDriver, name: str) -> Path:
-    """Save the whole page as reports/browser/NAME.png and return the path."""
+def screenshot(driver: WebDriver, name: str, height: int | None = None) -> Path:
+    """Save the page (all of it, or its top `height` pixels) as reports/browser/NAME.png; returns the path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1440, max(900, min(int(height) + 40, 4000)))
+    if height is None:
+        height = int(driver.execute_script("return document.documentElement.scrollHeight")) + 40
+    driver.set_window_size(1440, max(600, min(height, 4000)))
     driver.save_screenshot(str(path))
     return path

@@ -2,7 +2,7 @@
 "use strict";
 
 const TOKEN_KEY = "kfp-control-token";
-const WINDOW_SECONDS = 120;
+const WINDOW_SECONDS = 60;
 const JOURNAL_KEEP = 2000;
 const JOURNAL_SHOWN = 200;
 
