@@ -192,3 +192,13 @@ def test_ui_is_served_from_the_package_without_a_token(runtime: Runtime) -> None
     assert c.get("/v1/profiles").status_code == 401  # the data behind it still needs the token
     assert "/ui/" not in c.get("/openapi.json").json()["paths"]
     assert "/v1/events/stream" in c.get("/openapi.json").json()["paths"]
+
+
+def test_every_dashboard_file_is_served_and_shipped() -> None:
+    from proxy.control import ui
+
+    on_disk = {p.name for p in ui.UI_DIR.iterdir()}
+    assert on_disk == set(ui.FILES)
+    shipped = (ROOT / "pyproject.toml").read_text()
+    for suffix in {Path(n).suffix for n in on_disk}:
+        assert f'"ui/*{suffix}"' in shipped  # package-data: the page ships in the wheel
