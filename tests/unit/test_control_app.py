@@ -287,7 +287,7 @@ def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runti
 
     from fastapi.routing import APIRoute
 
-    from proxy.control import active, deps, observe, profiles
+    from proxy.control import active, deps, events, observe, profiles, ui
 
     def calls(dependant: object) -> list[object]:
         found = [getattr(dependant, "call", None)]
@@ -299,7 +299,8 @@ def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runti
         return inspect.iscoroutinefunction(c) or inspect.iscoroutinefunction(type(c).__call__)
 
     app = build_app(runtime, {})
-    routes = [r for router in (active.router, observe.router, profiles.router) for r in router.routes]
+    routes = [r for router in (active.router, observe.router, profiles.router, events.router, ui.router)
+              for r in router.routes]
     routes += [r for r in app.routes if isinstance(r, APIRoute)]  # /healthz, /v1/info, the documents
     assert all(isinstance(r, APIRoute) for r in routes) and len(routes) >= 15
     found = {f"{r.path}: {getattr(c, '__name__', type(c).__name__)}": c for r in routes for c in calls(r.dependant)}
