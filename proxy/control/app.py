@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from proxy import __version__
-from proxy.control import active, errors, observe, profiles
+from proxy.control import active, errors, metrics, observe, profiles
 from proxy.control.deps import require_token
 from proxy.runtime import Runtime
 
@@ -21,6 +21,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None) 
     )
     app.state.runtime = runtime
     app.state.token = token
+    app.state.metrics = metrics.registry_for(runtime)
     errors.install(app)
     guarded = [Depends(require_token)]
     for router in (profiles.router, active.router, observe.router):
