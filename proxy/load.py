@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 
 from proxy.cluster.kubeapi import Api, ApiError
+from proxy.console import Progress
 
 LOAD_LABEL = "kube-fault-proxy/load"
 
@@ -112,22 +112,25 @@ async def _run(api: Api, spec: LoadSpec, result: LoadResult, progress: bool) -> 
                     result.failed += 1
                     result.errors[why] = result.errors.get(why, 0) + 1
 
-        async def report() -> None:
+        async def report(bar: Progress) -> None:
             while True:
-                await asyncio.sleep(0.5)
-                done = result.created + result.failed
-                elapsed = time.monotonic() - start
-                print(f"\r  pods {done}/{spec.count}  created {result.created}  failed {result.failed}  "
-                      f"{result.created / elapsed if elapsed else 0:.0f}/s", end="", file=sys.stderr, flush=True)
+                bar.update(result.created + result.failed, status=status())
+                await asyncio.sleep(0.25)
 
-        reporter = asyncio.create_task(report()) if progress else None
-        await asyncio.gather(*(worker() for _ in range(max(1, spec.concurrency))))
-        if reporter is not None:
-            reporter.cancel()
+        def status() -> str:
+            elapsed = time.monotonic() - start
+            return (f"sent, {result.created} created, {result.failed} failed, "
+                    f"{result.created / elapsed if elapsed else 0:.0f}/s")
+
+        with Progress("pods", spec.count, enabled=progress) as bar:
+            reporter = asyncio.create_task(report(bar))
+            try:
+                await asyncio.gather(*(worker() for _ in range(max(1, spec.concurrency))))
+            finally:
+                reporter.cancel()
+            bar.update(result.created + result.failed, status=status())
     result.seconds = time.monotonic() - start
     result.timed_out = result.created + result.failed < spec.count
-    if progress:
-        print(file=sys.stderr)
 
 
 def create_pods(api: Api, spec: LoadSpec, progress: bool = True) -> LoadResult:

@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 
 from proxy import check, load
+from proxy.check import Report
 from proxy.cluster.control_plane import Cluster, Options, down, up
 from proxy.cluster.kubeapi import Api, ApiError
+from proxy.console import Progress
 from proxy.scenario import Expectation, Scenario, Step
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
@@ -46,10 +48,11 @@ class RunResult:
     met: bool | None = None
     seconds: float = 0.0
     table: str = ""
+    report: Report | None = None  # for the terminal table; not in the JSON
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {k: v for k, v in self.__dict__.items() if k != "table"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("table", "report")}
 
 
 def meets(report: check.Report, expect: Expectation | None) -> bool | None:
@@ -187,17 +190,14 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         result.load = loaded.as_dict()
         sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
 
-        def tick(snap: check.Snapshot) -> None:
-            if say:
+        with Progress("settling", ls.count, enabled=say) as bar:
+            def tick(snap: check.Snapshot) -> None:
                 mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
                 bound = sum(1 for p in mine if p["spec"].get("nodeName"))
-                print(f"\r  settling: {bound}/{len(mine)} bound, {time.monotonic() - t0:.0f}s", end="", file=sys.stderr,
-                      flush=True)
+                bar.update(bound, len(mine) or ls.count, f"bound, {time.monotonic() - t0:.0f}s into the run")
 
-        snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
-                                       spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
-        if say:
-            print(file=sys.stderr)
+            snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
+                                           spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
     finally:  # the threads end with the run, however it ends
         stop.set()
         runner.join(5)
@@ -207,6 +207,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     report.quiet = quiet
     result.check = report.as_dict()
     result.table = check.render(report)
+    result.report = report
     result.samples, result.events = sampler.samples, sampler.events
     result.met = meets(report, expect)
     result.seconds = round(time.monotonic() - t0, 1)

@@ -8,11 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from proxy import check
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.console import show_table
 from proxy.profile_loader import ProfileError
-from proxy.report import write_run, write_summary
+from proxy.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
 from proxy.runner import Target, run_local, run_on
 from proxy.scenario import load_scenario
 
@@ -48,7 +50,9 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
             d = out / f"{scheduler}-seed-{s}"
             doc = {**result.as_dict(), "dir": d.name}
             write_run(d, doc, result.table)
-            print(result.table, file=sys.stderr)
+            if result.report is not None:
+                show_table(check.TABLE_HEADERS, check.table_rows(result.report), result.table, file=sys.stderr,
+                           caption=check.verdict_line(result.report))
             runs.append(doc)
     table = write_summary(out, runs)
     code = OK if all(r["met"] is not False for r in runs) else FAILED
@@ -102,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return USAGE
-    print(table)
+    runs = json.loads((out / "report.json").read_text())["runs"]
+    show_table(SUMMARY_HEADERS, summary_rows(runs, no="no"), table)
     print(f"report: {out}/summary.md, timelines: {out}/*/timeline.html")
     return code
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from proxy import check, load
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster.kubeapi import Api, ApiError
+from proxy.console import Progress, show_table
 from proxy.upstream import KubeconfigError
 
 
@@ -52,10 +53,15 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy check: {e}", file=sys.stderr)
         return USAGE
     schedulers = set(args.scheduler_name)
-    snap, quiet = check.wait_quiet(lambda: check.fetch(api, args.yunikorn), args.quiet, args.wait)
+    with Progress("waiting for quiet") as bar:
+        def tick(snap: check.Snapshot) -> None:
+            mine = [p for p in snap.pods if p["spec"].get("schedulerName", "default-scheduler") in schedulers]
+            bar.update(sum(1 for p in mine if p["spec"].get("nodeName")), len(mine), "pods bound")
+
+        snap, quiet = check.wait_quiet(lambda: check.fetch(api, args.yunikorn), args.quiet, args.wait, tick)
     report = check.evaluate(snap, schedulers, args.grace)
     report.quiet = quiet
-    print(check.render(report))
+    show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
     if args.output:
         args.output.write_text(json.dumps(report.as_dict(), indent=1))
     return OK if report.ok else FAILED
