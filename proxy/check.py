@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from lightkube import Client
 
-from proxy.cluster.kubeapi import Api
+from proxy.cluster.kubeapi import Node, Pod
 
 Obj = dict[str, Any]
 INVARIANTS = {
@@ -256,10 +257,10 @@ def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespac
     return report
 
 
-def fetch(api: Api, yunikorn_url: str | None) -> Snapshot:
+def fetch(client: Client, yunikorn_url: str | None) -> Snapshot:
     """A snapshot of the apiserver and, if given, YuniKorn."""
-    pods = api.get("/api/v1/pods")["items"]
-    nodes = api.get("/api/v1/nodes")["items"]
+    pods: list[Obj] = list(client.list(Pod, namespace="*"))
+    nodes: list[Obj] = list(client.list(Node))
     yk = None
     if yunikorn_url:
         with httpx.Client(base_url=yunikorn_url, timeout=30) as c:

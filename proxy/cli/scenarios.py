@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
             if not args.control_url or not schedulers or len(schedulers) != 1:
                 raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
                                  "--scheduler (the one already running behind the proxy)")
-            from proxy.cluster.kubeapi import Api
+            from proxy.cluster.kubeapi import Kube
 
-            existing = Target(Api.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+            existing = Target(Kube.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
                                          existing)
     except ProfileError as e:
