@@ -1,25 +1,26 @@
-"""An informer on lightkube: list, then watch from the list's resourceVersion; relist when the watch expires.
+"""An informer on lightkube's asyncio client: list, then watch from the list's resourceVersion; relist on 410.
 
 lightkube's watch already resumes from the last resourceVersion it saw when a watch ends (the
 apiserver's timeout, a dropped connection). What it does on 410 Expired — watch again from "now" —
 would miss the deletions in between, so here a 410 means a real relist: the store is replaced and
-every object that vanished is reported DELETED, as client-go's reflector does.
+every object that vanished is reported DELETED, as client-go's reflector does. It runs as an
+asyncio task (on the proxy's own loop, or under asyncio.run); cancelling the task stops it at once.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
-from lightkube import Client
+from lightkube import AsyncClient
 from lightkube.types import OnErrorAction, OnErrorResult
 
 from proxy.cluster.kubeapi import ApiError, HTTPError, TransportError
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
-Handler = Callable[[str, Obj], None]
+Handler = Callable[[str, Obj], Awaitable[None] | None]  # may be a coroutine function
 
 
 def key(obj: Obj) -> Key:
@@ -40,7 +41,7 @@ class Informer:
     """A store that mirrors one list+watch (a resource, a namespace, selectors) and a handler that
     sees every change: ADDED, MODIFIED, DELETED."""
 
-    def __init__(self, client: Client, resource: Any, *, namespace: str | None = None,
+    def __init__(self, client: AsyncClient, resource: Any, *, namespace: str | None = None,
                  labels: dict[str, Any] | None = None, fields: dict[str, Any] | None = None,
                  on_change: Handler | None = None, server_timeout: int = 120, retry_seconds: float = 1.0) -> None:
         self.client, self.resource = client, resource
@@ -53,23 +54,28 @@ class Informer:
         self.relists = 0
         self.resource_version = ""
 
-    def relist(self) -> str:
+    async def _tell(self, kind: str, obj: Obj) -> None:
+        outcome = self.on_change(kind, obj)
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    async def relist(self) -> str:
         """List afresh; report what appeared, changed or vanished; returns the list's resourceVersion."""
         listing = self.client.list(self.resource, **self.scope)
-        fresh = {key(obj): obj for obj in listing}
+        fresh = {key(obj): obj async for obj in listing}
         self.relists += 1
         old, self.store = self.store, fresh
+        self.resource_version = listing.resourceVersion
         for k in old.keys() - fresh.keys():
-            self.on_change("DELETED", old[k])
+            await self._tell("DELETED", old[k])
         for k, obj in fresh.items():
             if k not in old:
-                self.on_change("ADDED", obj)
+                await self._tell("ADDED", obj)
             elif old[k]["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
-                self.on_change("MODIFIED", obj)
-        self.resource_version = listing.resourceVersion
+                await self._tell("MODIFIED", obj)
         return self.resource_version
 
-    def apply(self, kind: str, obj: Obj) -> None:
+    async def apply(self, kind: str, obj: Obj) -> None:
         """One watch event into the store, then to the handler."""
         self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
         if kind == "BOOKMARK":
@@ -78,7 +84,7 @@ class Informer:
             self.store.pop(key(obj), None)
         else:
             self.store[key(obj)] = obj
-        self.on_change(kind, obj)
+        await self._tell(kind, obj)
 
     def _on_error(self, e: Exception, attempts: int) -> OnErrorResult:
         # 410 and every other apiserver answer go up to run(); a transport error is retried by
@@ -87,22 +93,19 @@ class Informer:
             return OnErrorResult(OnErrorAction.RETRY, sleep=min(self.retry_seconds * attempts, 10.0))
         return OnErrorResult(OnErrorAction.RAISE)
 
-    def events(self) -> Iterable[tuple[str, Obj]]:
+    def events(self) -> AsyncIterable[tuple[str, Obj]]:
         """The watch from the current resourceVersion (endless: lightkube re-watches when one ends)."""
         return self.client.watch(self.resource, resource_version=self.resource_version,
                                  server_timeout=self.server_timeout, on_error=self._on_error, **self.scope)
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """List, then watch until `stop` is set (checked between events); relist on 410."""
-        stop = stop or threading.Event()
-        self.relist()
-        while not stop.is_set():
+    async def run(self) -> None:
+        """List, then watch, relisting on 410, until the task is cancelled (or another error is raised)."""
+        await self.relist()
+        while True:
             try:
-                for kind, obj in self.events():
-                    self.apply(kind, obj)
-                    if stop.is_set():
-                        return
+                async for kind, obj in self.events():
+                    await self.apply(kind, obj)
             except HTTPError as e:
                 if not expired(e):
                     raise
-                self.relist()
+                await self.relist()

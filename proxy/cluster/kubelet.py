@@ -7,14 +7,14 @@ needs this. Run: python -m proxy.cluster.kubelet --server URL --token T --ca FIL
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from lightkube import Client, operators
+from lightkube import AsyncClient, operators
 from lightkube.types import PatchType
 
 from proxy.cluster.informer import Informer
@@ -34,21 +34,21 @@ def running_patch() -> dict[str, Any]:
 class StandIn:
     """An informer on bound Pending pods; each one's status is patched to Running."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self.started = 0
         self.informer = Informer(client, Pod, namespace="*", fields=FIELDS, on_change=self.seen)
 
-    def seen(self, kind: str, pod: dict[str, Any]) -> None:
+    async def seen(self, kind: str, pod: dict[str, Any]) -> None:
         """ADDED or MODIFIED while Pending (a pod that leaves the selection arrives as DELETED)."""
         if kind in ("ADDED", "MODIFIED") and pod.get("status", {}).get("phase") == "Pending":
-            self.start_pod(pod)
+            await self.start_pod(pod)
 
-    def start_pod(self, pod: dict[str, Any]) -> None:
+    async def start_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         try:
-            self.client.patch(Pod.Status, meta["name"], running_patch(), namespace=meta["namespace"],
-                              patch_type=PatchType.STRATEGIC)
+            await self.client.patch(Pod.Status, meta["name"], running_patch(), namespace=meta["namespace"],
+                                    patch_type=PatchType.STRATEGIC)
             self.started += 1
         except ApiError as e:
             if e.status.code != 404:  # deleted meanwhile: nothing to start
@@ -62,14 +62,20 @@ def main() -> int:
     p.add_argument("--ca", required=True)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    stand_in = StandIn(Kube.from_token(args.server, args.token, Path(args.ca)).client())
+    asyncio.run(serve(Kube.from_token(args.server, args.token, Path(args.ca))))
+    return 0
+
+
+async def serve(kube: Kube) -> None:
+    """Run the informer for ever; an error it cannot handle itself means a fresh start a second later."""
+    stand_in = StandIn(kube.async_client())
     print("kubelet stand-in: watching bound pods", flush=True)
     while True:
         try:
-            stand_in.informer.run()
+            await stand_in.informer.run()
         except (HTTPError, KeyError) as e:
             print(f"kubelet stand-in: {type(e).__name__}: {e}; relisting", file=sys.stderr, flush=True)
-            time.sleep(1)
+            await asyncio.sleep(1)
 
 
 if __name__ == "__main__":

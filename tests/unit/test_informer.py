@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -18,12 +19,15 @@ def pod(name: str, rv: int, phase: str = "Pending") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}, "status": {"phase": phase}}
 
 
-class Listing(list):  # type: ignore[type-arg]
-    """What lightkube's list returns: the objects and the list's resourceVersion."""
+class Listing:
+    """What lightkube's asyncio list returns: the objects (async) and the list's resourceVersion."""
 
     def __init__(self, objs: list[dict[str, Any]], rv: str) -> None:
-        super().__init__(objs)
-        self.resourceVersion = rv
+        self.objs, self.resourceVersion = objs, rv
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        for obj in self.objs:
+            yield obj
 
 
 class WatchesEnded(Exception):
@@ -43,12 +47,13 @@ class FakeClient:
         objs, rv = self.lists.pop(0)
         return Listing(objs, rv)
 
-    def watch(self, resource: Any, *, resource_version: str, server_timeout: int, on_error: Any,
-              **scope: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    async def watch(self, resource: Any, *, resource_version: str, server_timeout: int, on_error: Any,
+                    **scope: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         self.watched_from.append(resource_version)
         if not self.watches:
             raise WatchesEnded
         for event in self.watches.pop(0):
+            await asyncio.sleep(0)
             if isinstance(event, Exception):
                 raise event
             yield event
@@ -91,7 +96,7 @@ def test_the_store_follows_lists_watches_and_relists(
     informer = Informer(client, Pod, namespace="ns", labels={"l": "v"},  # type: ignore[arg-type]
                         on_change=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])))
     with pytest.raises(WatchesEnded):
-        informer.run()
+        asyncio.run(informer.run())
     assert seen == changes
     assert {name: obj["metadata"]["resourceVersion"] for (_, name), obj in informer.store.items()} == store
     assert client.watched_from == watched_from
@@ -103,18 +108,30 @@ def test_another_apiserver_error_is_raised_not_relisted() -> None:
     refused = ApiError(status=Status(code=403, reason="Forbidden", message="no"))
     client = FakeClient([([], "1")], [[refused]])
     with pytest.raises(ApiError):
-        Informer(client, Pod).run()  # type: ignore[arg-type]
+        asyncio.run(Informer(client, Pod).run())  # type: ignore[arg-type]
     assert client.watched_from == ["1"]
 
 
-def test_a_stop_between_events_ends_the_run() -> None:
-    import threading
-
-    stop = threading.Event()
+def test_cancelling_the_task_stops_it_and_handlers_may_be_coroutines() -> None:
     client = FakeClient([([], "1")], [[("ADDED", pod("a", 2)), ("ADDED", pod("b", 3))]])
-    informer = Informer(client, Pod, on_change=lambda kind, obj: stop.set())  # type: ignore[arg-type]
-    informer.run(stop)
-    assert list(informer.store) == [("ns", "a")]
+    first = asyncio.Event()
+    seen: list[str] = []
+
+    async def handler(kind: str, obj: dict[str, Any]) -> None:
+        seen.append(obj["metadata"]["name"])
+        first.set()
+        await asyncio.sleep(3600)  # a slow handler: the cancel must still land
+
+    async def scenario() -> bool:
+        informer = Informer(client, Pod, on_change=handler)  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(first.wait(), 5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return task.cancelled()
+
+    assert asyncio.run(scenario()) is True
+    assert seen == ["a"]
 
 
 @pytest.mark.parametrize(("error", "action"), [
