@@ -12,6 +12,7 @@ from proxy import check
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.cluster.kubeapi import ConfigError, Kube
 from proxy.console import show_table
 from proxy.profile_loader import ProfileError
 from proxy.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
@@ -89,15 +90,13 @@ def run(args: argparse.Namespace) -> int:
             if not args.control_url or not schedulers or len(schedulers) != 1:
                 raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
                                  "--scheduler (the one already running behind the proxy)")
-            from proxy.cluster.kubeapi import Kube
-
             existing = Target(Kube.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
                                          existing)
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE
-    except UsageError as e:
+    except (UsageError, ConfigError) as e:
         print(f"kube-fault-proxy scenario: {e}", file=sys.stderr)
         return USAGE
     except (ClusterError, build.BuildError) as e:
