@@ -30,6 +30,7 @@ class LoadSpec:
     labels: dict[str, str] = field(default_factory=dict)
     app_id: str | None = None
     timeout: float = 600.0
+    http2: bool = False  # one connection for every creation (HTTP/1.1: one per creation in flight)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
 
@@ -96,7 +97,7 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
     # lightkube over HTTP/1.1, a connection per creation in flight: more pods/s than the hand-made
     # HTTP/2 httpx loop it replaced, with every client we measured (README, "Load generator and
     # Kubernetes clients"); Python's HTTP/2 framing costs more CPU than extra TLS connections.
-    async with kube.async_client() as client:
+    async with kube.async_client(http2=spec.http2) as client:
         async def worker() -> None:
             while not queue.empty() and time.monotonic() < deadline:
                 i = queue.get_nowait()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.connections import ConnectionCounts
 from proxy.engine import Decision, Engine
 from proxy.identity import RequestIdentity
 from proxy.journal import Journal
@@ -82,6 +83,8 @@ class Runtime:
         self.injections_total: Counter[tuple[str, str, str]] = Counter()
         self.events_total: Counter[str] = Counter()
         self._baseline: dict[tuple[int, str], dict[str, int]] = {}
+        # Fed by the proxy's connection hooks; never reset (samplers diff them).
+        self.connections = ConnectionCounts()
         self._requests_baseline = 0
 
     # --- activation -------------------------------------------------------------------
@@ -196,6 +199,7 @@ class Runtime:
             "injectionsTotal": sum(self.by_fault.values()),
             "events": dict(sorted(self.events.items())),
             "bindsTotal": {"succeeded": self.binds["succeeded"], "failed": self.binds["failed"]},
+            "connections": self.connections.as_dict(),
         }
 
     def reset_stats(self) -> None:

@@ -24,7 +24,9 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.monotonic()
                 print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
                 c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
-                               profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout))
+                               profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
+                               apiserver_max_streams=args.apiserver_max_streams,
+                               proxy_max_streams=args.proxy_max_streams))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
                       file=sys.stderr)
                 print(env(c.dir))

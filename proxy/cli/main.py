@@ -35,6 +35,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confdir", type=Path, default=None,
                    help=f"where the proxy's CA lives (default: {paths.ca_dir()})")
     p.add_argument("--ready-file", type=Path, help="write proxy/control URLs here as JSON once ready")
+    p.add_argument("--max-concurrent-streams", type=int, default=4096, metavar="N",
+                   help="HTTP/2 streams a client may have open on one connection (default 4096; "
+                        "kube-apiserver's default is 100, see README)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every proxy event")
 
 
@@ -70,6 +73,11 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     u.add_argument("--profile", help="with --proxy: activate this profile at startup")
     u.add_argument("--profiles", type=Path, default=Path("fault_profiles"), metavar="DIR")
     u.add_argument("--timeout", type=float, default=120.0, help="seconds each component may take to be ready")
+    u.add_argument("--apiserver-max-streams", type=int, default=4096, metavar="N",
+                   help="kube-apiserver --http2-max-streams-per-connection (default 4096, as the proxy "
+                        "advertises; 0 = the apiserver's own default, 100)")
+    u.add_argument("--proxy-max-streams", type=int, default=4096, metavar="N",
+                   help="with --proxy: the streams it advertises (serve --max-concurrent-streams)")
     sub.add_parser("down", help="stop everything `up` started")
     sub.add_parser("status", help="what is running (exit 1 unless everything is up)")
     sub.add_parser("env", help="shell exports (KUBECONFIG, KFP_CONTROL_URL, …)")

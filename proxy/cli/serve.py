@@ -94,7 +94,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
                       schedule=lambda delay, fn: loop.call_later(delay, fn))
     settings = mitm_server.ProxySettings(
         upstream=upstream, listen_host=listen_host, listen_port=listen_port,
-        confdir=args.confdir or paths.ca_dir(),
+        confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
     )
     proxy = await mitm_server.start(settings, runtime)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
@@ -144,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
     """Validate everything first, then serve; bad input changes nothing and exits 2."""
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not 1 <= args.max_concurrent_streams <= 2**31 - 1:
+        print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
+              f"got {args.max_concurrent_streams}", file=sys.stderr)
+        return USAGE
     workdir = Path(tempfile.mkdtemp(prefix="kube-fault-proxy-"))
     try:
         try:

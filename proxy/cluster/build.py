@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ class Component:
     package: str
     ldflags: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    source: Path | None = None  # a Go module in this repository, built as it is
 
     @property
     def binary(self) -> Path:
@@ -58,6 +60,22 @@ def kubernetes(name: str) -> Component:
     return Component(name, v, f"k8s.io/kubernetes/cmd/{name}", _k8s_ldflags(v))
 
 
+def tree_hash(root: Path) -> str:
+    """A short content hash of a source directory (names and bytes of its files)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "go.sum"):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+BURST_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "burst"
+
+
+def burst_client() -> Component:
+    """kfp-burst: concurrent requests through client-go's transport (bench/burst), versioned by content."""
+    return Component("kfp-burst", f"src-{tree_hash(BURST_SOURCE)}", ".", source=BURST_SOURCE)
+
+
 ETCD = Component("etcd", versions.ETCD, "go.etcd.io/etcd/server/v3")
 YUNIKORN = Component(
     "yunikorn-scheduler", versions.YUNIKORN, f"{SHIM}/pkg/cmd/shim",
@@ -65,7 +83,7 @@ YUNIKORN = Component(
     {"GONOSUMDB": versions.YUNIKORN_NOSUMDB},
 )
 ALL = {c.name: c for c in (kubernetes("kube-apiserver"), kubernetes("kube-scheduler"),
-                           kubernetes("kubectl"), ETCD, YUNIKORN)}
+                           kubernetes("kubectl"), ETCD, YUNIKORN, burst_client())}
 
 
 def _go_env(extra: dict[str, str]) -> dict[str, str]:
@@ -137,6 +155,10 @@ def yunikorn_gomod(gomod: str, version: str, replaces: dict[str, str]) -> str:
 
 def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
     moddir.mkdir(parents=True, exist_ok=True)
+    if c.source is not None:
+        shutil.copytree(c.source, moddir, dirs_exist_ok=True)
+        _go(["mod", "tidy"], moddir, env)
+        return
     if c.name == "etcd":
         (moddir / "go.mod").write_text(f"module kfpetcd\n\ngo 1.26\n\nrequire {c.package} {c.version}\n")
     elif c.name == "yunikorn-scheduler":

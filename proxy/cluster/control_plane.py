@@ -47,6 +47,10 @@ class Options:
     node_cpu: str = "16"
     node_memory: str = "64Gi"
     node_pods: int = 110
+    # kube-apiserver's --http2-max-streams-per-connection (0: its default, 100) and the proxy's
+    # advertised limit. The same in both, so direct and proxied runs dial alike (README).
+    apiserver_max_streams: int = 4096
+    proxy_max_streams: int = 4096
 
 
 def default_state_dir() -> Path:
@@ -141,7 +145,9 @@ def up(opts: Options) -> Cluster:
     binaries = build.build_all(needed)
     shutil.rmtree(opts.state_dir, ignore_errors=True)
     c = Cluster(opts.state_dir)
-    c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes}
+    c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes,
+               "apiserverMaxStreams": opts.apiserver_max_streams,
+               "proxyMaxStreams": opts.proxy_max_streams if opts.proxy else None}
     c.save()
     try:
         _start(c, opts, binaries)
@@ -187,7 +193,8 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
                  f"--service-account-key-file={certs / 'sa.pub'}",
                  f"--service-account-signing-key-file={certs / 'sa.key'}",
                  "--service-cluster-ip-range=10.0.0.0/24",
-                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"], log)
+                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                 f"--http2-max-streams-per-connection={opts.apiserver_max_streams}"], log)
     c.record("kube-apiserver", pid, log)
     c.state["apiserver"] = server
     api = c.admin_api()
@@ -260,7 +267,8 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
     argv = [sys.executable, "-m", "proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
             "--listen", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}",
             "--profiles", str(opts.profiles_dir), "--journal", str(d / "journal.jsonl"),
-            "--confdir", str(d / "proxy-ca"), "--ready-file", str(ready)]
+            "--confdir", str(d / "proxy-ca"), "--ready-file", str(ready),
+            "--max-concurrent-streams", str(opts.proxy_max_streams)]
     if opts.profile:
         argv += ["--profile", opts.profile]
     pid = spawn(argv, log)

@@ -70,10 +70,11 @@ class Kube:
         """A new synchronous client (HTTP/1.1, lightkube's default)."""
         return Client(self.config, timeout=httpx2.Timeout(self.timeout), field_manager="kube-fault-proxy")
 
-    def async_client(self) -> AsyncClient:
-        """A new asyncio client (HTTP/1.1: a connection per request in flight, measured faster than
-        HTTP/2 for the load's creations, see README)."""
-        return AsyncClient(self.config, timeout=httpx2.Timeout(self.timeout), field_manager="kube-fault-proxy")
+    def async_client(self, http2: bool = False) -> AsyncClient:
+        """A new asyncio client: HTTP/1.1 by default (a connection per request in flight), or every
+        request on one HTTP/2 connection."""
+        return AsyncClient(self.config, timeout=httpx2.Timeout(self.timeout), field_manager="kube-fault-proxy",
+                           http2=http2)
 
     def ready(self) -> bool:
         """Whether /readyz says ok: a non-resource URL, the one call lightkube has no verb for, made with

@@ -10,9 +10,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from proxy.runtime import Runtime
 
 # One function per metric family, called at scrape time only: the per-request path (Runtime.decide,
-# performed, note, …) keeps counting in plain Counters and never sees Prometheus. A new counter
-# family (e.g. the connection counters: accepted, open, upstream-opened) is one more function here
-# and one more entry in FAMILIES.
+# performed, note, …) and the connection hooks keep counting in plain integers and never see
+# Prometheus. A new family is one more function here and one more entry in FAMILIES; a new
+# connection counter is one more row in CONNECTIONS.
 Family = Callable[[Runtime], Metric]
 
 
@@ -58,7 +58,30 @@ def journal_records(rt: Runtime) -> Metric:
     return CounterMetricFamily("kfp_journal_records", "Records written to the journal.", value=rt.journal.seq)
 
 
-FAMILIES: tuple[Family, ...] = (requests, injections, events, activation_epoch, active_profile, journal_records)
+# (family, type, help, the ConnectionCounts attribute it reads)
+CONNECTIONS = (
+    ("kfp_client_connections_accepted", "counter", "Client connections the proxy accepted.", "client_accepted"),
+    ("kfp_client_connections_open", "gauge", "Client connections open now.", "client_open"),
+    ("kfp_upstream_connections_opened", "counter", "Upstream (apiserver) connections the proxy opened.",
+     "upstream_opened"),
+    ("kfp_upstream_connections_open", "gauge", "Upstream connections open now.", "upstream_open"),
+    ("kfp_upstream_connect_failures", "counter", "Upstream connects that failed.", "upstream_failed"),
+)
+
+
+def connection_family(name: str, kind: str, help_text: str, attribute: str) -> Family:
+    """kfp_*_connections_*: one of the runtime's connection counters."""
+    def family(rt: Runtime) -> Metric:
+        value = getattr(rt.connections, attribute)
+        if kind == "counter":
+            return CounterMetricFamily(name, help_text, value=value)
+        return GaugeMetricFamily(name, help_text, value=value)
+    family.__name__ = name
+    return family
+
+
+FAMILIES: tuple[Family, ...] = (requests, injections, events, activation_epoch, active_profile,
+                                *(connection_family(*row) for row in CONNECTIONS), journal_records)
 
 
 class RuntimeCollector:

@@ -13,8 +13,9 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from proxy import paths
-from proxy.mitm import listen
+from proxy.mitm import listen, streams
 from proxy.mitm.addon import FaultAddon
+from proxy.mitm.counting import ConnectionCounter
 from proxy.mitm.links import UpstreamLoss
 from proxy.mitm.outage import OutageController, close_client
 from proxy.runtime import Runtime
@@ -32,6 +33,7 @@ class ProxySettings:
     listen_host: str = "127.0.0.1"
     listen_port: int = 7443
     confdir: Path = field(default_factory=paths.ca_dir)
+    max_concurrent_streams: int = streams.DEFAULT
 
 
 class _Ready:
@@ -103,6 +105,7 @@ def _options(s: ProxySettings) -> options.Options:
 
 async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object) -> RunningProxy:
     """Start the proxy on the running loop and return once it listens."""
+    streams.install(settings.max_concurrent_streams)
     m = master.Master(_options(settings))
     ready = _Ready()
     outage = OutageController(runtime)
@@ -111,6 +114,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
+        ConnectionCounter(runtime.connections),
         outage,
         UpstreamLoss(runtime),
         FaultAddon(runtime, outage),

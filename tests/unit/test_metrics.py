@@ -62,6 +62,14 @@ def drive(runtime: Runtime, binds: int = 3) -> None:
         runtime.bind_outcome(500)
     assert runtime.decide(get_pod("x")) is None
     runtime.note("upstream-lost", connection="c1")
+    conns = runtime.connections
+    for _ in range(3):
+        conns.client_connected()
+    conns.client_disconnected()
+    for _ in range(2):
+        conns.upstream_connected()
+    conns.upstream_disconnected()
+    conns.upstream_connect_failed()
 
 
 @pytest.mark.parametrize(("name", "labels", "value"), [
@@ -71,6 +79,11 @@ def drive(runtime: Runtime, binds: int = 3) -> None:
     ("kfp_activation_epoch", {}, 1),
     ("kfp_active_profile", {"profile": "mine"}, 1),
     ("kfp_journal_records_total", {}, 5),  # activate, three injections, upstream-lost
+    ("kfp_client_connections_accepted_total", {}, 3),
+    ("kfp_client_connections_open", {}, 2),
+    ("kfp_upstream_connections_opened_total", {}, 2),
+    ("kfp_upstream_connections_open", {}, 1),
+    ("kfp_upstream_connect_failures_total", {}, 1),
 ])
 def test_runtime_counters_are_exported_under_todays_names(
     client: TestClient, runtime: Runtime, name: str, labels: dict[str, str], value: float
@@ -84,7 +97,9 @@ def test_runtime_counters_are_exported_under_todays_names(
     ("kfp_requests", "counter"), ("kfp_injections", "counter"), ("kfp_events", "counter"),
     ("kfp_activation_epoch", "gauge"), ("kfp_active_profile", "gauge"), ("kfp_journal_records", "counter"),
     ("process_cpu_seconds", "counter"), ("process_resident_memory_bytes", "gauge"), ("process_open_fds", "gauge"),
-    ("python_info", "gauge"),
+    ("python_info", "gauge"), ("kfp_client_connections_accepted", "counter"), ("kfp_client_connections_open", "gauge"),
+    ("kfp_upstream_connections_opened", "counter"), ("kfp_upstream_connections_open", "gauge"),
+    ("kfp_upstream_connect_failures", "counter"),
 ])
 def test_every_family_has_help_and_type(client: TestClient, runtime: Runtime, family: str, kind: str) -> None:
     drive(runtime)

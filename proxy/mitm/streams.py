@@ -1,0 +1,98 @@
+"""HTTP/2 streams: the limit the proxy advertises to its clients, and counting them in O(1).
+
+mitmproxy has no option for the limit: its client-facing `Http2Server` keeps hyper-h2's default of
+100 concurrent streams. client-go's transport does not wait for a free stream (its
+`StrictMaxConcurrentStreams` is false): every request that finds all connections full dials a
+new TLS connection. A 1,000-Binding burst then dials ~2,000 connections through the proxy, each a
+Python TLS handshake on both sides, and the scheduler's timing is the proxy's, not its own. With a
+limit above the burst, the same burst shares one connection.
+
+Once thousands of streams share one connection, hyper-h2's way of counting open streams costs
+most of the proxy's time: `H2Connection._open_streams` walks every stream whenever a stream is
+opened (both sides check the limit), which makes a burst O(n²) — a third of the proxy's CPU in a
+3,000-request burst. Here each connection keeps the count as its streams change state.
+
+This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
+`tests/unit/test_streams.py` fails loudly if an upgrade breaks either override.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h2.connection
+import h2.stream
+from mitmproxy.proxy.layers.http import _http2
+
+# Above a 3,000-pod burst plus the scheduler's watches and the backlog that forms meanwhile; not
+# the burst size itself (held watches would push a burst of exactly that size over the limit).
+DEFAULT = 4096
+MAX = 2**31 - 1  # RFC 9113 §6.5.2: a 31-bit value
+# Closed streams are dropped from a connection's table (as hyper-h2's own count does) once they
+# outnumber its open ones by this much: amortised O(1), and the table stays bounded.
+PRUNE_SLACK = 128
+
+_limit = DEFAULT
+_server_init = _http2.Http2Server.__init__
+_begin_new_stream = h2.connection.H2Connection._begin_new_stream
+_open_streams = h2.connection.H2Connection._open_streams
+_process_input = h2.stream.H2StreamStateMachine.process_input
+_IS_OPEN = h2.stream.STREAM_OPEN
+TALLY = "_kfp_open_streams"  # per connection: [open streams with even ids, with odd ids]
+
+
+def _init_server(self: Any, context: Any) -> None:
+    _server_init(self, context)
+    settings = self.h2_conn.local_settings
+    settings.max_concurrent_streams = _limit
+    # hyper-h2 sends acknowledged values in the connection preface (mitmproxy does the same for
+    # its window size), and checks new streams against the acknowledged value.
+    settings.acknowledge()
+
+
+def _counted_begin_new_stream(self: Any, stream_id: int, allowed_ids: Any) -> Any:
+    tally = self.__dict__.get(TALLY)
+    if tally is None:
+        # A connection that had streams before counting was installed keeps hyper-h2's own count.
+        tally = self.__dict__[TALLY] = [0, 0] if not self.streams else False
+    stream = _begin_new_stream(self, stream_id, allowed_ids)
+    if tally is not False:
+        machine: Any = stream.state_machine
+        machine._kfp_tally = tally
+        machine._kfp_parity = stream_id % 2
+        if _IS_OPEN[machine.state]:
+            tally[stream_id % 2] += 1
+    return stream
+
+
+def _counted_process_input(self: Any, input_: Any) -> Any:
+    was_open = _IS_OPEN[self.state]
+    try:
+        return _process_input(self, input_)
+    finally:
+        is_open = _IS_OPEN[self.state]
+        if was_open != is_open:
+            tally = self.__dict__.get("_kfp_tally")
+            if tally is not None:
+                tally[self._kfp_parity] += 1 if is_open else -1
+
+
+def _counted_open_streams(self: Any, remainder: int) -> int:
+    tally = self.__dict__.get(TALLY)
+    if not tally:
+        return int(_open_streams(self, remainder))
+    if len(self.streams) > tally[0] + tally[1] + PRUNE_SLACK:
+        _open_streams(self, remainder)  # hyper-h2's walk: drops closed streams, records how they closed
+    return int(tally[remainder])
+
+
+def install(limit: int = DEFAULT) -> None:
+    """Advertise `limit` streams on every client connection accepted from now on; count in O(1)."""
+    global _limit
+    if not 1 <= limit <= MAX:
+        raise ValueError(f"the stream limit must be between 1 and {MAX}, got {limit}")
+    _limit = limit
+    _http2.Http2Server.__init__ = _init_server  # type: ignore[method-assign]
+    h2.connection.H2Connection._begin_new_stream = _counted_begin_new_stream  # type: ignore[method-assign]
+    h2.connection.H2Connection._open_streams = _counted_open_streams  # type: ignore[method-assign]
+    h2.stream.H2StreamStateMachine.process_input = _counted_process_input  # type: ignore[method-assign]

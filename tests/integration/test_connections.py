@@ -1,0 +1,103 @@
+"""The HTTP/2 stream limit on the wire, many requests on one connection, and the connection counters."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from pathlib import Path
+
+import h2.connection
+import h2.events
+import h2.settings
+import httpx
+import pytest
+
+from tests.integration.test_request_faults import bind, pod
+from tests.support.processes import Started, start_proxy
+
+MAX_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+
+
+def server_settings(proxy: Started) -> dict[int, int]:
+    """Open a TLS connection with ALPN h2, send the preface, return the proxy's first SETTINGS."""
+    ctx = ssl.create_default_context(cafile=proxy.ready["caFile"])
+    ctx.set_alpn_protocols(["h2"])
+    host, port = proxy.ready["proxyUrl"].removeprefix("https://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=host) as tls:
+        assert tls.selected_alpn_protocol() == "h2"
+        conn = h2.connection.H2Connection()
+        conn.initiate_connection()
+        tls.sendall(conn.data_to_send())
+        while True:
+            data = tls.recv(65536)
+            assert data, "the proxy closed the connection before its SETTINGS"
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.RemoteSettingsChanged):
+                    return {int(k): v.new_value for k, v in event.changed_settings.items()}
+
+
+def test_the_proxy_advertises_4096_streams_by_default(proxy: Started) -> None:
+    assert server_settings(proxy)[MAX_STREAMS] == 4096
+
+
+def test_the_stream_limit_is_a_serve_option(upstream: Started, pki: Path, tmp_path: Path) -> None:
+    started = start_proxy(upstream.extra["url"], pki, tmp_path, "--max-concurrent-streams", "250")
+    try:
+        assert server_settings(started)[MAX_STREAMS] == 250
+    finally:
+        assert started.stop() == 0, started.log.read_text()
+
+
+def test_a_bad_stream_limit_is_a_usage_error(upstream: Started, pki: Path, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="exited with 2") as e:
+        start_proxy(upstream.extra["url"], pki, tmp_path, "--max-concurrent-streams", "0")
+    assert "--max-concurrent-streams must be 1.." in str(e.value)
+
+
+def test_a_thousand_concurrent_requests_share_one_connection_each_side(proxy: Started,
+                                                                       control: httpx.Client) -> None:
+    before = control.get("/v1/stats").json()["connections"]
+
+    async def burst() -> list[int]:
+        limits = httpx.Limits(max_connections=1)
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=60, limits=limits) as c:
+            names = [pod() for _ in range(1000)]
+            body = {"kind": "Binding", "apiVersion": "v1", "target": {"kind": "Node", "name": "n1"}}
+            rs = await asyncio.gather(*(c.post(f"/api/v1/namespaces/default/pods/{n}/binding",
+                                               json={**body, "metadata": {"name": n}}) for n in names))
+            return [r.status_code for r in rs]
+
+    assert asyncio.run(burst()) == [201] * 1000
+    after = control.get("/v1/stats").json()["connections"]
+    assert after["clientAccepted"] - before["clientAccepted"] == 1
+    assert after["upstreamOpened"] - before["upstreamOpened"] == 1
+    assert control.get("/v1/stats").json()["bindsTotal"]["succeeded"] >= 1000
+
+
+def test_connection_counters_follow_clients_coming_and_going(proxy: Started, control: httpx.Client) -> None:
+    before = control.get("/v1/stats").json()["connections"]
+    clients = [httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10)
+               for _ in range(5)]
+    try:
+        for c in clients:
+            assert bind(c, pod()).status_code == 201
+        during = control.get("/v1/stats").json()["connections"]
+        assert during["clientAccepted"] - before["clientAccepted"] == 5
+        assert during["clientOpen"] - before["clientOpen"] == 5
+        assert during["upstreamOpened"] - before["upstreamOpened"] == 5
+    finally:
+        for c in clients:
+            c.close()
+    for _ in range(50):
+        after = control.get("/v1/stats").json()["connections"]
+        if after["clientOpen"] == before["clientOpen"]:
+            break
+        asyncio.run(asyncio.sleep(0.1))
+    assert after["clientOpen"] == before["clientOpen"]
+    assert after["upstreamOpen"] == before["upstreamOpen"]
+    metrics = control.get("/metrics").text
+    assert f"kfp_client_connections_accepted_total {after['clientAccepted']}" in metrics
+    assert f"kfp_upstream_connections_opened_total {after['upstreamOpened']}" in metrics

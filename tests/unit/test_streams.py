@@ -1,0 +1,139 @@
+"""The advertised HTTP/2 stream limit and O(1) stream counting (proxy.mitm.streams)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import h2.config
+import h2.connection
+import h2.settings
+import hyperframe.frame
+import pytest
+from mitmproxy.addons import proxyserver
+from mitmproxy.proxy import commands, events
+from mitmproxy.proxy.context import Context
+from mitmproxy.proxy.layers.http import _http2
+from mitmproxy.test import taddons, tflow
+
+from proxy.mitm import streams
+
+MAX_CONCURRENT_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+
+
+@pytest.fixture(autouse=True)
+def installed() -> Iterator[None]:
+    streams.install(streams.DEFAULT)
+    yield
+    streams.install(streams.DEFAULT)
+
+
+def first_settings() -> dict[int, int]:
+    """The SETTINGS frame mitmproxy's client-facing HTTP/2 layer sends first, parsed."""
+    with taddons.context(proxyserver.Proxyserver()) as tctx:
+        ctx = Context(tflow.tclient_conn(), tctx.options)
+        ctx.client.alpn = b"h2"
+        layer = _http2.Http2Server(ctx)
+        data = b"".join(c.data for c in layer.handle_event(events.Start()) if isinstance(c, commands.SendData))
+    frame, length = hyperframe.frame.Frame.parse_frame_header(memoryview(data[:9]))
+    frame.parse_body(memoryview(data[9:9 + length]))
+    assert isinstance(frame, hyperframe.frame.SettingsFrame), f"first frame is {type(frame).__name__}"
+    return dict(frame.settings)
+
+
+@pytest.mark.parametrize("limit", [4096, 100, 1, streams.MAX])
+def test_the_first_settings_frame_advertises_the_limit(limit: int) -> None:
+    streams.install(limit)
+    assert first_settings()[MAX_CONCURRENT_STREAMS] == limit
+
+
+def test_mitmproxy_still_keeps_its_own_window_settings() -> None:
+    sent = first_settings()
+    assert sent[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] == 2**31 - 1
+    assert sent[h2.settings.SettingCodes.MAX_FRAME_SIZE] == 2**17
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**31])
+def test_a_limit_out_of_range_is_refused(bad: int) -> None:
+    with pytest.raises(ValueError, match="between 1 and"):
+        streams.install(bad)
+
+
+def test_the_overrides_are_in_place() -> None:
+    """If a mitmproxy or hyper-h2 upgrade renames what is patched, this fails loudly."""
+    assert h2.connection.H2Connection._open_streams is streams._counted_open_streams
+    assert h2.connection.H2Connection._begin_new_stream is streams._counted_begin_new_stream
+    assert h2.stream.H2StreamStateMachine.process_input is streams._counted_process_input
+    assert _http2.Http2Server.__init__ is streams._init_server
+
+
+def _pair() -> tuple[h2.connection.H2Connection, h2.connection.H2Connection]:
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    server.local_settings.max_concurrent_streams = 10_000
+    server.local_settings.acknowledge()
+    client.initiate_connection()
+    server.initiate_connection()
+    _pump(client, server)
+    return client, server
+
+
+def _pump(a: h2.connection.H2Connection, b: h2.connection.H2Connection) -> None:
+    while True:
+        ab, ba = a.data_to_send(), b.data_to_send()
+        if not ab and not ba:
+            return
+        if ab:
+            b.receive_data(ab)
+        if ba:
+            a.receive_data(ba)
+
+
+def _walked(conn: h2.connection.H2Connection, parity: int) -> int:
+    return sum(1 for sid, s in conn.streams.items() if s.open and sid % 2 == parity)
+
+
+def test_counts_match_hyper_h2s_own_walk_through_every_way_a_stream_ends() -> None:
+    client, server = _pair()
+    rng = random.Random(3355)
+    live: list[int] = []
+    headers = [(":method", "POST"), (":path", "/b"), (":scheme", "https"), (":authority", "x")]
+    for _ in range(3000):
+        op = rng.random()
+        if op < 0.5 or not live:
+            sid = client.get_next_available_stream_id()
+            client.send_headers(sid, headers, end_stream=rng.random() < 0.5)
+            live.append(sid)
+        else:
+            sid = live.pop(rng.randrange(len(live)))
+            end = rng.choice(["server-ends", "client-resets", "server-resets", "client-ends"])
+            with_stream = server.streams.get(sid)
+            if with_stream is None or with_stream.closed:
+                continue
+            if end == "server-ends":
+                server.send_headers(sid, [(":status", "201")], end_stream=True)
+            elif end == "client-resets":
+                client.reset_stream(sid)
+            elif end == "server-resets":
+                server.reset_stream(sid)
+            elif client.streams[sid].open and not client.streams[sid].state_machine.state.name.endswith("LOCAL"):
+                client.end_stream(sid)
+        _pump(client, server)
+        assert client.open_outbound_streams == _walked(client, 1)
+        assert server.open_inbound_streams == _walked(server, 1)
+        assert client.open_inbound_streams == 0 == server.open_outbound_streams
+    assert server.open_inbound_streams > 100, "the walk must have covered many concurrent streams"
+
+
+def test_closed_streams_are_still_dropped_from_the_table() -> None:
+    client, server = _pair()
+    headers = [(":method", "GET"), (":path", "/"), (":scheme", "https"), (":authority", "x")]
+    for _ in range(2000):
+        sid = client.get_next_available_stream_id()
+        client.send_headers(sid, headers, end_stream=True)
+        _pump(client, server)
+        server.send_headers(sid, [(":status", "200")], end_stream=True)
+        _pump(client, server)
+        assert server.open_inbound_streams == 0
+    assert len(server.streams) <= streams.PRUNE_SLACK + 1
+    assert len(client.streams) <= streams.PRUNE_SLACK + 1
