@@ -207,7 +207,8 @@ def build(c: Component, say: bool = True) -> Path:
         if proc.wait() != 0:
             raise BuildError(f"building {c.package}@{c.version} failed:\n" + "\n".join(tail))
         tmp.replace(c.binary)
-        bar.update(total or compiled, total or compiled, f"packages; built {c.binary}")
+        bar.update(total or compiled, total or compiled, "packages compiled")
+        bar.note(f"  {c.name} {c.version}: built {c.binary}")
     return c.binary
 
 

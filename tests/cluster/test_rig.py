@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -96,6 +97,25 @@ def test_a_scenario_in_a_log_settles_with_a_line_every_few_seconds(cluster: Clus
     assert settling[-1][1].startswith("  settling: 200/200 bound")
     assert "\r" not in run.text and "\x1b[" not in run.text
     assert "| kube-scheduler | 1 | clean | yes |" in run.text  # the verdicts, as plain Markdown
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "log"])
+def test_a_go_build_shows_its_progress(terminal: bool, tmp_path: Path) -> None:
+    # kfp-burst (bench/burst) is the smallest component; a cache of its own makes `cluster build` build it
+    argv = ["env", f"KFP_CACHE_DIR={tmp_path}", *KFP, "cluster", "build", "kfp-burst"]
+    if terminal:
+        code, out = in_pty(argv, timeout=600)
+        assert code == 0, out
+        assert "━" in out and "packages compiled" in out and "\x1b[" in out
+        return
+    run = piped(argv, timeout=600)
+    assert run.code == 0, run.text
+    lines = [(t, line) for t, line in run.lines if re.match(r"  kfp-burst src-\w+: \d", line)]
+    assert len(lines) <= lines[-1][0] / 15 + 1 and spaced(lines, 14.9), run.text  # a line every 15 s at most
+    done = re.fullmatch(r"  kfp-burst src-\w+: (\d+)/(\d+) packages compiled \(\d+s\)", lines[-1][1])
+    assert done is not None and done[1] == done[2], run.text
+    assert "\r" not in run.text and "\x1b[" not in run.text
+    assert re.search(r"^  kfp-burst src-\w+: built .*/kfp-burst$", run.text, re.M), run.text
 
 
 def test_the_informer_relists_when_the_proxy_expires_its_watch(cluster: Cluster) -> None:
