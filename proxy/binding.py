@@ -43,18 +43,28 @@ def _field(buf: bytes, number: int) -> bytes | None:
     return None
 
 
-def target_node(body: bytes, content_type: str = "") -> str | None:
-    """Binding.target.name, or None when the body is not a readable Binding."""
+def read_target(body: bytes, content_type: str = "") -> tuple[str | None, str | None]:
+    """(Binding.target.name or None, why the body could not be read or None); never raises."""
     try:
         if body.startswith(PROTOBUF_MAGIC):
             raw = _field(body[len(PROTOBUF_MAGIC) :], 2)  # runtime.Unknown.raw
             target = _field(raw, 2) if raw is not None else None  # Binding.target
             name = _field(target, 3) if target is not None else None  # ObjectReference.name
-            return name.decode() if name is not None else None
+            return (name.decode() if name is not None else None), None
         if "protobuf" in content_type:
-            return None
+            return None, "protobuf body without the k8s envelope"
         doc = json.loads(body)
-        node = doc.get("target", {}).get("name") if isinstance(doc, dict) else None
-        return node if isinstance(node, str) else None
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        return None
+        target = doc.get("target") if isinstance(doc, dict) else None
+        node = target.get("name") if isinstance(target, dict) else None
+        return (node if isinstance(node, str) else None), None
+    except RecursionError:
+        return None, "JSON nested too deep"
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except ValueError as e:  # JSON syntax, a truncated or unknown protobuf field
+        return None, "not JSON" if isinstance(e, json.JSONDecodeError) else f"bad protobuf ({e})"
+
+
+def target_node(body: bytes, content_type: str = "") -> str | None:
+    """Binding.target.name, or None when the body is not a readable Binding."""
+    return read_target(body, content_type)[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, unquote
 
 from proxy import binding
@@ -41,6 +41,7 @@ class RequestIdentity:
     resource_version: str | None = None
     accept: str = ""
     initial_events: bool = False  # a watch with sendInitialEvents=true: a streaming (re)list
+    unparsable: str | None = None  # what part of the request could not be read, and why
 
     @property
     def relist(self) -> bool:
@@ -77,6 +78,8 @@ class RequestIdentity:
             out["resourceVersion"] = self.resource_version
         if self.initial_events:
             out["sendInitialEvents"] = True
+        if self.unparsable is not None:
+            out["unparsable"] = self.unparsable
         return out
 
 
@@ -151,9 +154,10 @@ def parse(
     if not name and verb == "delete":
         verb = "deletecollection"
 
-    target_node = None
+    target_node = unparsable = None
     if subresource == "binding" and resource == "pods" and verb == "create" and body:
-        target_node = binding.target_node(body, content_type)
+        target_node, why = binding.read_target(body, content_type)
+        unparsable = f"binding body: {why}" if why else None
     rv = params.get("resourceVersion", [None])[0]
     return RequestIdentity(
         method=method,
@@ -171,4 +175,25 @@ def parse(
         resource_version=rv,
         accept=accept,
         initial_events=params.get("sendInitialEvents", ["false"])[0] == "true",
+        unparsable=unparsable,
     )
+
+
+def parse_untrusted(
+    method: str,
+    path: str,
+    query: str = "",
+    user_agent: str = "",
+    body: bytes | None = None,
+    content_type: str = "",
+    accept: str = "",
+) -> RequestIdentity:
+    """`parse` that never raises: what cannot be read is named in `unparsable`, and the rest kept."""
+    try:
+        return parse(method, path, query, user_agent, body, content_type, accept)
+    except Exception as e:  # a request no parser rule foresaw must still get a decision
+        why = f"request: {type(e).__name__}"
+    try:
+        return replace(parse(method, path, "", user_agent), unparsable=why)
+    except Exception:
+        return RequestIdentity(method=method.upper(), path=path, verb=method.lower(), unparsable=why)

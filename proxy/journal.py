@@ -1,4 +1,5 @@
-"""The journal: one JSON line per injection and per (de)activation, flushed as it is written."""
+"""The journal: one JSON line per injection and per (de)activation, flushed to the OS as it is written
+(a crashed process loses nothing; a power loss may lose the last records, never glue two together)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,45 @@ def _last_seq(path: Path) -> int:
     return 0
 
 
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def repair_torn_tail(path: Path) -> int:
+    """End a last line that a power loss left unterminated, so the next record starts a line of its
+    own: a whole record gets its newline, a part of one is cut; returns the bytes cut."""
+    try:
+        with path.open("r+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end == 0:
+                return 0
+            f.seek(end - 1)
+            if f.read(1) == b"\n":
+                return 0
+            keep, pos = 0, end
+            while pos > 0:  # find the last newline, reading backwards in blocks
+                step = min(65536, pos)
+                pos -= step
+                f.seek(pos)
+                block = f.read(step)
+                nl = block.rfind(b"\n")
+                if nl >= 0:
+                    keep = pos + nl + 1
+                    break
+            f.seek(keep)
+            tail = f.read()
+            if _is_record(tail):
+                f.write(b"\n")
+                return 0
+            f.truncate(keep)
+            return end - keep
+    except FileNotFoundError:
+        return 0
+
+
 class Journal:
     """Appends records to a JSONL file (if any) and keeps the newest in memory for the API."""
 
@@ -38,8 +78,10 @@ class Journal:
         self._recent: deque[Record] = deque(maxlen=keep)
         self._file: IO[str] | None = None
         self.seq = 0
+        self.torn_bytes = 0  # what repair_torn_tail cut when the file was opened
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            self.torn_bytes = repair_torn_tail(path)
             self.seq = _last_seq(path)
             self._file = path.open("a", encoding="utf-8")
 
@@ -55,11 +97,18 @@ class Journal:
 
     def since(self, seq: int = 0, limit: int = 1000) -> list[Record]:
         """Records with a sequence number above seq, oldest first, at most limit."""
-        out = [r for r in self._recent if r["seq"] > seq]
-        return out[:limit]
+        newer: list[Record] = []
+        for r in reversed(self._recent):  # seqs only grow: stop at the first old one, not at the start
+            if r["seq"] <= seq:
+                break
+            newer.append(r)
+        newer.reverse()
+        return newer[:limit]
 
     def close(self) -> None:
-        """Close the file; later appends stay in memory only."""
+        """Sync and close the file; later appends stay in memory only."""
         if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
             self._file.close()
             self._file = None

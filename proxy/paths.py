@@ -1,4 +1,4 @@
-"""Where kube-fault-proxy keeps state on disk (CA, journal), overridable with KFP_STATE_DIR."""
+"""Where kube-fault-proxy keeps state on disk (CA, journal; KFP_STATE_DIR overrides), and privately."""
 
 from __future__ import annotations
 
@@ -20,3 +20,20 @@ def ca_dir() -> Path:
 def default_journal() -> Path:
     """The journal file when --journal is not given."""
     return state_dir() / "journal.jsonl"
+
+
+def private_dir(path: Path) -> Path:
+    """A directory only its owner can enter (0700), made if needed."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+    return path
+
+
+def write_private(path: Path, data: bytes | str) -> Path:
+    """Write a file that is 0600 from its first byte (an existing file is narrowed too)."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(raw)
+    return path

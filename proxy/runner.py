@@ -47,6 +47,7 @@ class RunResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     expected: dict[str, Any] | None = None
+    binds: dict[str, Any] = field(default_factory=dict)
     met: bool | None = None
     seconds: float = 0.0
     table: str = ""
@@ -55,6 +56,27 @@ class RunResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {k: v for k, v in self.__dict__.items() if k not in ("table", "report")}
+
+
+def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
+    """Binding POSTs as the scheduler saw them (the proxy's counters), and the connections it made.
+
+    committedWithoutAnswer: pods the apiserver bound although the scheduler never saw their Binding
+    succeed (an outage took the answer, or commitThenFail replaced it)."""
+    if not result.samples:
+        return {}
+    first, last = result.samples[0], result.samples[-1]
+    succeeded = last["bindsSucceeded"] - first["bindsSucceeded"]
+    start = next((e for e in result.events if e["event"] == "outage-start"), None)
+    before = None
+    if start is not None and "bindsSucceeded" in start:
+        before = {"succeeded": start["bindsSucceeded"] - first["bindsSucceeded"],
+                  "failed": start["bindsFailed"] - first["bindsFailed"]}
+    accepted = [s["clientConnectionsAccepted"] for s in result.samples
+                if s.get("clientConnectionsAccepted") is not None]
+    return {"succeeded": succeeded, "failed": last["bindsFailed"] - first["bindsFailed"],
+            "committedWithoutAnswer": max(0, int(checked["counts"].get("bound", 0)) - succeeded),
+            "beforeOutage": before, "clientConnectionsAccepted": accepted[-1] - accepted[0] if accepted else None}
 
 
 def meets(report: check.Report, expect: Expectation | None) -> bool | None:
@@ -89,7 +111,8 @@ class Sampler(threading.Thread):
     def sample(self, api: Client, control: httpx.Client) -> None:
         t = round(time.monotonic() - self.t0, 2)
         pods = list(api.list(Pod, namespace=self.namespace, labels={load.LOAD_LABEL: self.run_id}))
-        binds = control.get("/v1/stats").json()["bindsTotal"]
+        stats = control.get("/v1/stats").json()
+        binds, conns = stats["bindsTotal"], stats.get("connections", {})
         page = control.get("/v1/journal", params={"since": self.cursor, "limit": 10000}).json()
         self.cursor = page["next"]
         for r in page["records"]:
@@ -97,7 +120,9 @@ class Sampler(threading.Thread):
                 self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
         bound = sum(1 for p in pods if p["spec"].get("nodeName"))
         self.samples.append({"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
-                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"]})
+                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"],
+                             "clientConnectionsOpen": conns.get("clientOpen"),
+                             "clientConnectionsAccepted": conns.get("clientAccepted")})
 
     def seen(self, event: str) -> float | None:
         """When (seconds since t0) a journal event was first seen."""
@@ -203,6 +228,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     result.table = check.render(report)
     result.report = report
     result.samples, result.events = sampler.samples, sampler.events
+    result.binds = bind_outcomes(result, report.as_dict())
     result.met = meets(report, expect)
     result.seconds = round(time.monotonic() - t0, 1)
     return result

@@ -86,6 +86,7 @@ class Runtime:
         # Fed by the proxy's connection hooks; never reset (samplers diff them).
         self.connections = ConnectionCounts()
         self._requests_baseline = 0
+        self._unparsable_seen: set[str] = set()  # kinds already journaled (a bounded set of reasons)
 
     # --- activation -------------------------------------------------------------------
 
@@ -142,6 +143,8 @@ class Runtime:
     def decide(self, ident: RequestIdentity) -> Decision | None:
         """The active profile's decision for one request (None: pass through)."""
         self.requests += 1
+        if ident.unparsable is not None:
+            self._unparsable(ident, ident.unparsable)
         if ident.is_resource:
             self.requests_by[(ident.verb, ident.resource, ident.initial_events)] += 1  # formatted in stats()
         active = self.active
@@ -165,6 +168,14 @@ class Runtime:
     def bind_outcome(self, status: int | None) -> None:
         """Count one Binding POST by what its client got: 2xx, another status, or no answer."""
         self.binds["succeeded" if status is not None and 200 <= status < 300 else "failed"] += 1
+
+    def _unparsable(self, ident: RequestIdentity, kind: str) -> None:
+        """Count a request part the proxy could not read (it is decided as if absent); journal each kind once."""
+        self.events["request-unparsable"] += 1
+        self.events_total["request-unparsable"] += 1
+        if kind not in self._unparsable_seen:
+            self._unparsable_seen.add(kind)
+            self.journal.append("request-unparsable", kind=kind, request=ident.as_dict())
 
     def note(self, event: str, **fields: Any) -> None:
         """Count and journal a proxy event that is not an injection (e.g. an upstream loss)."""

@@ -9,7 +9,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from proxy.profile import NAME_PATTERN
-from proxy.profile_loader import Problem, ProfileError, compose, problem_from
+from proxy.profile_loader import Problem, ProfileError, compose, problem_from, read_text
 from proxy.strict import Duration, StrictModel
 
 Scheduler = Literal["kube-scheduler", "yunikorn"]
@@ -97,11 +97,7 @@ class Scenario(StrictModel):
 
 def load_scenario(path: Path) -> Scenario:
     """Load and validate a scenario file; errors name file:line:col and the field path."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ProfileError([Problem(str(path), None, None, "", f"cannot read: {e}")]) from None
-    data, pos = compose(text, str(path))
+    data, pos = compose(read_text(path), str(path))
     if not isinstance(data, dict):
         raise ProfileError([Problem(str(path), 1, 1, "", "a scenario must be a mapping")])
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,16 +82,11 @@ def _data(view: KubeconfigView, section: dict[str, Any], key: str) -> bytes | No
     return None
 
 
-def _write_private(path: Path, data: bytes) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return path
+Keep = Callable[[str, bytes], Path]  # stores a named secret, returns a path to it (PrivateFiles.put)
 
 
-def upstream_from(view: KubeconfigView, workdir: Path) -> Upstream:
-    """The Upstream for a kubeconfig; CA and client identity are written to private files."""
-    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+def upstream_from(view: KubeconfigView, keep: Keep) -> Upstream:
+    """The Upstream for a kubeconfig; the CA and the client identity go where `keep` puts them."""
     ca = _data(view, view.cluster, "certificate-authority")
     cert = _data(view, view.user, "client-certificate")
     key = _data(view, view.user, "client-key")
@@ -99,8 +94,8 @@ def upstream_from(view: KubeconfigView, workdir: Path) -> Upstream:
         raise KubeconfigError(f"{view.path}: users: client-certificate and client-key go together")
     return Upstream(
         url=view.server.rstrip("/"),
-        ca_file=_write_private(workdir / "upstream-ca.pem", ca) if ca else None,
-        client_pem=_write_private(workdir / "upstream-client.pem", key + b"\n" + cert)
+        ca_file=keep("upstream-ca.pem", ca) if ca else None,
+        client_pem=keep("upstream-client.pem", key + b"\n" + cert)
         if key is not None and cert is not None
         else None,
         insecure=bool(view.cluster.get("insecure-skip-tls-verify")),

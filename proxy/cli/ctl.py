@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             return _dispatch(client, args)
     except _Refused as e:
         print(f"kube-fault-proxy ctl: {e.status}: {e}", file=sys.stderr)
-        return USAGE if e.status in (400, 404, 409, 422) else FAILED
+        return USAGE if e.status in (400, 404, 409, 413, 422) else FAILED
     except httpx.HTTPError as e:
         print(f"kube-fault-proxy ctl: cannot reach the control plane at {base}: {e}", file=sys.stderr)
         return FAILED

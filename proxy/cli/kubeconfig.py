@@ -32,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     doc = proxied(view, args.proxy_url, ca)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(yaml.safe_dump(doc, sort_keys=False))
-    args.output.chmod(0o600)
+    paths.write_private(args.output, yaml.safe_dump(doc, sort_keys=False))  # it may hold a token
     print(f"wrote {args.output}: {view.context} via {args.proxy_url} (trusting {ca_path})")
     return OK

@@ -6,19 +6,17 @@ import argparse
 import asyncio
 import ipaddress
 import json
-import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from proxy import __version__, paths
+from proxy.cli import logs
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.journal import Journal
 from proxy.library import Library, load_dir
+from proxy.private_files import PrivateFiles
 from proxy.profile_loader import ProfileError
 from proxy.runtime import Runtime, UnknownProfile
 from proxy.upstream import KubeconfigError, Upstream, read, upstream_from
@@ -46,13 +44,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def resolve_upstream(args: argparse.Namespace, workdir: Path) -> Upstream:
-    """The upstream from --kubeconfig or --upstream and friends."""
+def resolve_upstream(args: argparse.Namespace, files: PrivateFiles) -> Upstream:
+    """The upstream from --kubeconfig or --upstream and friends; its key material is kept in `files`."""
     if args.kubeconfig and args.upstream:
         raise UsageError("give either --kubeconfig or --upstream, not both")
     if args.kubeconfig:
         try:
-            return upstream_from(read(args.kubeconfig, args.context), workdir)
+            return upstream_from(read(args.kubeconfig, args.context), files.put)
         except KubeconfigError as e:
             raise UsageError(str(e)) from None
     if not args.upstream:
@@ -67,15 +65,14 @@ def resolve_upstream(args: argparse.Namespace, workdir: Path) -> Upstream:
         raise UsageError("--client-cert and --client-key go together")
     client_pem = None
     if args.client_cert is not None:
-        client_pem = workdir / "upstream-client.pem"
-        fd = os.open(client_pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(args.client_key.read_bytes() + b"\n" + args.client_cert.read_bytes())
+        pem = args.client_key.read_bytes() + b"\n" + args.client_cert.read_bytes()
+        client_pem = files.put("upstream-client.pem", pem)
     return Upstream(args.upstream.rstrip("/"), args.upstream_ca, client_pem, args.insecure)
 
 
 async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
     from proxy.control.app import build_app
+    from proxy.control.parsing import ProcessParser
     from proxy.control.server import ControlServer
     from proxy.mitm import server as mitm_server
 
@@ -99,7 +96,8 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     proxy = await mitm_server.start(settings, runtime)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
             "journal": str(journal_path)}
-    control = ControlServer(build_app(runtime, info, token), control_host, control_port)
+    parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
+    control = ControlServer(build_app(runtime, info, token, parser), control_host, control_port)
     try:
         await control.start()
     except OSError:
@@ -107,13 +105,15 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         raise
     chost = f"[{control_host}]" if ":" in control_host else control_host
     control_url = f"http://{chost}:{control.port}"
+    repaired = {"journalTornBytesCut": journal.torn_bytes} if journal.torn_bytes else {}
     journal.append("proxy-start", version=__version__, proxyUrl=proxy.url, upstream=upstream.url,
-                   profiles=library.names())
+                   profiles=library.names(), **repaired)
     if args.profile:
         try:
             runtime.activate(args.profile, args.seed, source="startup")
         except UnknownProfile:
             await control.stop()
+            parser.close()
             await proxy.stop()
             raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
     active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
@@ -134,6 +134,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
                        return_when=asyncio.FIRST_COMPLETED)
     print("kube-fault-proxy: shutting down", flush=True)
     await control.stop()
+    parser.close()
     await proxy.stop()
     journal.append("proxy-stop")
     journal.close()
@@ -142,20 +143,19 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
 
 def run(args: argparse.Namespace) -> int:
     """Validate everything first, then serve; bad input changes nothing and exits 2."""
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.verbose)
     if not 1 <= args.max_concurrent_streams <= 2**31 - 1:
         print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
               f"got {args.max_concurrent_streams}", file=sys.stderr)
         return USAGE
-    workdir = Path(tempfile.mkdtemp(prefix="kube-fault-proxy-"))
+    files = PrivateFiles()  # the upstream CA and client key: in memory, gone even on kill -9
     try:
         try:
             library = Library(load_dir(args.profiles))
         except ProfileError as e:
             print(e, file=sys.stderr)
             return USAGE
-        upstream = resolve_upstream(args, workdir)
+        upstream = resolve_upstream(args, files)
         return asyncio.run(_serve(args, library, upstream))
     except UsageError as e:
         print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
@@ -164,4 +164,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
         return FAILED
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        files.close()

@@ -23,6 +23,7 @@ from proxy import paths
 from proxy.cluster import build, pki
 from proxy.cluster.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from proxy.cluster.processes import alive, free_port, group_alive, port_in_use, spawn, stop
+from proxy.paths import private_dir, write_private
 
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
 YUNIKORN_PORT = 9080
@@ -73,23 +74,23 @@ def _kubeconfig(server: str, ca: Path | bytes, user: dict[str, Any]) -> dict[str
 
 
 def _write_yaml(path: Path, doc: dict[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    path.chmod(0o600)
-    return path
+    return write_private(path, yaml.safe_dump(doc, sort_keys=False))
 
 
 def _wait(what: str, check: Callable[[], bool], pid: int, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+    last = "it never answered ready"
     while time.monotonic() < deadline:
         if not alive(pid):
             raise ClusterError(f"{what} exited during startup; see {log}:\n{_tail(log)}")
         try:
             if check():
                 return
-        except (httpx.HTTPError, HTTPError, OSError):
-            pass
+            last = "it answered, but not ready"
+        except (httpx.HTTPError, HTTPError, OSError) as e:  # e.g. a certificate the client refuses: say so
+            last = f"{type(e).__name__}: {e}"
         time.sleep(0.1)
-    raise ClusterError(f"{what} not ready after {timeout:.0f}s; see {log}:\n{_tail(log)}")
+    raise ClusterError(f"{what} not ready after {timeout:.0f}s (last attempt: {last}); see {log}:\n{_tail(log)}")
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -108,9 +109,9 @@ class Cluster:
         self.state: dict[str, Any] = json.loads(self.file.read_text()) if self.file.exists() else {}
 
     def save(self) -> None:
-        """Persist after every started process, so `down` can always find it."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.file.write_text(json.dumps(self.state, indent=2))
+        """Persist after every started process, so `down` can always find it (0600: it holds tokens)."""
+        private_dir(self.dir)
+        write_private(self.file, json.dumps(self.state, indent=2))
 
     def record(self, name: str, pid: int, log: Path) -> None:
         """Remember a started process."""
@@ -162,11 +163,11 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     logs = d / "logs"
     certs = pki.make(d / "pki")
     tokens = {name: secrets.token_hex(16) for name in ("admin", "scheduler", "yunikorn")}
-    (d / "tokens.csv").write_text(
-        f"{tokens['admin']},kfp-admin,kfp-admin,system:masters\n"
-        f"{tokens['scheduler']},system:kube-scheduler,kfp-scheduler\n"
-        f"{tokens['yunikorn']},yunikorn,kfp-yunikorn\n")
-    (d / "tokens.csv").chmod(0o600)
+    write_private(d / "tokens.csv",
+                  f"{tokens['admin']},kfp-admin,kfp-admin,system:masters\n"
+                  f"{tokens['scheduler']},system:kube-scheduler,kfp-scheduler\n"
+                  f"{tokens['yunikorn']},yunikorn,kfp-yunikorn\n")
+    admin_token = write_private(d / "admin.token", tokens["admin"])  # for processes: never on argv
     c.state["tokens"] = tokens
 
     t0 = time.monotonic()
@@ -220,8 +221,8 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     say(f"  {opts.nodes} nodes created ({opts.node_cpu} cpu, {opts.node_memory}, {opts.node_pods} pods each)")
 
     log = logs / "kubelet-stand-in.log"
-    pid = spawn([sys.executable, "-m", "proxy.cluster.kubelet", "--server", server, "--token", tokens["admin"],
-                 "--ca", str(ca)], log)
+    pid = spawn([sys.executable, "-m", "proxy.cluster.kubelet", "--server", server,
+                 "--token-file", str(admin_token), "--ca", str(ca)], log)
     c.record("kubelet-stand-in", pid, log)
 
     if opts.proxy:

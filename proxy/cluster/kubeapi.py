@@ -10,10 +10,12 @@ settings. The rig is not what is under test: the schedulers behind the proxy use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import msgspec
 from lightkube import ApiError, AsyncClient, Client, ConfigError, KubeConfig
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import SingleConfig
@@ -21,6 +23,8 @@ from lightkube.config.models import Cluster, User
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
+
+from proxy.private_files import PrivateFiles
 
 __all__ = ["ApiError", "ConfigError", "HTTPError", "Kube", "Node", "Pod", "TransportError", "ensure_namespace"]
 
@@ -39,6 +43,7 @@ class Kube:
 
     config: SingleConfig
     timeout: float = 30.0
+    files: PrivateFiles | None = field(default=None, compare=False)  # inline CA and keys, in memory
 
     @classmethod
     def from_kubeconfig(cls, path: Path, context: str | None = None, timeout: float = 30.0) -> Kube:
@@ -52,7 +57,8 @@ class Kube:
             raise ConfigError(f"{path}: {e}") from None
         if config is None:
             raise ConfigError(f"{path}: no current context")
-        return cls(config, timeout)
+        files = PrivateFiles()
+        return cls(_inline_data_to_private_files(config, files), timeout, files)
 
     @classmethod
     def from_token(cls, server: str, token: str, ca_file: Path, timeout: float = 30.0) -> Kube:
@@ -83,6 +89,23 @@ class Kube:
         params = ConnectionParams(timeout=httpx2.Timeout(5.0)).httpx_params(self.config)
         with httpx2.Client(**params) as http:
             return http.get("/readyz").text == "ok"
+
+
+def _inline_data_to_private_files(config: SingleConfig, files: PrivateFiles) -> SingleConfig:
+    """The kubeconfig's inline CA, certificate and key as private paths (a memfd where there is one).
+
+    lightkube would write each to a temporary file in /tmp whenever it builds a client; kept in a
+    memfd instead, key material never reaches a disk, as everywhere else in kube-fault-proxy."""
+    cluster, user = config.cluster, config.user
+    if cluster.certificate_auth_data:
+        ca = files.put("kube-ca.pem", base64.b64decode(cluster.certificate_auth_data))
+        cluster = msgspec.structs.replace(cluster, certificate_auth=str(ca), certificate_auth_data=None)
+    if user is not None and user.client_cert_data and user.client_key_data:
+        cert = files.put("kube-client.crt", base64.b64decode(user.client_cert_data))
+        key = files.put("kube-client.key", base64.b64decode(user.client_key_data))
+        user = msgspec.structs.replace(user, client_cert=str(cert), client_cert_data=None,
+                                       client_key=str(key), client_key_data=None)
+    return config._replace(cluster=cluster, user=user)
 
 
 def ensure_namespace(client: Client, name: str) -> None:

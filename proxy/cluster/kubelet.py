@@ -1,7 +1,7 @@
 """A kubelet stand-in: marks every bound, Pending pod Running (no containers run).
 
 YuniKorn drops a pod's assumed state only once the pod runs, so a control plane without kubelets
-needs this. Run: python -m proxy.cluster.kubelet --server URL --token T --ca FILE
+needs this. Run: python -m proxy.cluster.kubelet --server URL --token-file FILE --ca FILE
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ class StandIn:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--server", required=True)
-    p.add_argument("--token", required=True)
+    p.add_argument("--token-file", type=Path, required=True, help="a file holding the bearer token (never argv)")
     p.add_argument("--ca", required=True)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    asyncio.run(serve(Kube.from_token(args.server, args.token, Path(args.ca))))
+    asyncio.run(serve(Kube.from_token(args.server, args.token_file.read_text().strip(), Path(args.ca))))
     return 0
 
 

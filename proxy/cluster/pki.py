@@ -1,5 +1,5 @@
-"""Certificates for the local control plane: a CA, the apiserver's serving cert, an admin client
-cert, and the service-account signing key."""
+"""Certificates for the local control plane (a CA, the apiserver's serving cert, an admin client
+cert, the service-account key), complete enough for strict RFC 5280 checks (Python 3.13's default)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from proxy.paths import private_dir, write_private
 
 
 def _key() -> rsa.RSAPrivateKey:
@@ -30,26 +32,34 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
-    path.write_bytes(data)
     if private:
-        path.chmod(0o600)
+        write_private(path, data)  # 0600 from the first byte
+    else:
+        path.write_bytes(data)
+
+
+def _usage(*, cert_sign: bool = False, key_encipherment: bool = False) -> x509.KeyUsage:
+    return x509.KeyUsage(digital_signature=True, key_cert_sign=cert_sign, crl_sign=cert_sign,
+                         content_commitment=False, key_encipherment=key_encipherment,
+                         data_encipherment=False, key_agreement=False, encipher_only=False,
+                         decipher_only=False)
 
 
 def make(directory: Path) -> Path:
     """Write ca.crt/key, apiserver.crt/key, admin.crt/key, sa.key/pub; returns directory."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     now = datetime.datetime.now(datetime.UTC)
     not_after = now + datetime.timedelta(days=365)
     ca_key = _key()
     ca_name = _name("kube-fault-proxy-local-ca")
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(not_after)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False,
-                                       data_encipherment=False, key_agreement=False,
-                                       encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(_usage(cert_sign=True), critical=True)
+          .add_extension(ca_ski, critical=False)
+          .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
           .sign(ca_key, hashes.SHA256()))
     _write(directory / "ca.crt", ca.public_bytes(serialization.Encoding.PEM))
     _write(directory / "ca.key", _pem_key(ca_key), private=True)
@@ -60,7 +70,12 @@ def make(directory: Path) -> Path:
         builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(not_after)
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(_usage(key_encipherment=True), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+                                  critical=False))
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(ca_key, hashes.SHA256())

@@ -8,14 +8,15 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from proxy.control.deps import RuntimeDep
+from proxy.control.errors import responses
 from proxy.runtime import Runtime
 
 
 class ActivateRequest(BaseModel):
-    """PUT /v1/active body."""
+    """PUT /v1/active body; strict like profiles: no unknown keys, no coercion (`"seed": false`)."""
 
-    model_config = ConfigDict(extra="forbid")
-    profile: str
+    model_config = ConfigDict(extra="forbid", strict=True)
+    profile: str = Field(examples=["bind-fail-30pct"])
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
     ttlSeconds: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] | None = Field(
         None, description="revert to pass-through by itself after this long"
@@ -33,20 +34,20 @@ def _view(runtime: Runtime) -> dict[str, Any]:
 
 
 @router.get("")
-def get_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def get_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """The active profile, its epoch, seed and remaining TTL; profile null when passing through."""
     return _view(runtime)
 
 
-@router.put("")
-def put_active(body: ActivateRequest, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+@router.put("", responses=responses(404))
+async def put_active(body: ActivateRequest, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Activate a profile; effective for the very next request."""
     runtime.activate(body.profile, body.seed, body.ttlSeconds)
     return _view(runtime)
 
 
 @router.delete("")
-def delete_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def delete_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Back to pass-through."""
     ended = runtime.deactivate()
     return {"deactivated": ended.engine.profile.name if ended else None, **_view(runtime)}

@@ -5,32 +5,68 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from proxy import __version__
-from proxy.control import active, errors, metrics, observe, profiles
+from proxy.control import active, errors, events, metrics, observe, openapi, profiles, ui
+from proxy.control.body_limit import BodyLimit
 from proxy.control.deps import require_token
+from proxy.control.feed import Feed
+from proxy.control.parsing import Parser, ThreadParser
+from proxy.profile_loader import LIMITS
 from proxy.runtime import Runtime
 
+TITLE = "kube-fault-proxy control plane"
 
-def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None) -> FastAPI:
-    """The FastAPI app over a runtime; `info` is what /healthz reports (proxy URL, CA file)."""
-    app = FastAPI(
-        title="kube-fault-proxy control plane",
-        version=__version__,
-        description="Switch fault profiles live, read stats and the journal.",
-    )
+
+def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
+              parser: Parser | None = None) -> FastAPI:
+    """The app over a runtime; `info` says where things are; uploads go to `parser` (default: a thread)."""
+    # With a token, everything but /healthz needs it, the API documents included, and /healthz
+    # says only that the proxy is alive.
+    app = FastAPI(title=TITLE, version=__version__, openapi_url=None, docs_url=None, redoc_url=None,
+                  description="Switch fault profiles live, read stats and the journal. With a control "
+                              "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")
     app.state.runtime = runtime
     app.state.token = token
     app.state.metrics = metrics.registry_for(runtime)
+    app.state.parser = parser or ThreadParser()
+    app.state.feed = Feed(runtime)
+    app.add_middleware(BodyLimit, max_bytes=LIMITS.max_bytes)
     errors.install(app)
     guarded = [Depends(require_token)]
-    for router in (profiles.router, active.router, observe.router):
+    for router in (profiles.router, active.router, observe.router, events.router):
         app.include_router(router, dependencies=guarded)
+    app.include_router(ui.router)
 
     @app.get("/healthz", tags=["observe"])
-    def healthz() -> dict[str, Any]:
-        """Liveness, plus where the proxy listens and the CA clients must trust."""
+    async def healthz() -> dict[str, Any]:
+        """Liveness; without a control token also the proxy URL, its CA file and the active profile."""
+        if token is not None:
+            return {"ok": True}
         active_name = runtime.active.engine.profile.name if runtime.active else None
-        return {"ok": True, "version": __version__, "active": active_name, **info}
+        return {"ok": True, "version": __version__, "active": active_name,
+                "proxyUrl": info.get("proxyUrl"), "caFile": info.get("caFile")}
+
+    @app.get("/v1/info", tags=["observe"], dependencies=guarded)
+    async def get_info() -> dict[str, Any]:
+        """Version, active profile, and where the proxy listens, forwards to and journals."""
+        active_name = runtime.active.engine.profile.name if runtime.active else None
+        return {"version": __version__, "active": active_name, **info}
+
+    app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
+    async def openapi_json() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=guarded)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=TITLE)
+
+    @app.get("/redoc", include_in_schema=False, dependencies=guarded)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=TITLE)
 
     return app

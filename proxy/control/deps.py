@@ -5,23 +5,30 @@ from __future__ import annotations
 import hmac
 
 from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from proxy.runtime import Runtime
 
+# Documents the scheme in the OpenAPI document; matches "Bearer" in any case (RFC 7235).
+_bearer = HTTPBearer(auto_error=False, description="required when the proxy runs with --control-token")
+BearerDep = Depends(_bearer)
 
-def get_runtime(request: Request) -> Runtime:
+
+async def get_runtime(request: Request) -> Runtime:
     """The proxy's runtime, stored on the app at build time."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def require_token(request: Request) -> None:
+async def require_token(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = BearerDep
+) -> None:
     """When the control plane has a token, every call but /healthz must carry it."""
     token: str | None = request.app.state.token
     if token is None:
         return
-    given = request.headers.get("authorization", "")
-    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    given = credentials.credentials.strip() if credentials is not None else ""
+    if not hmac.compare_digest(given.encode(), token.encode()):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="a bearer token is required (Authorization: Bearer …)",

@@ -15,20 +15,20 @@ router = APIRouter(tags=["observe"])
 
 
 @router.get("/v1/stats")
-def get_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def get_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Requests seen, per-rule counters of the active profile, injections per rule and kind."""
     return runtime.stats()
 
 
 @router.post("/v1/stats/reset")
-def reset_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def reset_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Zero the stats (the journal and the active profile's own limits are untouched)."""
     runtime.reset_stats()
     return runtime.stats()
 
 
 @router.get("/v1/journal")
-def get_journal(
+async def get_journal(
     since: Annotated[int, Query(ge=0, description="return records after this seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
     runtime: Runtime = RuntimeDep,
@@ -44,8 +44,8 @@ def get_journal(
     responses={200: {"content": {"text/plain": {}, "application/openmetrics-text": {}},
                      "description": "Prometheus text format, or OpenMetrics if the Accept header asks for it."}},
 )
-def metrics(request: Request) -> Response:
+async def metrics(request: Request) -> Response:
     """Prometheus metrics: the proxy's counters and the process's own (OpenMetrics on request)."""
-    registry: CollectorRegistry = request.app.state.metrics
+    registry: CollectorRegistry = request.app.state.metrics  # read on the proxy's loop, like every handler
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encode(registry), media_type=content_type)

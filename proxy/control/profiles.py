@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 
 from proxy.control.deps import RuntimeDep
-from proxy.profile_loader import Problem, ProfileError, load_text, to_yaml
+from proxy.control.errors import responses
+from proxy.control.parsing import Parser
+from proxy.profile_loader import Problem, ProfileError, to_yaml
 from proxy.runtime import Runtime, UnknownProfile
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
+PROFILE_REF = {"$ref": "#/components/schemas/FaultProfile"}
 BODY_DOC: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
             "application/yaml": {"schema": {"type": "string"}},
-            "application/json": {"schema": {"$ref": "#/components/schemas/FaultProfile"}},
+            "application/json": {"schema": PROFILE_REF},
         },
     }
 }
+PROFILE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The profile", "content": {"application/json": {"schema": PROFILE_REF},
+                                                    "application/yaml": {"schema": {"type": "string"}}}},
+}
+Name = Annotated[str, Path(examples=["bind-fail-30pct"])]
 
 
 def summary(runtime: Runtime, name: str) -> dict[str, Any]:
@@ -40,13 +48,13 @@ def summary(runtime: Runtime, name: str) -> dict[str, Any]:
 
 
 @router.get("")
-def list_profiles(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+async def list_profiles(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Every profile the proxy knows."""
     return {"profiles": [summary(runtime, n) for n in runtime.library.names()]}
 
 
-@router.get("/{name}")
-def get_profile(name: str, request: Request, runtime: Runtime = RuntimeDep) -> Response:
+@router.get("/{name}", responses={**PROFILE_DOC, **responses(404)})
+async def get_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> Response:
     """One profile, as JSON, or as YAML when the client accepts application/yaml."""
     entry = runtime.library.get(name)
     if entry is None:
@@ -59,16 +67,17 @@ def get_profile(name: str, request: Request, runtime: Runtime = RuntimeDep) -> R
     )
 
 
-@router.put("/{name}", openapi_extra=BODY_DOC)
-async def put_profile(name: str, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
-    """Add or replace a profile; an invalid one is refused with 422 and changes nothing."""
+@router.put("/{name}", openapi_extra=BODY_DOC, responses=responses(422))
+async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+    """Add or replace a profile (at most 256 KiB, parsed away from the proxy's traffic); an invalid one is 422."""
     source = f"PUT /v1/profiles/{name}"
     raw = await request.body()
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ProfileError([Problem(source, None, None, "", "body is not UTF-8")]) from None
-    profile = load_text(text, source)
+    except UnicodeDecodeError as e:
+        raise ProfileError([Problem(source, None, None, "", f"body is not UTF-8 (byte {e.start})")]) from None
+    parser: Parser = request.app.state.parser
+    profile = await parser.parse(text, source)
     if profile.name != name:
         raise ProfileError(
             [Problem(source, None, None, "metadata.name",
@@ -78,8 +87,8 @@ async def put_profile(name: str, request: Request, runtime: Runtime = RuntimeDep
     return {"replaced": replaced, **summary(runtime, name)}
 
 
-@router.delete("/{name}")
-def delete_profile(name: str, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+@router.delete("/{name}", responses=responses(404, 409))
+async def delete_profile(name: Name, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Remove a profile; the active profile cannot be removed (409)."""
     if not runtime.delete_profile(name):
         raise UnknownProfile(name)

@@ -63,11 +63,13 @@ class OutageController:
         server = ctx.master.addons.get("proxyserver")
         handlers = list(server.connections.values())
         self.counts = {"clientConnectionsClosed": len(handlers), "newConnectionsRefused": 0,
-                       "upstreamConnectsFailed": 0}
+                       "upstreamConnectsFailed": 0, "requestsDropped": 0}
         # Schedule the end first: nothing below may leave the proxy in an endless outage.
         loop.call_later(seconds, lambda: self._spawn(self._end()))
+        # What the scheduler had been told of its binds when the apiserver "died".
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
-                          clientConnectionsClosed=len(handlers))
+                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds["succeeded"],
+                          bindsFailed=self.runtime.binds["failed"])
         for h in handlers:
             close_client(h)
         self._closed_ids = {h.client.id for h in handlers}
@@ -78,6 +80,10 @@ class OutageController:
             self._listen = [f"{spec}@{host}:{port}"]
             self._spawn(server.servers.update([]))
         return True
+
+    def drop_request(self) -> None:
+        """Count a request that arrived during the outage (the caller kills it)."""
+        self.counts["requestsDropped"] = int(self.counts["requestsDropped"]) + 1
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -13,7 +13,7 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from proxy import paths
-from proxy.mitm import listen, streams
+from proxy.mitm import hooks, listen, streams
 from proxy.mitm.addon import FaultAddon
 from proxy.mitm.counting import ConnectionCounter
 from proxy.mitm.links import UpstreamLoss
@@ -107,6 +107,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     """Start the proxy on the running loop and return once it listens."""
     streams.install(settings.max_concurrent_streams)
     m = master.Master(_options(settings))
+    hooks.install(m)
     ready = _Ready()
     outage = OutageController(runtime)
     m.addons.add(

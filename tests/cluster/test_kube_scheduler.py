@@ -172,3 +172,19 @@ def test_unknown_scheduler_is_a_usage_error(scheduler: str, tmp_path: Path) -> N
     r = subprocess.run([sys.executable, "-m", "proxy", "cluster", "--state-dir", str(tmp_path), "up",
                         "--scheduler", scheduler], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr
+
+
+def test_cluster_state_is_private_and_no_token_is_on_a_command_line(tmp_path: Path) -> None:
+    state = tmp_path / "private"
+    c = start_cluster(state, "--nodes", "2", "--proxy")
+    try:
+        assert state.stat().st_mode & 0o777 == 0o700
+        for name in ("cluster.json", "tokens.csv", "admin.token", "pki/ca.key", "pki/apiserver.key",
+                     "kubeconfigs/admin.kubeconfig", "kubeconfigs/scheduler-via-proxy.kubeconfig"):
+            assert (state / name).stat().st_mode & 0o777 == 0o600, name
+        tokens = list(c.state["tokens"].values())
+        for proc in c.state["processes"].values():
+            argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
+            assert not [t for t in tokens if t.encode() in argv], proc
+    finally:
+        stop_cluster(c)

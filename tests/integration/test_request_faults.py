@@ -207,3 +207,27 @@ def test_journal_file_has_every_record(proxy: Started, h2: httpx.Client, control
     lines = [json.loads(x) for x in (proxy.log.parent / "journal.jsonl").read_text().splitlines()]
     assert lines[-1]["event"] == "inject" and lines[-1]["request"]["name"] == name
     assert [r["seq"] for r in lines] == list(range(lines[0]["seq"], lines[0]["seq"] + len(lines)))
+
+
+def test_an_unreadable_binding_body_is_decided_counted_and_journaled_once(
+    h2: httpx.Client, control: httpx.Client
+) -> None:
+    """A Binding nested 100k deep reads as "no target node": the rules still decide it."""
+    activate(control, "deep", [
+        {"name": "on-n1", "match": {**BIND, "targetNodes": ["n1"]}, "fault": {"abort": {"status": 500}}},
+        {"name": "any-bind", "match": BIND, "fault": {"abort": {"status": 503}}},
+    ])
+    deep = b'{"kind": "Binding", "target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    names = [pod() for _ in range(3)]
+    for name in names:
+        r = h2.post(f"/api/v1/namespaces/default/pods/{name}/binding", content=deep,
+                    headers={"content-type": "application/json"})
+        assert r.status_code == 503, r.text
+    records = injections(control)
+    assert [(r["rule"], r["request"]["name"]) for r in records] == [("any-bind", n) for n in names]
+    assert all(r["request"]["unparsable"] == "binding body: JSON nested too deep" for r in records)
+    assert control.get("/v1/stats").json()["events"]["request-unparsable"] == 3
+    everything = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["records"]
+    noted = [r for r in everything if r["event"] == "request-unparsable"
+             and r["kind"] == "binding body: JSON nested too deep"]
+    assert len(noted) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -121,3 +122,123 @@ def test_token_protected_control_plane_and_ctl(pki: Path, tmp_path: Path) -> Non
 def test_ctl_reports_an_unreachable_control_plane() -> None:
     r = run_cli("ctl", "--control", "http://127.0.0.1:1", "status")
     assert r.returncode == 1 and "cannot reach the control plane" in r.stderr
+
+
+HOSTILE_FILES = {
+    "nul.yaml": ("apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: n}\nspec: {}\x00\n",
+                 ":4:9: character U+0000 is not allowed in YAML"),
+    "deep.yaml": ("spec: " + "[" * 100_000 + "]" * 100_000 + "\n", ":1:"),
+    "deep-map.yaml": ("spec: " + "{a: " * 600 + "1" + "}" * 600 + "\n", ":1:131: refused: nested more than 32 levels deep"),
+    "bigint.yaml": ("apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: b}\nspec: {seed: "
+                    + "9" * 4301 + "}\n", ":4:14: spec.seed: integer longer than 64 digits"),
+    "bomb.yaml": ("a0: &a0 lol\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+                  + "spec: *a9\n", ":2:50: refused: more than 8 aliases"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_FILES))
+def test_profiles_validate_refuses_hostile_files_in_one_line(tmp_path: Path, name: str) -> None:
+    text, expected = HOSTILE_FILES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    r = run_cli("profiles", "validate", str(path))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"{path}{expected}"), line
+
+
+def test_profiles_validate_caps_the_problems_it_lists(tmp_path: Path) -> None:
+    path = tmp_path / "wide.yaml"
+    keys = "\n".join(f"  k{i}: 1" for i in range(5000))
+    path.write_text(f"apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {{name: w}}\nspec:\n{keys}\n")
+    r = run_cli("profiles", "validate", str(path))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2 and len(lines) == 21
+    assert lines[0] == f"{path}:5:3: spec.k0: unknown field" and lines[-1] == f"{path}: … and 4980 more problems"
+
+
+def test_verbose_log_holds_no_bearer_token(pki: Path, tmp_path: Path) -> None:
+    """-v logs every proxy event; hpack would log every header, Authorization included."""
+    client_token, control_token = f"client-{uuid.uuid4().hex}", f"control-{uuid.uuid4().hex}"
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy", "-v",
+                        env={"KFP_CONTROL_TOKEN": control_token})
+    try:
+        for http2 in (True, False):
+            with httpx.Client(http2=http2, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                              headers={"Authorization": f"Bearer {client_token}"}) as c:
+                assert c.get("/whoami").json()["authorization"] == f"Bearer {client_token}"  # passed through
+                assert c.get("/api/v1/namespaces/default/pods").status_code == 200
+        with httpx.Client(base_url=proxy.ready["controlUrl"],
+                          headers={"Authorization": f"bearer {control_token}"}) as control:
+            assert control.get("/v1/stats").status_code == 200
+            assert control.get("/v1/active", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    finally:
+        assert proxy.stop() == 0
+        up.stop()
+    log = proxy.log.read_text()
+    assert log.count(" DEBUG ") >= 10  # verbose indeed
+    assert client_token not in log and control_token not in log
+    assert client_token[7:20] not in log  # not even a part of it
+
+
+def test_kill_9_leaves_no_private_key_on_disk(pki: Path, tmp_path: Path) -> None:
+    """The upstream client key is handed to mitmproxy as a path that lives in memory only."""
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy",
+                        env={"TMPDIR": str(scratch)})
+    try:
+        with httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"]) as c:
+            assert c.get("/healthz").status_code == 200  # the upstream requires the client cert: key in use
+        proxy.proc.kill()
+        proxy.proc.wait(10)
+    finally:
+        up.stop()
+    secret = (pki / "client.key").read_text().splitlines()[1].encode()  # a line of the key's base64
+    holders = [p for p in tmp_path.rglob("*") if p.is_file() and p.parent != pki and secret in p.read_bytes()]
+    assert holders == []
+    assert list(scratch.iterdir()) == []
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether pid exists and is not a zombie."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """Live child processes of pid."""
+    kids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [k for k in kids if (f := _stat(k)) is not None and int(f[1]) == pid and f[0] != "Z"]
+
+
+def test_the_parsing_process_ends_with_serve_even_on_kill_9(pki: Path, tmp_path: Path) -> None:
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    try:
+        for stop in ("sigterm", "sigkill"):
+            proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / stop)
+            r = httpx.put(f"{proxy.ready['controlUrl']}/v1/profiles/x", content="a: 1\n", timeout=30)
+            assert r.status_code == 422
+            kids = children(proxy.proc.pid)
+            assert kids, "uploads are parsed in a child process"
+            if stop == "sigterm":
+                assert proxy.stop() == 0
+            else:
+                proxy.proc.kill()
+                proxy.proc.wait(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(running(k) for k in kids):
+                time.sleep(0.2)
+            assert [k for k in kids if running(k)] == [], stop
+    finally:
+        up.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import time
 from pathlib import Path
 
@@ -237,6 +238,50 @@ def test_outage_fails_every_in_flight_request_at_once(pki: Path, tmp_path: Path)
             assert end is not None
             assert end["clientConnectionsLingering"] == 0
             assert end["clientConnectionsClosed"] >= conns + 1
+    finally:
+        assert proxy.stop() == 0
+        up.stop()
+
+
+def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp_path: Path) -> None:
+    """A burst arrives in few reads: the Bindings behind the one that starts the outage are already
+    inside the proxy. A killed apiserver would never see them; neither may the upstream here."""
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy")
+    bind_match = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
+
+    async def burst() -> list[str]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=20.0, limits=httpx.Limits(max_connections=1)) as c:
+            await c.get("/healthz")
+
+            async def one(i: int) -> str:
+                name = f"burst-{i:04d}"
+                try:
+                    r = await c.post(f"/api/v1/namespaces/default/pods/{name}/binding",
+                                     json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
+                                           "target": {"kind": "Node", "name": "n1"}})
+                    return f"HTTP {r.status_code}"
+                except Exception as e:  # httpcore lets anyio.EndOfStream out of a connection closed mid-write
+                    return type(e).__name__
+
+            return await asyncio.gather(*(one(i) for i in range(300)))
+
+    try:
+        with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
+            activate(control, "out", [{"name": "o", "match": bind_match,
+                                       "when": {"trigger": {"match": bind_match, "count": 50}, "maxInjections": 1},
+                                       "fault": {"outage": {"seconds": 2, "refuse": "close"}}}])
+            outcomes = asyncio.run(burst())
+            ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+            ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
+            posts = httpx.get(f"https://127.0.0.1:{up.ready['port']}/debug/bindings", verify=ctx).json()["posts"]
+            assert len(posts) <= 49, f"{len(posts)} Bindings reached the upstream; the outage began at the 50th"
+            assert outcomes.count("HTTP 201") <= len(posts)
+            time.sleep(2.5)
+            records = control.get("/v1/journal", params={"since": 0}).json()["records"]
+            end = next(r for r in records if r["event"] == "outage-end")
+            assert end["requestsDropped"] >= 1, end  # part of the burst was inside the proxy: dropped, not sent
     finally:
         assert proxy.stop() == 0
         up.stop()

@@ -68,7 +68,8 @@ def start_fake_apiserver(pki: Path, workdir: Path, port: int = 0,
     return start(args, workdir / "upstream.json", workdir / "upstream.log")
 
 
-def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str) -> Started:
+def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str,
+                env: dict[str, str] | None = None) -> Started:
     """`kube-fault-proxy serve` in front of an upstream, on free ports, with its own state dir."""
     args = ["-m", "proxy", "serve", "--upstream", upstream_url,
             "--upstream-ca", str(pki / "ca.pem"), "--client-cert", str(pki / "client.pem"),
@@ -76,4 +77,4 @@ def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str) -> Sta
             "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
             "--ready-file", str(workdir / "proxy.json"), *extra]
     return start(args, workdir / "proxy.json", workdir / "proxy.log",
-                 env={"KFP_STATE_DIR": str(workdir / "state")})
+                 env={"KFP_STATE_DIR": str(workdir / "state"), **(env or {})})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.binding import PROTOBUF_MAGIC, target_node
+from proxy.binding import PROTOBUF_MAGIC, read_target, target_node
 
 
 def _len_field(number: int, payload: bytes) -> bytes:
@@ -39,3 +39,28 @@ def protobuf_binding(pod: str, node: str) -> bytes:
 )
 def test_target_node(body: bytes, content_type: str, expected: str | None) -> None:
     assert target_node(body, content_type) == expected
+
+
+DEEP = b'{"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (b'{"target":{"kind":"Node","name":"n1"}}', "application/json", ("n1", None)),
+        (b'{"target":{}}', "application/json", (None, None)),
+        (b"not json", "application/json", (None, "not JSON")),
+        (DEEP, "application/json", (None, "JSON nested too deep")),
+        (b"\xff\xfe\x00", "application/json", (None, "not UTF-8")),
+        (PROTOBUF_MAGIC + b"\x12\xff", "application/vnd.kubernetes.protobuf", (None, "bad protobuf (truncated varint)")),
+        (PROTOBUF_MAGIC + b"\x0f", "application/vnd.kubernetes.protobuf", (None, "bad protobuf (unsupported wire type 7)")),
+        (b"\x0a\x02hi", "application/vnd.kubernetes.protobuf", (None, "protobuf body without the k8s envelope")),
+    ],
+    ids=["json", "no-target", "garbage", "nested-100k-deep", "not-utf8", "protobuf-truncated",
+         "protobuf-wire-type", "protobuf-no-magic"],
+)
+def test_read_target_says_why_a_body_is_unreadable(
+    body: bytes, content_type: str, expected: tuple[str | None, str | None]
+) -> None:
+    assert read_target(body, content_type) == expected
+    assert target_node(body, content_type) == expected[0]

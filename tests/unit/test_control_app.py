@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from proxy import __version__
+from proxy.control import parsing
 from proxy.control.app import build_app
 from proxy.journal import Journal
 from proxy.library import Library, load_dir
+from proxy.profile import FaultProfile
+from proxy.profile_loader import LIMITS, load_text
 from proxy.runtime import Runtime
 from tests.unit.helpers import bind
 
@@ -142,3 +147,163 @@ def test_token_guards_everything_but_healthz(runtime: Runtime) -> None:
     assert c.get("/v1/active").status_code == 401
     assert c.get("/v1/active", headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert c.get("/v1/active", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"profile": "pass-through", "seed": False}, {"profile": "pass-through", "seed": "7"},
+     {"profile": "pass-through", "seed": 1.5}, {"profile": "pass-through", "ttlSeconds": "60"},
+     {"profile": 7}, {"profile": "pass-through", "extra": None}],
+    ids=["seed-false", "seed-string", "seed-float", "ttl-string", "profile-number", "unknown-key"],
+)
+def test_activation_is_strict(client: TestClient, body: dict[str, object]) -> None:
+    r = client.put("/v1/active", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "invalid request" and r.json()["message"].startswith("PUT /v1/active: body")
+    assert client.get("/v1/active").json()["profile"] is None
+
+
+def test_bad_json_names_the_problem(client: TestClient) -> None:
+    r = client.put("/v1/active", content="{", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["message"] == ("PUT /v1/active: body: not valid JSON at character 1: "
+                                   "Expecting property name enclosed in double quotes")
+    deep = client.put("/v1/active", content="[" * 100_000 + "]" * 100_000,
+                      headers={"Content-Type": "application/json"})
+    assert deep.status_code == 400 and deep.json()["message"] == "the body is nested too deep to read"
+
+
+def test_bodies_over_the_limit_are_413(client: TestClient) -> None:
+    big = "#" * (LIMITS.max_bytes + 1)
+    for r in (client.put("/v1/profiles/mine", content=big), client.put("/v1/active", content=big),
+              client.put("/v1/profiles/mine", content=iter([big[:1000].encode(), big[1000:].encode()]))):  # chunked
+        assert r.status_code == 413, r.text
+        assert r.json() == {"error": "content too large", "message": "the request body is larger than 262,144 bytes"}
+    assert client.get("/v1/profiles/mine").status_code == 404
+
+
+def test_hostile_profiles_are_422_naming_the_problem(client: TestClient) -> None:
+    bomb = "a0: &a0 lol\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    cases = {
+        bomb + "spec: *a9\n": "PUT /v1/profiles/mine:2:50: refused: more than 8 aliases",
+        GOOD.replace("seed", "x") + "\x00": "PUT /v1/profiles/mine:9:1: character U+0000 is not allowed in YAML",
+        GOOD.replace("rules:", "seed: " + "9" * 5000 + "\n  rules:"):
+            "PUT /v1/profiles/mine:5:9: spec.seed: integer longer than 64 digits",
+    }
+    for text, message in cases.items():
+        r = client.put("/v1/profiles/mine", content=text)
+        assert r.status_code == 422 and r.json()["message"] == message, r.text
+
+
+def test_reported_problems_are_capped(client: TestClient) -> None:
+    keys = ", ".join(f"k{i}: 1" for i in range(500))
+    r = client.put("/v1/profiles/mine", content=GOOD.replace("spec:\n", f"spec:\n  extra: {{{keys}}}\n"))
+    assert r.status_code == 422
+    body = r.json()
+    assert len(body["problems"]) == 1 and body.get("omitted") is None  # one unknown field: `extra`
+    many = "\n".join(f"  k{i}: 1" for i in range(500))
+    body = client.put("/v1/profiles/mine", content=GOOD.replace("spec:\n", f"spec:\n{many}\n")).json()
+    assert len(body["problems"]) == 20 and body["omitted"] == 480
+    assert body["message"].splitlines()[-1] == "PUT /v1/profiles/mine: … and 480 more problems"
+
+
+def test_profiles_are_parsed_off_the_event_loop(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+
+    def load(text: str, source: str) -> FaultProfile:
+        try:
+            asyncio.get_running_loop()
+            seen.append(True)
+        except RuntimeError:  # a worker thread has no running loop
+            seen.append(False)
+        return load_text(text, source)
+
+    monkeypatch.setattr(parsing, "load_text", load)
+    assert client.put("/v1/profiles/mine", content=GOOD).status_code == 200
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_bearer_scheme_is_case_insensitive(runtime: Runtime, scheme: str) -> None:
+    c = TestClient(build_app(runtime, {}, token="s3cret"))
+    assert c.get("/v1/active", headers={"Authorization": f"{scheme} s3cret"}).status_code == 200
+    assert c.get("/v1/active", headers={"Authorization": f"{scheme} s3cre"}).status_code == 401
+
+
+def test_token_guards_the_api_documents_and_healthz_says_little(runtime: Runtime) -> None:
+    info = {"proxyUrl": "https://127.0.0.1:1", "caFile": "/ca.pem", "upstream": "https://10.0.0.1:6443",
+            "journal": "/var/journal.jsonl"}
+    c = TestClient(build_app(runtime, info, token="s3cret"))
+    auth = {"Authorization": "Bearer s3cret"}
+    for path in ("/docs", "/redoc", "/openapi.json", "/v1/info", "/metrics"):
+        assert c.get(path).status_code == 401, path
+        assert c.get(path, headers=auth).status_code == 200, path
+    assert c.get("/healthz").json() == {"ok": True}
+    assert c.get("/v1/info", headers=auth).json() == {"version": __version__, "active": None, **info}
+    # without a token (loopback only) /healthz still helps local scripts, but names no upstream or journal
+    body = TestClient(build_app(runtime, info)).get("/healthz").json()
+    assert body == {"ok": True, "version": __version__, "active": None, "proxyUrl": "https://127.0.0.1:1",
+                    "caFile": "/ca.pem"}
+
+
+def _refs(node: object) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(_refs(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_refs(v) for v in node))
+    return set()
+
+
+def test_openapi_document_is_complete(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    assert {"FaultProfile", "Rule", "Selector", "Fault", "ErrorBody", "ActivateRequest"} <= set(schemas)
+    missing = {r for r in _refs(doc) if r.removeprefix("#/components/schemas/") not in schemas}
+    assert not missing
+    paths = doc["paths"]
+    expected = {
+        ("/v1/profiles/{name}", "get"): {"200", "401", "404"},
+        ("/v1/profiles/{name}", "put"): {"200", "400", "401", "413", "422"},
+        ("/v1/profiles/{name}", "delete"): {"200", "401", "404", "409"},
+        ("/v1/active", "put"): {"200", "400", "401", "404", "413", "422"},
+        ("/v1/journal", "get"): {"200", "401", "422"},
+    }
+    for (path, method), codes in expected.items():
+        assert codes <= set(paths[path][method]["responses"]), (path, method)
+    for path, item in paths.items():
+        for method, operation in item.items():
+            for code, answer in operation["responses"].items():
+                if code.startswith("4"):
+                    schema = answer["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (path, method, code)
+    assert paths["/healthz"]["get"].get("security") is None
+    assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runtime) -> None:
+    """FastAPI runs a plain `def` endpoint or dependency in a worker thread: a profile switch there
+    would race the proxy's own loop (and call loop.call_later from the wrong thread)."""
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    from proxy.control import active, deps, events, observe, profiles, ui
+
+    def calls(dependant: object) -> list[object]:
+        found = [getattr(dependant, "call", None)]
+        for sub in getattr(dependant, "dependencies", []):
+            found += calls(sub)
+        return [c for c in found if c is not None]
+
+    def on_loop(c: object) -> bool:
+        return inspect.iscoroutinefunction(c) or inspect.iscoroutinefunction(type(c).__call__)
+
+    app = build_app(runtime, {})
+    routes = [r for router in (active.router, observe.router, profiles.router, events.router, ui.router)
+              for r in router.routes]
+    routes += [r for r in app.routes if isinstance(r, APIRoute)]  # /healthz, /v1/info, the documents
+    assert all(isinstance(r, APIRoute) for r in routes) and len(routes) >= 15
+    found = {f"{r.path}: {getattr(c, '__name__', type(c).__name__)}": c for r in routes for c in calls(r.dependant)}
+    found["every router: require_token"] = deps.require_token  # the guard each router is included with
+    assert sorted(name for name, c in found.items() if not on_loop(c)) == []

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from proxy.identity import parse
+from proxy import identity
+from proxy.identity import parse, parse_untrusted
 
 # method, path?query, verb, group, version, namespace, resource, subresource, name
 RESOURCE_CASES = [
@@ -138,3 +139,25 @@ def test_as_dict_names_the_object() -> None:
     d = parse("POST", "/api/v1/namespaces/default/pods/p1/binding").as_dict()
     assert d["resource"] == "pods" and d["subresource"] == "binding" and d["name"] == "p1"
     assert "resource" not in parse("GET", "/healthz").as_dict()
+
+
+def test_an_unreadable_binding_body_is_no_target_node_and_says_why() -> None:
+    deep = b'{"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    ident = parse("POST", "/api/v1/namespaces/default/pods/p1/binding", body=deep, content_type="application/json")
+    assert ident.target_node is None and ident.verb == "create" and ident.name == "p1"
+    assert ident.unparsable == "binding body: JSON nested too deep"
+    assert ident.as_dict()["unparsable"] == "binding body: JSON nested too deep"
+    assert parse("GET", "/api/v1/pods").unparsable is None
+
+
+def test_parse_untrusted_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(body: bytes, content_type: str = "") -> tuple[str | None, str | None]:
+        raise MemoryError("a parser rule nobody foresaw")
+
+    monkeypatch.setattr(identity.binding, "read_target", broken)
+    ident = parse_untrusted("POST", "/api/v1/namespaces/default/pods/p1/binding", "dryRun=All", body=b"{}")
+    assert ident.unparsable == "request: MemoryError"
+    assert (ident.verb, ident.resource, ident.subresource, ident.name) == ("create", "pods", "binding", "p1")
+    monkeypatch.setattr(identity, "parse", lambda *a, **k: (_ for _ in ()).throw(ValueError("no")))
+    ident = parse_untrusted("post", "/weird")
+    assert (ident.method, ident.verb, ident.unparsable, ident.is_resource) == ("POST", "post", "request: ValueError", False)

@@ -49,7 +49,9 @@ def test_building_clients_leaves_no_key_material_behind(tmp_path: Path, monkeypa
     kube = Kube.from_kubeconfig(path)
     with kube.client() as one, kube.client() as two:
         assert one is not two
-        assert list(scratch.iterdir()) == []  # the TLS context has read the key; its temporary file is gone
+        assert list(scratch.iterdir()) == []  # nothing in the temporary directory, ever
+    assert kube.config.user is not None and kube.config.user.client_key_data is None
+    assert str(kube.config.user.client_key).startswith("/proc/self/fd/")  # a memfd: never on a disk
 
 
 def test_a_token_and_a_ca_make_a_client_for_each_thread(tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.library import load_dir
-from proxy.profile_loader import ProfileError, load_file, load_text, to_yaml
+from proxy.profile import FaultProfile
+from proxy.profile_loader import LIMITS, ProfileError, load_file, load_text, to_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: p}\n"
@@ -149,3 +152,56 @@ def test_unreadable_file(tmp_path: Path) -> None:
 def test_watch_and_connection_fault_fields(fault: str, expected: str) -> None:
     found = problems(HEADER + f"spec:\n  rules:\n    - name: r\n      fault: {fault}\n")
     assert any(expected in p for p in found), found
+
+
+def test_an_oversized_file_is_refused_unread(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (LIMITS.max_bytes + 1))
+    with pytest.raises(ProfileError) as e:
+        load_file(big)
+    assert str(e.value) == f"{big}: 262,145 bytes is too large (at most 262,144)"
+
+
+# --- property: any text is either a profile or a ProfileError, never another exception ---------
+
+SHIPPED = sorted((ROOT / "fault_profiles").glob("*.yaml"))
+YAML_PIECES = ["\n", " ", "  ", "- ", ": ", "? ", ",", "[", "]", "{", "}", "&a ", "*a", "&b ", "*b", "!!", "!x ",
+               "'", '"', "|", ">", "#", "%", "@", "`", "<<: ", "---", "...", "\\", "\t", "\x00", "\x85", "\ufeff",
+               "~", "null", "true", "0x1F", "1e999", ".nan", "-.inf", "0o17", "1:30", "2001-02-30", "9" * 80,
+               "apiVersion", "kube-fault-proxy/v1", "kind", "FaultProfile", "metadata", "name", "spec", "rules",
+               "fault", "abort", "status", "seed", "when", "after", "10s", "match", "verbs", "create", "probability"]
+settings_fuzz = settings(max_examples=300, deadline=None, database=None,
+                         suppress_health_check=[HealthCheck.too_slow])
+
+
+def _loads_or_refuses(text: str) -> None:
+    try:
+        profile = load_text(text, "fuzz.yaml")
+    except ProfileError as e:
+        assert e.problems, "a ProfileError names at least one problem"
+        assert all("\n" not in str(p) for p in e.problems)
+    else:
+        assert isinstance(profile, FaultProfile)
+
+
+@settings_fuzz
+@given(st.text())
+def test_any_text_loads_or_is_refused(text: str) -> None:
+    _loads_or_refuses(text)
+
+
+@settings_fuzz
+@given(st.lists(st.sampled_from(YAML_PIECES) | st.text(max_size=3), max_size=60).map("".join))
+def test_yaml_shaped_text_loads_or_is_refused(text: str) -> None:
+    _loads_or_refuses(text)
+
+
+@settings_fuzz
+@given(st.sampled_from(SHIPPED), st.data())
+def test_mutated_shipped_profiles_load_or_are_refused(path: Path, data: st.DataObject) -> None:
+    text = path.read_text()
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(text)))
+        cut = data.draw(st.integers(0, 8))
+        text = text[:at] + data.draw(st.sampled_from(YAML_PIECES) | st.text(max_size=4)) + text[at + cut:]
+    _loads_or_refuses(text)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy.identity import parse
 from proxy.journal import Journal
 from proxy.library import Entry, Library
 from proxy.runtime import ProfileInUse, Runtime, UnknownProfile
@@ -123,3 +124,17 @@ def test_journal_is_flushed_per_record_and_numbering_survives_restart(tmp_path: 
     again = Journal(path, wall=lambda: 2.0)
     assert again.append("activate")["seq"] == 3
     assert [r["seq"] for r in j.since(1)] == [2]
+
+
+def test_unparsable_requests_are_decided_counted_and_journaled_once_per_kind(tmp_path: Path) -> None:
+    rt, _ = make(tmp_path)
+    rt.activate("fail")
+    deep = b'{"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    decisions = [rt.decide(parse("POST", f"/api/v1/namespaces/default/pods/p{i}/binding", body=body,
+                                 content_type="application/json"))
+                 for i, body in enumerate([deep, deep, b"not json", deep])]
+    assert all(d is not None and d.rule == "r" for d in decisions)  # the rule needs no target node
+    assert rt.stats()["events"] == {"request-unparsable": 4}
+    records = [r for r in rt.journal.since(0) if r["event"] == "request-unparsable"]
+    assert [(r["kind"], r["request"]["name"]) for r in records] == [
+        ("binding body: JSON nested too deep", "p0"), ("binding body: not JSON", "p2")]

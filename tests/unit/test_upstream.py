@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from proxy.private_files import PrivateFiles
 from proxy.upstream import KubeconfigError, proxied, read, upstream_from
 
 
@@ -28,7 +29,7 @@ def write_kubeconfig(tmp_path: Path, user: dict[str, object]) -> Path:
 
 def test_token_user(tmp_path: Path) -> None:
     view = read(write_kubeconfig(tmp_path, {"token": "t0k"}))
-    up = upstream_from(view, tmp_path / "run")
+    up = upstream_from(view, PrivateFiles(tmp_path / "run").put)
     assert up.url == "https://127.0.0.1:6443"
     assert up.ca_file is not None and up.ca_file.read_bytes() == b"CA"
     assert up.client_pem is None
@@ -39,13 +40,16 @@ def test_token_user(tmp_path: Path) -> None:
     assert doc["users"][0]["user"] == {"token": "t0k"}
 
 
-def test_client_cert_user_is_joined_into_one_private_pem(tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_memory", [True, False], ids=["memfd", "private-dir"])
+def test_client_cert_user_is_joined_into_one_private_pem(tmp_path: Path, in_memory: bool) -> None:
     user = {"client-certificate-data": base64.b64encode(b"CERT").decode(),
             "client-key-data": base64.b64encode(b"KEY").decode()}
-    up = upstream_from(read(write_kubeconfig(tmp_path, user)), tmp_path / "run")
-    assert up.client_pem is not None
-    assert up.client_pem.read_bytes() == b"KEY\nCERT"
-    assert up.client_pem.stat().st_mode & 0o777 == 0o600
+    with PrivateFiles(tmp_path / "run", in_memory=in_memory) as files:
+        up = upstream_from(read(write_kubeconfig(tmp_path, user)), files.put)
+        assert up.client_pem is not None
+        assert up.client_pem.read_bytes() == b"KEY\nCERT"
+        assert up.client_pem.stat().st_mode & 0o077 == 0
+        assert str(up.client_pem).startswith("/proc/self/fd/") == in_memory
 
 
 @pytest.mark.parametrize(
@@ -60,4 +64,4 @@ def test_bad_contexts_name_the_field(tmp_path: Path, context: str, message: str)
 def test_cert_without_key_is_refused(tmp_path: Path) -> None:
     view = read(write_kubeconfig(tmp_path, {"client-certificate-data": "Q0VSVA=="}))
     with pytest.raises(KubeconfigError, match="go together"):
-        upstream_from(view, tmp_path / "run")
+        upstream_from(view, PrivateFiles(tmp_path / "run").put)
