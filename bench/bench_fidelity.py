@@ -38,9 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_proxy import NGINX, PROFILE, free_port, h2load, rss_mb, wait_port  # noqa: E402
+from lightkube.models.meta_v1 import ObjectMeta  # noqa: E402
+from lightkube.resources.core_v1 import ConfigMap  # noqa: E402
 
 from proxy.cluster.build import build, burst_client  # noqa: E402
 from proxy.cluster.control_plane import Options, down, up  # noqa: E402
+from proxy.cluster.kubeapi import ensure_namespace  # noqa: E402
 from tests.support.certs import make_pki  # noqa: E402
 from tests.support.processes import Started, start_proxy  # noqa: E402
 
@@ -177,10 +180,9 @@ def bench_watch(work: Path, watches: int, events: int) -> dict[str, Any]:
     c = up(Options(state_dir=work / "cluster", nodes=1, scheduler="none", proxy=True))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
-        api = c.admin_api()
+        api = c.admin_api().client()
         namespace = "bench-watch"
-        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-                   exist_ok=True)
+        ensure_namespace(api, namespace)
         for side, kc in (("direct", c.kubeconfig("admin")), ("proxy", c.kubeconfig("admin-via-proxy"))):
             procs[side] = subprocess.Popen(
                 [str(binary), "-kubeconfig", str(kc), "-verb", "watch", "-n", str(watches // 2), "-events",
@@ -196,8 +198,7 @@ def bench_watch(work: Path, watches: int, events: int) -> dict[str, Any]:
         for i in range(events):
             name = f"cm-{i:04d}"
             sent[name] = time.time()
-            api.create(f"/api/v1/namespaces/{namespace}/configmaps",
-                       {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"i": str(i)}})
+            api.create(ConfigMap(metadata=ObjectMeta(name=name, namespace=namespace), data={"i": str(i)}))
             time.sleep(0.05)
         seen = {side: json.loads(p.communicate(timeout=120)[0])["arrivals"] for side, p in procs.items()}
         api.close()

@@ -146,6 +146,10 @@ def write_run(directory: Path, run: dict[str, Any], table: str) -> None:
         f"<body style='font-family:sans-serif'>{svg}<pre>{_esc(table)}</pre></body>")
 
 
+SUMMARY_HEADERS = ("scheduler", "seed", "verdict", "as expected", "pods", "bound", "stranded", "phantom allocs",
+                   "broken invariants", "binds ok (before outage) / failed / committed unanswered", "seconds")
+
+
 def _bind_cell(b: dict[str, Any]) -> str:
     if not b:
         return "-"
@@ -154,21 +158,23 @@ def _bind_cell(b: dict[str, Any]) -> str:
             + f" / {b['failed']} / {b['committedWithoutAnswer']}")
 
 
+def summary_rows(runs: list[dict[str, Any]], no: str = "**no**") -> list[tuple[object, ...]]:
+    """One row per run for the side-by-side table (`no` is how a missed expectation is written)."""
+    rows: list[tuple[object, ...]] = []
+    for r in runs:
+        inv, counts = r["check"]["invariants"], r["check"]["counts"]
+        broken = ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
+        met = {True: "yes", False: no, None: "-"}[r.get("met")]
+        rows.append((r["scheduler"], r["seed"], r["check"]["verdict"], met, counts.get("pods"), counts.get("bound"),
+                     inv.get("stranded", {}).get("violations", 0), counts.get("phantomAllocations", "-"), broken,
+                     _bind_cell(r.get("binds") or {}), r["seconds"]))
+    return rows
+
+
 def write_summary_text(runs: list[dict[str, Any]]) -> str:
     """The side-by-side table over every run, as Markdown."""
-    head = ("| scheduler | seed | verdict | as expected | pods | bound | stranded | phantom allocs | "
-            "broken invariants | binds ok (before outage) / failed / committed unanswered | seconds |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|")
-    rows = []
-    for r in runs:
-        inv = r["check"]["invariants"]
-        stranded = inv.get("stranded", {}).get("violations", 0)
-        phantoms = r["check"]["counts"].get("phantomAllocations", "-")
-        broken = ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
-        met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
-        rows.append(f"| {r['scheduler']} | {r['seed']} | {r['check']['verdict']} | {met} | "
-                    f"{r['check']['counts'].get('pods')} | {r['check']['counts'].get('bound')} | {stranded} | "
-                    f"{phantoms} | {broken} | {_bind_cell(r.get('binds') or {})} | {r['seconds']} |")
+    head = "| " + " | ".join(SUMMARY_HEADERS) + " |\n" + "|---" * len(SUMMARY_HEADERS) + "|"
+    rows = ["| " + " | ".join(str(cell) for cell in row) + " |" for row in summary_rows(runs)]
     return "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
 
 

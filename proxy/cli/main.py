@@ -115,7 +115,19 @@ def parser() -> argparse.ArgumentParser:
 
     workload.add_arguments(sub)
     scenarios.add_arguments(sub)
+    _rich_help(p)
     return p
+
+
+def _rich_help(p: argparse.ArgumentParser) -> None:
+    """--help laid out by rich-argparse, on this parser and every subcommand's (colour only on a terminal)."""
+    from rich_argparse import RichHelpFormatter
+
+    p.formatter_class = RichHelpFormatter
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _rich_help(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,11 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from proxy.cluster import versions
+from proxy.console import Progress
 
 SHIM = "github.com/apache/yunikorn-k8shim"
 
@@ -173,37 +173,42 @@ def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
     _go(["mod", "tidy"], moddir, env)
 
 
+def _package_count(c: Component, moddir: Path, env: dict[str, str]) -> int | None:
+    """How many packages the build may compile (`go list -deps`): the bar's total, if go can tell."""
+    try:
+        return len(_go(["list", "-deps", c.package], moddir, env).splitlines())
+    except BuildError:
+        return None
+
+
 def build(c: Component, say: bool = True) -> Path:
     """The component's binary, built now if the cache does not have this version yet."""
     if c.binary.is_file():
         return c.binary
     env = _go_env(c.env)
     moddir = cache_dir() / "build" / f"{c.name}-{c.version}"
-    started = time.monotonic()
-
-    def note(msg: str) -> None:
-        if say:
-            print(f"  {c.name} {c.version}: {msg} ({time.monotonic() - started:.0f}s)", file=sys.stderr, flush=True)
-
-    note("resolving modules")
-    _prepare(c, moddir, env)
-    tmp = c.binary.with_suffix(".partial")
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["go", "build", "-v", "-trimpath", "-ldflags", " ".join(("-s", "-w", *c.ldflags)), "-o", str(tmp),
-           c.package]
-    proc = subprocess.Popen(cmd, cwd=moddir, env=env, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    last = time.monotonic()
-    tail: list[str] = []
-    for compiled, line in enumerate(proc.stderr, 1):
-        tail = [*tail[-40:], line.rstrip()]
-        if time.monotonic() - last > 15:
-            note(f"compiling, {compiled} packages so far")
-            last = time.monotonic()
-    if proc.wait() != 0:
-        raise BuildError(f"building {c.package}@{c.version} failed:\n" + "\n".join(tail))
-    tmp.replace(c.binary)
-    note(f"built {c.binary}")
+    # A build takes minutes: a plain line every 15 s is enough in a log; a terminal gets a bar.
+    with Progress(f"{c.name} {c.version}", enabled=say, interval=15.0) as bar:
+        bar.update(0, status="resolving modules")
+        _prepare(c, moddir, env)
+        total = _package_count(c, moddir, env)
+        tmp = c.binary.with_suffix(".partial")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        cmd = ["go", "build", "-v", "-trimpath", "-ldflags", " ".join(("-s", "-w", *c.ldflags)), "-o", str(tmp),
+               c.package]
+        proc = subprocess.Popen(cmd, cwd=moddir, env=env, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        tail: list[str] = []
+        compiled = 0
+        for line in proc.stderr:  # `go build -v` names each package as it compiles it
+            tail = [*tail[-40:], line.rstrip()]
+            compiled += 1
+            bar.update(compiled, total, "packages compiled")
+        if proc.wait() != 0:
+            raise BuildError(f"building {c.package}@{c.version} failed:\n" + "\n".join(tail))
+        tmp.replace(c.binary)
+        bar.update(total or compiled, total or compiled, "packages compiled")
+        bar.note(f"  {c.name} {c.version}: built {c.binary}")
     return c.binary
 
 

@@ -9,7 +9,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from proxy import __version__
-from proxy.control import active, errors, events, observe, openapi, profiles, ui
+from proxy.control import active, errors, events, metrics, observe, openapi, profiles, ui
 from proxy.control.body_limit import BodyLimit
 from proxy.control.deps import require_token
 from proxy.control.feed import Feed
@@ -30,6 +30,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
                               "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")
     app.state.runtime = runtime
     app.state.token = token
+    app.state.metrics = metrics.registry_for(runtime)
     app.state.parser = parser or ThreadParser()
     app.state.feed = Feed(runtime)
     app.add_middleware(BodyLimit, max_bytes=LIMITS.max_bytes)

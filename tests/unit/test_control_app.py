@@ -134,10 +134,11 @@ def test_stats_journal_and_metrics(client: TestClient, runtime: Runtime) -> None
     rest = client.get("/v1/journal", params={"since": page["next"]}).json()
     assert [r["request"]["name"] for r in rest["records"]] == ["b"]
     metrics = client.get("/metrics").text
-    assert 'kfp_injections_total{profile="mine",rule="r",fault="abort"} 2' in metrics
-    assert 'kfp_active_profile{profile="mine"} 1' in metrics
+    # prometheus_client writes sample values as floats
+    assert '\nkfp_injections_total{fault="abort",profile="mine",rule="r"} 2.0\n' in metrics
+    assert '\nkfp_active_profile{profile="mine"} 1.0\n' in metrics
     assert client.post("/v1/stats/reset").json()["injectionsTotal"] == 0
-    assert 'fault="abort"} 2' in client.get("/metrics").text
+    assert 'kfp_injections_total{fault="abort",profile="mine",rule="r"} 2.0' in client.get("/metrics").text
 
 
 def test_token_guards_everything_but_healthz(runtime: Runtime) -> None:
