@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 from proxy import check, load
 from proxy.check import Report
 from proxy.cluster.control_plane import Cluster, Options, down, up
-from proxy.cluster.kubeapi import HTTPError, Kube, Pod, TransportError
+from proxy.cluster.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from proxy.console import Progress
 from proxy.scenario import Expectation, Scenario, Step
 
@@ -158,8 +158,10 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
     return f"touched {len(pods)} pods"
 
 
-def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True) -> RunResult:
-    """Load, timeline, settle and check against a running target."""
+def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True,
+           clean: bool = True) -> RunResult:
+    """Load, timeline, settle and check against a running target; then (with `clean`) delete what the
+    load made, so the next run on the same cluster starts from nothing."""
     spec = scenario.spec
     result = RunResult(scenario.metadata.name, scheduler, seed, expected=None)
     expect = spec.expect.get(scheduler)  # type: ignore[call-overload]
@@ -231,6 +233,9 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     result.binds = bind_outcomes(result, report.as_dict())
     result.met = meets(report, expect)
     result.seconds = round(time.monotonic() - t0, 1)
+    if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
+        with target.kube.client() as api:
+            load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
     return result
 
 
@@ -241,7 +246,7 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
                             profiles_dir=profiles_dir))
     try:
         return run_on(Target(c.admin_api(), c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler,
-                      seed, say)
+                      seed, say, clean=False)  # the whole control plane goes
     finally:
         down(c.dir)
         # Logs, journal and kubeconfigs stay for a post-mortem; the run's etcd data (~70 MB) goes.

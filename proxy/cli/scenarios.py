@@ -11,7 +11,7 @@ from pathlib import Path
 from proxy import check
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
-from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from proxy.cluster.kubeapi import ConfigError, Kube
 from proxy.console import show_table
 from proxy.profile_loader import ProfileError
@@ -36,8 +36,7 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     chosen = schedulers or list(scenario.spec.expect) or [scenario.spec.cluster.scheduler]
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
-        build.build_all(["etcd", "kube-apiserver", *(["kube-scheduler"] if "kube-scheduler" in chosen else []),
-                         *(["yunikorn-scheduler"] if "yunikorn" in chosen else [])])
+        build.build_all(list(dict.fromkeys(n for s in chosen for n in needed_components(s))))
     runs = []
     for scheduler in chosen:
         for k in range(repeat):
