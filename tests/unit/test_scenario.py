@@ -31,6 +31,14 @@ def test_the_founding_scenario() -> None:
     assert s.spec.expect["kube-scheduler"].verdict == "clean"
 
 
+def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
+    s = load_scenario(ROOT / "scenarios" / "yunikorn-3355-seed-scale.yaml")
+    assert (s.spec.cluster.nodes, s.spec.load.count, s.spec.load.rate, s.spec.load.concurrency) == (500, 3000, 2000, 16)
+    assert s.spec.load.namespace == "seed-scale"  # a namespace of its own: deleted after a run on a shared cluster
+    assert s.spec.expect["yunikorn"].invariants == ["stranded", "I1", "I2"]
+    assert s.spec.expect["kube-scheduler"].verdict == "clean"
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
