@@ -8,7 +8,7 @@ import sys
 import time
 
 from proxy.cli.main import FAILED, OK, USAGE
-from proxy.cluster import build
+from proxy.cluster import build, controller_manager
 from proxy.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
 
 
@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
                 c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
                                profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
                                node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
+                               controllers=tuple(args.controllers.split(",")) if args.controllers
+                               else controller_manager.CONTROLLERS,
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",

@@ -72,6 +72,8 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     u.add_argument("--node-cpu", default="16", metavar="QTY", help="each node's cpu capacity (default 16)")
     u.add_argument("--node-memory", default="64Gi", metavar="QTY", help="each node's memory (default 64Gi)")
     u.add_argument("--node-pods", type=int, default=110, metavar="N", help="pods per node (default 110)")
+    u.add_argument("--controllers", metavar="LIST", help="kube-controller-manager's --controllers (default: namespace, "
+                   "garbage collector, service accounts and tokens, node lifecycle and a few more; '*': all)")
     u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none")
     u.add_argument("--proxy", action="store_true", help="start kube-fault-proxy in front; schedulers go through it")
     u.add_argument("--profile", help="with --proxy: activate this profile at startup")

@@ -4,10 +4,11 @@ The controllers are the ones a scheduler test leans on: namespaces are deleted w
 owned objects are collected, every namespace gets its `default` ServiceAccount (so the
 ServiceAccount admission plugin is on) and the token controller serves it, the root CA is
 published, the node lifecycle controller lifts the `not-ready` taint once KWOK reports a node
-Ready (so TaintNodesByCondition is on) and taints nodes whose leases stop, and orphaned pods are
-collected. Workload controllers (Deployments, Jobs, …), endpoints, volumes and cloud controllers
-are off: no scenario creates their objects, and each would watch every pod of a 3,000-pod load
-on a 2-core machine. `--controllers` takes any other list.
+Ready (so TaintNodesByCondition is on) and taints nodes whose leases stop (their pods evicted after
+the usual 300 s toleration), and orphaned pods are collected. Workload controllers (Deployments,
+Jobs, …), endpoints, volumes and cloud controllers are off: no scenario creates their objects, and
+each would watch every pod of a 3,000-pod load on a 2-core machine. `cluster up --controllers`
+takes any other list (kube-controller-manager's own syntax: `*` for all its defaults).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
                "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
-               "node-lifecycle-controller", "pod-garbage-collector-controller",
+               "node-lifecycle-controller", "taint-eviction-controller", "pod-garbage-collector-controller",
                "clusterrole-aggregation-controller")
 
 
