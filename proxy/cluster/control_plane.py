@@ -359,13 +359,25 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
     say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
+# Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and
+# its clients (schedulers, the proxy, KWOK, kube-controller-manager) go first so nothing reconnects.
+LAST = ("kube-apiserver", "etcd")
+
+
 def down(state_dir: Path, grace: float = 10.0) -> Stopped:
-    """Stop every process group `up` started: SIGTERM to all at once, SIGKILL to what is left after
-    `grace` seconds. Only the groups confirmed gone leave the state file, so a `down` that could not
-    finish (or was interrupted) is finished by the next one."""
+    """Stop every process group `up` started: the clients all at once, then kube-apiserver, then etcd;
+    SIGTERM first, SIGKILL to what is left `grace` seconds later. Only the groups confirmed gone leave
+    the state file, so a `down` that could not finish (or was interrupted) is finished by the next."""
     c = Cluster(state_dir)
     procs: dict[str, Any] = c.state.get("processes", {})
-    stopped = stop_groups({name: int(p["pid"]) for name, p in reversed(list(procs.items()))}, grace)
+    groups = {name: int(p["pid"]) for name, p in reversed(list(procs.items()))}
+    tiers = [[n for n in groups if n not in LAST], *([n] for n in LAST if n in groups)]
+    stopped = Stopped()
+    for tier in tiers:
+        done = stop_groups({n: groups[n] for n in tier}, grace)
+        stopped.terminated += done.terminated
+        stopped.killed += done.killed
+        stopped.survivors += done.survivors
     if c.state:
         c.state["processes"] = {n: p for n, p in procs.items() if n in stopped.survivors}
         c.state["stoppedAt"] = time.time()
