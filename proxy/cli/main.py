@@ -38,6 +38,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrent-streams", type=int, default=4096, metavar="N",
                    help="HTTP/2 streams a client may have open on one connection (default 4096; "
                         "kube-apiserver's default is 100, see README)")
+    p.add_argument("--read-header-timeout", default="32s", metavar="DURATION",
+                   help="close a client connection that has not sent a whole request this long after "
+                        "connecting (default 32s, as kube-apiserver; 0s: never)")
+    p.add_argument("--idle-timeout", default="90s", metavar="DURATION",
+                   help="close a client connection with no request open for this long (default 90s, as "
+                        "kube-apiserver; 0s: never)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every proxy event")
 
 

@@ -20,6 +20,7 @@ from proxy.library import Library, load_dir
 from proxy.private_files import PrivateFiles
 from proxy.profile_loader import ProfileError
 from proxy.runtime import Runtime, UnknownProfile
+from proxy.strict import parse_duration
 from proxy.upstream import KubeconfigError, Upstream, read, upstream_from
 
 
@@ -93,6 +94,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     settings = mitm_server.ProxySettings(
         upstream=upstream, listen_host=listen_host, listen_port=listen_port,
         confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
+        read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout,
     )
     proxy = await mitm_server.start(settings, runtime)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
@@ -164,6 +166,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
               f"got {args.max_concurrent_streams}", file=sys.stderr)
         return USAGE
+    for flag in ("read_header_timeout", "idle_timeout"):
+        try:
+            setattr(args, flag, parse_duration(getattr(args, flag)))
+        except ValueError as e:
+            print(f"kube-fault-proxy serve: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
+            return USAGE
     files = PrivateFiles()  # the upstream CA and client key: in memory, gone even on kill -9
     try:
         try:
