@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from proxy.cluster.control_plane import Cluster
 from proxy.cluster.processes import live_groups
 from tests.cluster.conftest import kfp, start_cluster
 from tests.support.processes import ROOT
@@ -46,20 +48,24 @@ def test_a_hung_apiserver_is_killed_after_the_grace_and_down_says_so(tmp_path: P
     assert live_groups(set(groups.values())) == set()
 
 
-def test_env_exports_only_paths_that_exist_and_kubectl_works(tmp_path: Path) -> None:
-    c = start_cluster(tmp_path / "env", "--nodes", "2", "--proxy")
-    try:
-        r = kfp("cluster", "--state-dir", str(c.dir), "env")
-        assert r.returncode == 0, r.stderr
-        exports = dict(line.removeprefix("export ").split("=", 1) for line in r.stdout.splitlines())
-        assert {"KUBECONFIG", "KFP_KUBECTL", "KFP_PROXY_KUBECONFIG", "KFP_CONTROL_URL"} <= set(exports)
-        paths = {k: Path(v) for k, v in exports.items() if v.startswith("/")}
-        assert [k for k, p in paths.items() if not p.exists()] == []
-        nodes = subprocess.run([exports["KFP_KUBECTL"], "get", "nodes", "-o", "name"], capture_output=True, text=True,
-                               env={**os.environ, "KUBECONFIG": exports["KUBECONFIG"]}, timeout=60)
-        assert nodes.stdout.split() == ["node/kfp-node-0001", "node/kfp-node-0002"], nodes.stderr
-    finally:
-        assert kfp("cluster", "--state-dir", str(c.dir), "down").returncode == 0
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two nodes and the proxy, for the tests that only read what `up` left."""
+    c = start_cluster(tmp_path_factory.mktemp("small") / "private", "--nodes", "2", "--proxy")
+    yield c
+    assert kfp("cluster", "--state-dir", str(c.dir), "down").returncode == 0
+
+
+def test_env_exports_only_paths_that_exist_and_kubectl_works(small: Cluster) -> None:
+    r = kfp("cluster", "--state-dir", str(small.dir), "env")
+    assert r.returncode == 0, r.stderr
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in r.stdout.splitlines())
+    assert {"KUBECONFIG", "KFP_KUBECTL", "KFP_PROXY_KUBECONFIG", "KFP_CONTROL_URL"} <= set(exports)
+    paths = {k: Path(v) for k, v in exports.items() if v.startswith("/")}
+    assert [k for k, p in paths.items() if not p.exists()] == []
+    nodes = subprocess.run([exports["KFP_KUBECTL"], "get", "nodes", "-o", "name"], capture_output=True, text=True,
+                           env={**os.environ, "KUBECONFIG": exports["KUBECONFIG"]}, timeout=60)
+    assert nodes.stdout.split() == ["node/kfp-node-0001", "node/kfp-node-0002"], nodes.stderr
 
 
 @pytest.mark.parametrize("scheduler", ["bogus"])
@@ -69,19 +75,15 @@ def test_unknown_scheduler_is_a_usage_error(scheduler: str, tmp_path: Path) -> N
     assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr
 
 
-def test_cluster_state_is_private_and_no_token_is_on_a_command_line(tmp_path: Path) -> None:
-    state = tmp_path / "private"
-    c = start_cluster(state, "--nodes", "2", "--proxy")
-    try:
-        assert state.stat().st_mode & 0o777 == 0o700
-        for name in ("cluster.json", "tokens.csv", "pki/ca.key", "pki/apiserver.key", "pki/sa.key",
-                     "kubeconfigs/admin.kubeconfig", "kubeconfigs/scheduler-via-proxy.kubeconfig",
-                     "kubeconfigs/kwok.kubeconfig", "kubeconfigs/controller-manager.kubeconfig", "kwok/kwok.yaml"):
-            assert (state / name).stat().st_mode & 0o777 == 0o600, name
-        tokens = list(c.state["tokens"].values())
-        assert len(tokens) == 5  # admin, kube-scheduler, YuniKorn, kube-controller-manager, KWOK
-        for proc in c.state["processes"].values():
-            argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
-            assert not [t for t in tokens if t.encode() in argv], proc
-    finally:
-        assert kfp("cluster", "--state-dir", str(c.dir), "down").returncode == 0
+def test_cluster_state_is_private_and_no_token_is_on_a_command_line(small: Cluster) -> None:
+    state = small.dir
+    assert state.stat().st_mode & 0o777 == 0o700
+    for name in ("cluster.json", "tokens.csv", "pki/ca.key", "pki/apiserver.key", "pki/sa.key",
+                 "kubeconfigs/admin.kubeconfig", "kubeconfigs/scheduler-via-proxy.kubeconfig",
+                 "kubeconfigs/kwok.kubeconfig", "kubeconfigs/controller-manager.kubeconfig", "kwok/kwok.yaml"):
+        assert (state / name).stat().st_mode & 0o777 == 0o600, name
+    tokens = list(small.state["tokens"].values())
+    assert len(tokens) == 5  # admin, kube-scheduler, YuniKorn, kube-controller-manager, KWOK
+    for proc in small.state["processes"].values():
+        argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
+        assert not [t for t in tokens if t.encode() in argv], proc
