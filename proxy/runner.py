@@ -141,7 +141,10 @@ def _retry(call: Any, attempts: int = 3) -> Any:
     raise AssertionError("unreachable")
 
 
-def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str) -> str:
+def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str,
+             stop: threading.Event | None = None) -> str:
+    """One timeline step. A touch stops early once the run has ended (`stop`): at the seed's scale
+    touching 3,000 pods one patch at a time can outlast the settle, and the cluster then goes."""
     with httpx.Client(base_url=target.control, timeout=10) as control:
         if step.activate is not None:
             control.put("/v1/active", json={"profile": step.activate, "seed": seed}).raise_for_status()
@@ -151,7 +154,9 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
             return "deactivate"
     with target.kube.client() as api:  # the timeline thread's own connection
         pods = _retry(lambda: list(api.list(Pod, namespace=namespace, labels={load.LOAD_LABEL: run_id})))
-        for p in pods:
+        for n, p in enumerate(pods):
+            if stop is not None and stop.is_set():
+                return f"touched {n} of {len(pods)} pods (stopped: the run had ended)"
             body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
             _retry(lambda name=p["metadata"]["name"], body=body: api.patch(
                 Pod, name, body, namespace=namespace, patch_type=PatchType.MERGE))
@@ -184,16 +189,16 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         for step in [s for s in pending if due(s, load_started)]:
             pending.remove(step)
             try:
-                what = _perform(step, target, seed, ls.namespace, ls.run_id)
+                what = _perform(step, target, seed, ls.namespace, ls.run_id, stop)
             except (httpx.HTTPError, HTTPError) as e:  # a step that fails is reported, not fatal
                 what = f"step failed: {type(e).__name__}: {e}"
             result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
             if say:
                 print(f"  [{time.monotonic() - t0:5.1f}s] {what}", file=sys.stderr, flush=True)
 
+    stop = threading.Event()
     load_started = time.monotonic()
     run_due(load_started)  # steps at 0s happen before the first pod exists
-    stop = threading.Event()
 
     def timeline() -> None:
         while not stop.is_set() and pending:

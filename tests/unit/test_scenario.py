@@ -84,3 +84,40 @@ def report(*invariants: str) -> Report:
 )
 def test_expectations(expect: Expectation | None, rep: Report, met: bool | None) -> None:
     assert meets(rep, expect) is met
+
+
+def test_a_touch_stops_once_the_run_has_ended() -> None:
+    """At the seed's scale touching every pod can outlast the settle: the touch then stops and says
+    how far it got, instead of failing under the cluster's teardown."""
+    import threading
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+    from typing import Any
+
+    from proxy.runner import Target, _perform
+    from proxy.scenario import Step
+
+    stop = threading.Event()
+    patched: list[str] = []
+
+    class Api:
+        def list(self, *a: Any, **k: Any) -> list[dict[str, Any]]:
+            return [{"metadata": {"name": f"p{i}"}} for i in range(5)]
+
+        def patch(self, kind: Any, name: str, *a: Any, **k: Any) -> None:
+            patched.append(name)
+            if len(patched) == 2:
+                stop.set()  # the settle ends while the touch is under way
+
+    class Kube:
+        @contextmanager
+        def client(self) -> Iterator[Api]:
+            yield Api()
+
+    target = Target(Kube(), "http://127.0.0.1:1")  # type: ignore[arg-type]
+    step = Step(onEvent="outage-end", touchPods=True)
+    assert _perform(step, target, 1, "ns", "run") == "touched 5 pods"  # no stop given: every pod
+    patched.clear()
+    stop.clear()
+    assert _perform(step, target, 1, "ns", "run", stop) == "touched 2 of 5 pods (stopped: the run had ended)"
+    assert patched == ["p0", "p1"]
