@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from proxy.cli.main import FAILED, OK, USAGE
@@ -17,35 +18,61 @@ from proxy.runner import Target, run_local, run_on
 from proxy.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
+# The fix the demo's third column runs: the one of patches/yunikorn/3355-*.patch that closes YUNIKORN-3355
+# (docs/yunikorn-3355-fixes.md has the verdict for each).
+DEMO_FIX = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts.patch"
 
 
 class UsageError(Exception):
     """Flags that do not fit together."""
 
 
+@dataclass(frozen=True)
+class Contender:
+    """One scheduler to run the scenario with; for YuniKorn, optionally a patched or source-tree build."""
+
+    scheduler: str
+    patch: Path | None = None
+    source: Path | None = None
+
+    def component(self) -> build.Component | None:
+        """The scheduler's binary."""
+        if self.scheduler == "yunikorn":
+            return build.yunikorn(self.patch, self.source)
+        return build.ALL["kube-scheduler"] if self.scheduler == "kube-scheduler" else None
+
+
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
-                  profiles: Path, state_dir: Path, existing: Target | None = None) -> tuple[int, str, Path]:
+                  profiles: Path, state_dir: Path, existing: Target | None = None,
+                  yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
+                  contenders: list[Contender] | None = None) -> tuple[int, str, Path]:
     """Every requested run; (exit code, summary table, report directory).
 
     With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
-    of a fresh local control plane each."""
+    of a fresh local control plane each. YuniKorn runs use the patched or source-tree build if
+    one is given; `contenders` lists the runs outright (the demo: one scheduler twice, two builds)."""
     scenario = load_scenario(path)
-    chosen = schedulers or list(scenario.spec.expect) or [scenario.spec.cluster.scheduler]
+    chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
+    contenders = contenders or [Contender(s, yunikorn_patch, yunikorn_source) for s in chosen]
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
-        build.build_all(["etcd", "kube-apiserver", *(["kube-scheduler"] if "kube-scheduler" in chosen else []),
-                         *(["yunikorn-scheduler"] if "yunikorn" in chosen else [])])
+        for c in [c.component() for c in contenders] + [build.ETCD, build.ALL["kube-apiserver"]]:
+            if c is not None:  # one at a time, before any run: a patch that does not apply stops everything
+                build.build(c)
     runs = []
-    for scheduler in chosen:
+    for contender in contenders:
+        scheduler, variant = contender.scheduler, getattr(contender.component(), "variant", None)
+        name = f"{scheduler}+{variant}" if variant else scheduler
         for k in range(repeat):
             s = seed + k
-            print(f"==> {scenario.metadata.name}: {scheduler}, seed {s} ({k + 1}/{repeat})",
+            print(f"==> {scenario.metadata.name}: {name}, seed {s} ({k + 1}/{repeat})",
                   file=sys.stderr, flush=True)
             if existing is None:
-                result = run_local(scenario, scheduler, s, state_dir / f"{scheduler}-{s}", profiles)
+                result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
+                                   yunikorn_patch=contender.patch, yunikorn_source=contender.source)
             else:
                 result = run_on(existing, scenario, scheduler, s)
-            d = out / f"{scheduler}-seed-{s}"
+            d = out / f"{name}-seed-{s}"
             doc = {**result.as_dict(), "dir": d.name}
             write_run(d, doc, result.table)
             print(result.table, file=sys.stderr)
@@ -76,8 +103,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command == "report":
             return _report(args.directory)
+        contenders = None
         if args.command == "demo":
             path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
+            fix = Contender("yunikorn", args.yunikorn_patch or (None if args.yunikorn_source else DEMO_FIX),
+                            args.yunikorn_source)
+            contenders = [Contender("kube-scheduler"), Contender("yunikorn"), fix]
         else:
             path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
         existing = None
@@ -88,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
             from proxy.cluster.kubeapi import Api
 
             existing = Target(Api.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+        if existing is not None and (args.yunikorn_patch or args.yunikorn_source):
+            raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
+                             "not for --kubeconfig")
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
-                                         existing)
+                                         existing, args.yunikorn_patch, args.yunikorn_source, contenders)
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE
@@ -98,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     except (ClusterError, build.BuildError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
-        return FAILED
+        return USAGE if isinstance(e, build.BuildInputError) else FAILED
     except OSError as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return USAGE
@@ -114,6 +148,11 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         p.add_argument("-o", "--output", type=Path, help="report directory (default: reports/<name>-<time>)")
         p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
         p.add_argument("--state-dir", type=Path, help="where the runs' clusters live")
+        p.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
+                       help="YuniKorn runs use v1.9.0 with this unified diff applied (built once, cached by its hash)"
+                       + (f"; default {DEMO_FIX.relative_to(ROOT)}" if p.prog.endswith("demo") else ""))
+        p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
+                       help="YuniKorn runs use this yunikorn-k8shim checkout (built once per content hash)")
 
     sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
     ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")

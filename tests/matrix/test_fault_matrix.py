@@ -16,7 +16,7 @@ import pytest
 
 from proxy import check, load
 from proxy.cluster.control_plane import Cluster, Options, down, up
-from proxy.pytest_plugin import Faults, ProxyHandle, profiles_in
+from proxy.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-slow", "apf-throttle-binds",
@@ -58,9 +58,15 @@ RESULTS = Path(os.environ.get("KFP_MATRIX_RESULTS", "")) if os.environ.get("KFP_
 
 
 @pytest.fixture(scope="module", params=["kube-scheduler", "yunikorn"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+            kfp_config: PluginConfig) -> Iterator[Cluster]:
+    """One control plane per scheduler; YuniKorn is the build --kube-fault-proxy-yunikorn-patch (or
+    -source) names, if any, and its cells are then judged by that build's rows of EXPECTED."""
+    yk = request.param == "yunikorn"
     c = up(Options(state_dir=tmp_path_factory.mktemp(f"matrix-{request.param}"), nodes=50,
-                   scheduler=request.param, proxy=True, profiles_dir=ROOT / "fault_profiles"))
+                   scheduler=request.param, proxy=True, profiles_dir=ROOT / "fault_profiles",
+                   yunikorn_patch=kfp_config.yunikorn_patch if yk else None,
+                   yunikorn_source=kfp_config.yunikorn_source if yk else None))
     yield c
     down(c.dir)
 
@@ -69,6 +75,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.mark.parametrize("profile", profiles_in(PROFILES))
 def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     scheduler = cluster.state["scheduler"]
+    variant = cluster.state.get("schedulerVariant")
+    judged_as = f"{scheduler}+{variant}" if variant else scheduler
     namespace = f"m-{profile[:40]}-{seed}".replace(".", "-")
     api = cluster.admin_api()
     faults = Faults(ProxyHandle(cluster.state["proxy"]["control"]), None)
@@ -90,15 +98,15 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     outcome = ("clean" if report.ok else "violations", broken)
     if RESULTS is not None:
         with RESULTS.open("a") as f:
-            f.write(json.dumps({"scheduler": scheduler, "profile": profile, "seed": seed, "verdict": outcome[0],
+            f.write(json.dumps({"scheduler": judged_as, "build": cluster.state.get("schedulerBuild"), "profile": profile, "seed": seed, "verdict": outcome[0],
                                 "broken": sorted(broken), "counts": report.counts,
                                 "injections": len(faults.injections())}) + "\n")
     load.clean(api, namespace)
-    expected = EXPECTED.get((scheduler, profile))
-    assert expected is not None, f"no written-down expectation for {scheduler} x {profile}: {outcome}"
+    expected = EXPECTED.get((judged_as, profile))
+    assert expected is not None, f"no written-down expectation for {judged_as} x {profile}: {outcome}"
     verdict, must, may, one_of = expected
     assert outcome[0] == verdict and must <= broken <= must | may and (not one_of or broken & one_of), (
-        f"{scheduler} x {profile} (seed {seed}): expected {verdict} breaking {sorted(must)}"
+        f"{judged_as} x {profile} (seed {seed}): expected {verdict} breaking {sorted(must)}"
         f"{f' and one of {sorted(one_of)}' if one_of else ''}"
         f"{f' (and maybe {sorted(may - one_of)})' if may - one_of else ''}, got {outcome[0]} breaking {sorted(broken)}\n"
         f"{check.render(report)}")
