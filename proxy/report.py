@@ -152,8 +152,11 @@ def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
                     f"{r['check']['counts'].get('pods')} | {r['check']['counts'].get('bound')} | {stranded} | "
                     f"{phantoms} | {broken} | {r['seconds']} | {r.get('build') or '-'} |")
     text = "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
-    if len({r.get("build") or r["scheduler"] for r in runs}) > 1:
+    builds = [r.get("build") or r["scheduler"] for r in runs]
+    if len(set(builds)) > 1 and len(set(builds)) == len(builds):
         text += "\n## Side by side\n\n" + compare_table(runs) + "\n"
+    elif len(set(builds)) > 1:
+        text += "\n## Per build\n\n" + per_build_table(runs) + "\n"
     (directory / "summary.md").write_text(text + "\n" + "\n".join(
         f"- [{r['scheduler']} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
     (directory / "report.json").write_text(json.dumps({"runs": runs}, indent=1))
@@ -197,3 +200,26 @@ def compare_table(runs: list[dict[str, Any]]) -> str:
     head = "| | " + " | ".join(f"{column_name(r)} (seed {r['seed']})" for r in runs) + " |"
     rule = "|---|" + "---|" * len(runs)
     return "\n".join([head, rule, *(f"| {k} | " + " | ".join(cell(r, k) for r in runs) + " |" for k in keys)])
+
+
+def per_build_table(runs: list[dict[str, Any]]) -> str:
+    """One row per build over its runs: how many met the expectation, stranded pods and phantom
+    allocations per run, and how often each invariant broke."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(str(r.get("build") or r["scheduler"]), []).append(r)
+    rows = ["| build | runs | as expected | stranded per run | phantom allocs per run | broken invariants (runs) |",
+            "|---|---|---|---|---|---|"]
+    for name, rs in groups.items():
+        met = sum(1 for r in rs if r.get("met"))
+        expected = f"{met}/{len(rs)}" if any(r.get("met") is not None for r in rs) else "-"
+        stranded = ", ".join(str(r["check"]["invariants"].get("stranded", {}).get("violations", 0)) for r in rs)
+        phantoms = ", ".join(str(r["check"]["counts"].get("phantomAllocations", "-")) for r in rs)
+        broken: dict[str, int] = {}
+        for r in rs:
+            for k, v in r["check"]["invariants"].items():
+                if not v["holds"]:
+                    broken[k] = broken.get(k, 0) + 1
+        rows.append(f"| `{name}` | {len(rs)} | {expected} | {stranded} | {phantoms} | "
+                    + (", ".join(f"{k} ({n})" for k, n in broken.items()) or "-") + " |")
+    return "\n".join(rows)

@@ -42,18 +42,28 @@ class Contender:
         return build.ALL["kube-scheduler"] if self.scheduler == "kube-scheduler" else None
 
 
+def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with_release: bool) -> list[Contender]:
+    """The runs in order: each scheduler once; YuniKorn as each given build (after the release, if asked)."""
+    out: list[Contender] = []
+    for s in schedulers:
+        if s == "yunikorn" and yunikorn_builds:
+            out += ([Contender("yunikorn")] if with_release else []) + yunikorn_builds
+        else:
+            out.append(Contender(s))
+    return out
+
+
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
                   profiles: Path, state_dir: Path, existing: Target | None = None,
-                  yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
-                  contenders: list[Contender] | None = None) -> tuple[int, str, Path]:
+                  yunikorn_builds: list[Contender] | None = None, with_release: bool = False) -> tuple[int, str, Path]:
     """Every requested run; (exit code, summary table, report directory).
 
     With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
-    of a fresh local control plane each. YuniKorn runs use the patched or source-tree build if
-    one is given; `contenders` lists the runs outright (the demo: one scheduler twice, two builds)."""
+    of a fresh local control plane each. YuniKorn runs once per build in `yunikorn_builds`
+    (patched or source-tree), after the release if `with_release`; without builds, the release."""
     scenario = load_scenario(path)
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
-    contenders = contenders or [Contender(s, yunikorn_patch, yunikorn_source) for s in chosen]
+    contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
         for c in [c.component() for c in contenders] + [build.ETCD, build.ALL["kube-apiserver"]]:
@@ -103,14 +113,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command == "report":
             return _report(args.directory)
-        contenders = None
-        if args.command == "demo":
+        builds = ([Contender("yunikorn", patch=p) for p in args.yunikorn_patch or []]
+                  + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []])
+        if args.command == "demo":  # kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 with the fix
             path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
-            fix = Contender("yunikorn", args.yunikorn_patch or (None if args.yunikorn_source else DEMO_FIX),
-                            args.yunikorn_source)
-            contenders = [Contender("kube-scheduler"), Contender("yunikorn"), fix]
+            builds, with_release = builds or [Contender("yunikorn", patch=DEMO_FIX)], True
         else:
             path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
+            with_release = args.with_release
         existing = None
         if getattr(args, "kubeconfig", None) is not None:
             if not args.control_url or not schedulers or len(schedulers) != 1:
@@ -119,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
             from proxy.cluster.kubeapi import Api
 
             existing = Target(Api.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
-        if existing is not None and (args.yunikorn_patch or args.yunikorn_source):
+        if existing is not None and builds:
             raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
                              "not for --kubeconfig")
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
-                                         existing, args.yunikorn_patch, args.yunikorn_source, contenders)
+                                         existing, builds, with_release)
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE
@@ -148,10 +158,11 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
         p.add_argument("-o", "--output", type=Path, help="report directory (default: reports/<name>-<time>)")
         p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
         p.add_argument("--state-dir", type=Path, help="where the runs' clusters live")
-        p.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
-                       help="YuniKorn runs use v1.9.0 with this unified diff applied (built once, cached by its hash)"
+        p.add_argument("--yunikorn-patch", type=Path, metavar="FILE", nargs="+", action="extend",
+                       help="YuniKorn runs use v1.9.0 with this unified diff applied (built once, cached by its "
+                            "hash); several: one set of runs per patch"
                        + (f"; default {DEMO_FIX.relative_to(ROOT)}" if p.prog.endswith("demo") else ""))
-        p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
+        p.add_argument("--yunikorn-source", type=Path, metavar="DIR", nargs="+", action="extend",
                        help="YuniKorn runs use this yunikorn-k8shim checkout (built once per content hash)")
 
     sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
@@ -165,9 +176,12 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                                                    "(admin access; its scheduler already behind the proxy)")
     r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane")
     r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5)")
+    r.add_argument("--with-release", action="store_true",
+                   help="with --yunikorn-patch/--yunikorn-source: run YuniKorn as released too, first")
     common(r)
     rp = sub.add_parser("report", help="print (and re-render) a report directory's summary")
     rp.add_argument("directory", type=Path)
     rp.add_argument("--state-dir", type=Path)
-    dp = sub.add_parser("demo", help="reproduce YUNIKORN-3355 on the local control plane, kube-scheduler as control")
+    dp = sub.add_parser("demo", help="YUNIKORN-3355 on the local control plane: kube-scheduler, YuniKorn v1.9.0 and "
+                                     "v1.9.0 with the fix, side by side")
     common(dp)
