@@ -76,6 +76,8 @@ def parse(text: str, name: str) -> list[FilePatch]:
             i += 1
             continue
         old, new = _path(lines[i][4:], f"{name}:{i + 1}"), _path(lines[i + 1][4:], f"{name}:{i + 2}")
+        if old is not None and new is not None and old != new:
+            raise PatchError(f"{name}:{i + 1}: renames ({old} to {new}) are not supported")
         i += 2
         hunks: list[Hunk] = []
         while i < len(lines) and lines[i].startswith("@@"):
@@ -150,23 +152,19 @@ def _mismatch(content: list[str], hunk: Hunk, at: int, path: str) -> str:
     return "its context is not there"
 
 
-def _apply_file(fp: FilePatch, root: Path, name: str) -> tuple[Path, str | None]:
-    target = root / fp.path
+def _apply_file(fp: FilePatch, before: str | None, name: str, where: Path) -> str | None:
+    """The file's text after its section (None: the file is gone); `before` is None if it does not exist."""
     n = len(fp.hunks)
     if fp.old_path is None:
-        if target.exists():
+        if before is not None:
             raise PatchError(f"{name}: hunk 1 of {n} for {fp.path} creates the file, but it exists already")
-        content: list[str] = []
-        newline = True
-    else:
-        try:
-            text = target.read_text()
-        except (FileNotFoundError, NotADirectoryError):
-            raise PatchError(f"{name}: hunk 1 of {n} for {fp.path}: the file does not exist in {root}") from None
-        newline = text.endswith("\n")
-        content = text.split("\n")
-        if newline:
-            content.pop()
+        before = ""
+    elif before is None:
+        raise PatchError(f"{name}: hunk 1 of {n} for {fp.path}: the file does not exist in {where}")
+    newline = before.endswith("\n") or not before
+    content = before.split("\n")
+    if newline:
+        content.pop()
     offset, floor = 0, 0
     for k, hunk in enumerate(fp.hunks, 1):
         near = max(hunk.old_start - 1 + offset, 0) if hunk.old else hunk.old_start + offset
@@ -184,27 +182,34 @@ def _apply_file(fp: FilePatch, root: Path, name: str) -> tuple[Path, str | None]
     if fp.new_path is None:
         if content:
             raise PatchError(f"{name}: hunk {n} of {n} for {fp.path} deletes the file, but lines remain")
-        return target, None
-    return target, "\n".join(content) + ("\n" if newline and content else "")
+        return None
+    return "\n".join(content) + ("\n" if newline and content else "")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def apply(patch: Path, root: Path) -> list[str]:
-    """Apply a patch file to the tree at root: every hunk or none; returns the files it changed."""
+    """Apply a patch file to the tree at root: every hunk or none; returns the files it changed.
+
+    Sections apply in order, so a file may have several (two patches for one file, concatenated)."""
     try:
         text = patch.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise PatchError(f"{patch}: cannot read it ({e})") from None
-    sections = parse(text, str(patch))
-    seen: set[str] = set()
-    for fp in sections:
-        if fp.path in seen:
-            raise PatchError(f"{patch}: {fp.path} has two sections; put all its hunks in one")
-        seen.add(fp.path)
-    results = [_apply_file(fp, root, str(patch)) for fp in sections]  # everything checked before anything written
-    for target, content in results:
+    files: dict[str, str | None] = {}  # everything is checked in memory before anything is written
+    for fp in parse(text, str(patch)):
+        before = files[fp.path] if fp.path in files else _read(root / fp.path)
+        files[fp.path] = _apply_file(fp, before, str(patch), root)
+    for path, content in files.items():
+        target = root / path
         if content is None:
-            target.unlink()
+            target.unlink(missing_ok=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content)
-    return [fp.path for fp in sections]
+    return list(files)

@@ -96,7 +96,11 @@ BAD_CONTEXT = TWO_HUNKS.replace(" \treturn 2\n", " \treturn 3\n")
     pytest.param({"a.go": GO}, "--- a/a.go\n+++ b/a.go\n\n", "fix.patch:3: the section for a.go has no @@ hunk",
                  id="section without hunks"),
     pytest.param({"a.go": GO}, TWO_HUNKS + TWO_HUNKS.split("\n\n", 1)[1],
-                 "fix.patch: a.go has two sections; put all its hunks in one", id="one file twice"),
+                 "fix.patch: hunk 1 of 2 for a.go (patch line 18, @@ -3,3 +3,3 @@) does not apply: line 4 of a.go "
+                 "is '\\treturn 10'; the patch expects '\\treturn 1' (already applied?)",
+                 id="the same change twice: the second section sees the first one's result"),
+    pytest.param({"a.go": GO}, "--- a/a.go\n+++ b/b.go\n@@ -1 +1 @@\n-x\n+y\n",
+                 "fix.patch:1: renames (a.go to b.go) are not supported", id="rename"),
 ])
 def test_errors_name_the_patch_the_file_and_the_hunk(tmp_path: Path, files: dict[str, str], diff: str,
                                                      message: str) -> None:
@@ -106,6 +110,14 @@ def test_errors_name_the_patch_the_file_and_the_hunk(tmp_path: Path, files: dict
         patches.apply(patch_file(tmp_path, diff), root)
     assert message in str(e.value).replace(str(tmp_path) + "/", "")
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # nothing changed
+
+
+def test_two_patches_for_one_file_concatenated(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"a.go": GO})
+    second = "Another fix's header.\n\n--- a/a.go\n+++ b/a.go\n@@ -8,2 +8,2 @@\n \t// two\n-\treturn 2\n+\treturn 20\n"
+    assert patches.apply(patch_file(tmp_path, TWO_HUNKS + second), root) == ["a.go"]
+    assert (root / "a.go").read_text() == GO.replace("return 1", "return 10").replace(
+        "func two() int {\n\treturn 2", "func two() int {\n\t// two\n\treturn 20")
 
 
 def test_all_or_nothing_across_files(tmp_path: Path) -> None:
