@@ -70,6 +70,14 @@ class Expectation(StrictModel):
 
     verdict: Literal["clean", "violations"]
     invariants: list[Invariant] = Field(default_factory=list, description="with violations: these must fail")
+    mayBreak: list[Invariant] = Field(default_factory=list, description=(
+        "with clean: these may fail without failing the expectation (a leftover known not to be the bug under test)"))
+
+    @model_validator(mode="after")
+    def _may_break_only_when_clean(self) -> Self:
+        if self.mayBreak and self.verdict != "clean":
+            raise ValueError("mayBreak goes with verdict clean")
+        return self
 
 
 class ScenarioSpec(StrictModel):

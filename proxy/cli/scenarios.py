@@ -18,9 +18,9 @@ from proxy.runner import Target, run_local, run_on
 from proxy.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-# The fix the demo's third column runs: the one of patches/yunikorn/3355-*.patch that closes YUNIKORN-3355
-# (docs/yunikorn-3355-fixes.md has the verdict for each).
-DEMO_FIX = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts.patch"
+# The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
+# runs are clean (docs/yunikorn-3355-fixes.md has the verdict for each).
+DEMO_FIX = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
 
 
 class UsageError(Exception):
