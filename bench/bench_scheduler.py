@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from proxy import load  # noqa: E402
 from proxy.cluster.control_plane import Cluster, Options, down, up  # noqa: E402
-from proxy.cluster.kubeapi import Api  # noqa: E402
+from proxy.cluster.kubeapi import HTTPError, Kube, Pod  # noqa: E402
 
 PROFILE = """apiVersion: kube-fault-proxy/v1
 kind: FaultProfile
@@ -90,34 +90,32 @@ def rss_mb(pid: int) -> float:
 class BindWatch(threading.Thread):
     """A direct watch on the load's pods: when each one got its node."""
 
-    def __init__(self, api: Api, namespace: str, run_id: str) -> None:
+    def __init__(self, kube: Kube, namespace: str, run_id: str) -> None:
         super().__init__(daemon=True)
-        self.api, self.namespace, self.run_id = api.clone(), namespace, run_id
+        self.kube, self.namespace, self.run_id = kube, namespace, run_id
         self.bound: dict[str, float] = {}
         self.ready = threading.Event()
         self.stop = threading.Event()
         self.errors: list[str] = []
 
     def run(self) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/pods"
-        selector = f"{load.LOAD_LABEL}={self.run_id}"
-        while not self.stop.is_set():  # list, then watch; again after any error (the list catches up)
-            try:
-                listing = self.api.get(path, labelSelector=selector)
-                for pod in listing["items"]:
-                    self._seen(pod)
-                params = {"watch": "1", "labelSelector": selector, "timeoutSeconds": "600",
-                          "resourceVersion": listing["metadata"]["resourceVersion"]}
-                with self.api.client.stream("GET", path, params=params, timeout=None) as r:
+        labels = {load.LOAD_LABEL: self.run_id}
+        with self.kube.client() as client:  # this thread's own connection
+            while not self.stop.is_set():  # list, then watch; again after any error (the list catches up)
+                try:
+                    listing = client.list(Pod, namespace=self.namespace, labels=labels)
+                    for pod in listing:
+                        self._seen(pod)
+                    events = client.watch(Pod, namespace=self.namespace, labels=labels, server_timeout=600,
+                                          resource_version=listing.resourceVersion)
                     self.ready.set()
-                    for line in r.iter_lines():
+                    for _kind, pod in events:
                         if self.stop.is_set():
                             return
-                        if line:
-                            self._seen(json.loads(line)["object"])
-            except (httpx.HTTPError, ValueError, KeyError) as e:
-                self.errors.append(f"{type(e).__name__}: {e}")
-                time.sleep(0.2)
+                        self._seen(pod)
+                except (HTTPError, ValueError, KeyError) as e:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+                    time.sleep(0.2)
 
     def _seen(self, obj: dict[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name")
@@ -146,8 +144,9 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
     control = httpx.Client(base_url=c.state["proxy"]["control"], timeout=10) if proxied else None
     try:
         time.sleep(3)  # the scheduler's informers have synced and its connections are idle
+        # HTTP/2: the load's creations share one connection, so the machine's connect count is the scheduler's
         spec = load.LoadSpec(count=pods, rate=rate, concurrency=16, namespace="default",
-                             scheduler_name=SCHEDULER_NAMES[scheduler], timeout=timeout)
+                             scheduler_name=SCHEDULER_NAMES[scheduler], timeout=timeout, http2=True)
         watch = BindWatch(api, spec.namespace, spec.run_id)
         watch.start()
         watch.ready.wait(10)
@@ -192,7 +191,6 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
     finally:
         if control is not None:
             control.close()
-        api.close()
         down(c.dir)
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from lightkube import Client
 
-from proxy.cluster.kubeapi import Api
+from proxy.cluster.kubeapi import Node, Pod
 
 Obj = dict[str, Any]
 INVARIANTS = {
@@ -260,10 +261,10 @@ def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespac
     return report
 
 
-def fetch(api: Api, yunikorn_url: str | None) -> Snapshot:
+def fetch(client: Client, yunikorn_url: str | None) -> Snapshot:
     """A snapshot of the apiserver and, if given, YuniKorn."""
-    pods = api.get("/api/v1/pods")["items"]
-    nodes = api.get("/api/v1/nodes")["items"]
+    pods: list[Obj] = list(client.list(Pod, namespace="*"))
+    nodes: list[Obj] = list(client.list(Node))
     yk = None
     if yunikorn_url:
         with httpx.Client(base_url=yunikorn_url, timeout=30) as c:
@@ -305,14 +306,29 @@ def all_bound(namespace: str, label: str | None = None) -> Callable[[Snapshot], 
     return check
 
 
-def render(report: Report, limit: int = 3) -> str:
-    """The table people read."""
-    lines = [f"{'invariant':<13} {'holds':<6} {'violations':>10}  examples", "-" * 78]
+TABLE_HEADERS = ("invariant", "holds", "violations", "examples")
+
+
+def table_rows(report: Report, limit: int = 3) -> list[tuple[str, str, int, str]]:
+    """One row per invariant checked: name, holds (yes/NO), violations, a few examples."""
+    rows = []
     for name, vs in report.by_invariant().items():
         refs = [o for v in vs for o in v.objects] or [v.message for v in vs]
         example = ", ".join(refs[:limit]) + (f" (+{len(refs) - limit})" if len(refs) > limit else "")
-        lines.append(f"{name:<13} {'yes' if not vs else 'NO':<6} {len(vs):>10}  {example}")
+        rows.append((name, "yes" if not vs else "NO", len(vs), example))
+    return rows
+
+
+def verdict_line(report: Report) -> str:
+    """The verdict and the counts, in one line."""
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
     verdict = "clean" if report.ok else f"{len(report.violations)} violations"
-    lines += ["-" * 78, f"{verdict} ({counts}){'' if report.quiet else '; the cluster never went quiet'}"]
+    return f"{verdict} ({counts}){'' if report.quiet else '; the cluster never went quiet'}"
+
+
+def render(report: Report, limit: int = 3) -> str:
+    """The table people read, as plain text (logs, reports)."""
+    lines = [f"{'invariant':<13} {'holds':<6} {'violations':>10}  examples", "-" * 78]
+    lines += [f"{name:<13} {holds:<6} {n:>10}  {example}" for name, holds, n, example in table_rows(report, limit)]
+    lines += ["-" * 78, verdict_line(report)]
     return "\n".join(lines)

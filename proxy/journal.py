@@ -97,8 +97,13 @@ class Journal:
 
     def since(self, seq: int = 0, limit: int = 1000) -> list[Record]:
         """Records with a sequence number above seq, oldest first, at most limit."""
-        out = [r for r in self._recent if r["seq"] > seq]
-        return out[:limit]
+        newer: list[Record] = []
+        for r in reversed(self._recent):  # seqs only grow: stop at the first old one, not at the start
+            if r["seq"] <= seq:
+                break
+            newer.append(r)
+        newer.reverse()
+        return newer[:limit]
 
     def close(self) -> None:
         """Sync and close the file; later appends stay in memory only."""

@@ -313,11 +313,7 @@ def kfp_load(kfp_cluster: Any) -> Any:
     from proxy import load
 
     def run(**spec: Any) -> Any:
-        api = kfp_cluster.admin_api()
-        try:
-            return load.create_pods(api, load.LoadSpec(**spec), progress=False)
-        finally:
-            api.close()
+        return load.create_pods(kfp_cluster.admin_api(), load.LoadSpec(**spec), progress=False)
 
     return run
 
@@ -330,16 +326,13 @@ def kfp_check(kfp_cluster: Any) -> Any:
 
     def run(scheduler_name: str = "default-scheduler", namespace: str | None = None, quiet: float = 30.0,
             timeout: float = 240.0, grace: float = 0.0) -> Any:
-        api = kfp_cluster.admin_api()
-        try:
+        with kfp_cluster.admin_api().client() as client:
             done = check.all_bound(namespace) if namespace else None
-            snap, settled = check.wait_quiet(lambda: check.fetch(api, kfp_cluster.state.get("yunikorn")), quiet,
+            snap, settled = check.wait_quiet(lambda: check.fetch(client, kfp_cluster.state.get("yunikorn")), quiet,
                                              timeout, done=done)
-            report = check.evaluate(snap, {scheduler_name}, grace, namespace)
-            report.quiet = settled
-            return report
-        finally:
-            api.close()
+        report = check.evaluate(snap, {scheduler_name}, grace, namespace)
+        report.quiet = settled
+        return report
 
     return run
 

@@ -111,6 +111,16 @@ def timeline_svg(run: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _binds(b: dict[str, Any]) -> str:
+    before = b.get("beforeOutage")
+    text = (f"{b['succeeded']} succeeded"
+            + (f" ({before['succeeded']} before the outage)" if before else "")
+            + f", {b['failed']} failed, {b['committedWithoutAnswer']} committed without an answer")
+    if b.get("clientConnectionsAccepted") is not None:
+        text += f"; {b['clientConnectionsAccepted']} client connections accepted by the proxy"
+    return text
+
+
 def run_markdown(run: dict[str, Any], table: str) -> str:
     """One run's summary."""
     c = run["check"]
@@ -121,6 +131,7 @@ def run_markdown(run: dict[str, Any], table: str) -> str:
              f"- load: {run['load'].get('created')} pods created at {run['load'].get('ratePerSecond')}/s",
              "- counts: " + ", ".join(f"{k} {v}" for k, v in c["counts"].items()),
              "- steps: " + "; ".join(f"{s['t']}s {s['did']}" for s in run.get("steps", [])),
+             *([f"- binds (as the scheduler saw them): {_binds(run['binds'])}"] if run.get("binds") else []),
              f"- took {run['seconds']}s; timeline: [timeline.html](timeline.html)", "", "```", table, "```", ""]
     return "\n".join(lines)
 
@@ -137,26 +148,48 @@ def write_run(directory: Path, run: dict[str, Any], table: str) -> None:
         f"<body style='font-family:sans-serif'>{svg}<pre>{_esc(table)}</pre></body>")
 
 
-def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
-    """The side-by-side table over every run, as Markdown (also returned)."""
-    head = ("| scheduler | seed | verdict | as expected | pods | bound | stranded | phantom allocs | "
-            "broken invariants | seconds | build |\n|---|---|---|---|---|---|---|---|---|---|---|")
-    rows = []
+SUMMARY_HEADERS = ("scheduler", "seed", "verdict", "as expected", "pods", "bound", "stranded", "phantom allocs",
+                   "broken invariants", "binds ok (before outage) / failed / committed unanswered", "seconds",
+                   "build")
+
+
+def _bind_cell(b: dict[str, Any]) -> str:
+    if not b:
+        return "-"
+    before = b.get("beforeOutage")
+    return (f"{b['succeeded']}" + (f" ({before['succeeded']})" if before else "")
+            + f" / {b['failed']} / {b['committedWithoutAnswer']}")
+
+
+def summary_rows(runs: list[dict[str, Any]], no: str = "**no**") -> list[tuple[object, ...]]:
+    """One row per run for the side-by-side table (`no` is how a missed expectation is written)."""
+    rows: list[tuple[object, ...]] = []
     for r in runs:
-        inv = r["check"]["invariants"]
-        stranded = inv.get("stranded", {}).get("violations", 0)
-        phantoms = r["check"]["counts"].get("phantomAllocations", "-")
+        inv, counts = r["check"]["invariants"], r["check"]["counts"]
         broken = ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
-        met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
-        rows.append(f"| {r['scheduler']} | {r['seed']} | {r['check']['verdict']} | {met} | "
-                    f"{r['check']['counts'].get('pods')} | {r['check']['counts'].get('bound')} | {stranded} | "
-                    f"{phantoms} | {broken} | {r['seconds']} | {r.get('build') or '-'} |")
+        met = {True: "yes", False: no, None: "-"}[r.get("met")]
+        rows.append((r["scheduler"], r["seed"], r["check"]["verdict"], met, counts.get("pods"), counts.get("bound"),
+                     inv.get("stranded", {}).get("violations", 0), counts.get("phantomAllocations", "-"), broken,
+                     _bind_cell(r.get("binds") or {}), r["seconds"], r.get("build") or "-"))
+    return rows
+
+
+def write_summary_text(runs: list[dict[str, Any]]) -> str:
+    """The side-by-side table over every run, as Markdown."""
+    head = "| " + " | ".join(SUMMARY_HEADERS) + " |\n" + "|---" * len(SUMMARY_HEADERS) + "|"
+    rows = ["| " + " | ".join(str(cell) for cell in row) + " |" for row in summary_rows(runs)]
     text = "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
     builds = [r.get("build") or r["scheduler"] for r in runs]
     if len(set(builds)) > 1 and len(set(builds)) == len(builds):
         text += "\n## Side by side\n\n" + compare_table(runs) + "\n"
     elif len(set(builds)) > 1:
         text += "\n## Per build\n\n" + per_build_table(runs) + "\n"
+    return text
+
+
+def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
+    """The side-by-side table over every run, written to summary.md (and returned)."""
+    text = write_summary_text(runs)
     (directory / "summary.md").write_text(text + "\n" + "\n".join(
         f"- [{r['scheduler']} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
     (directory / "report.json").write_text(json.dumps({"runs": runs}, indent=1))

@@ -12,10 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from lightkube import Client
+from lightkube.types import PatchType
 
 from proxy import check, load
+from proxy.check import Report
 from proxy.cluster.control_plane import Cluster, Options, down, up
-from proxy.cluster.kubeapi import Api, ApiError
+from proxy.cluster.kubeapi import HTTPError, Kube, Pod, TransportError
+from proxy.console import Progress
 from proxy.scenario import Expectation, Scenario, Step
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
@@ -25,7 +29,7 @@ SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"
 class Target:
     """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API."""
 
-    api: Api
+    kube: Kube
     control: str
     yunikorn: str | None = None
 
@@ -44,13 +48,36 @@ class RunResult:
     steps: list[dict[str, Any]] = field(default_factory=list)
     expected: dict[str, Any] | None = None
     build: str | None = None  # the scheduler's exact build, e.g. "yunikorn v1.9.0+3355-forget-pod-reverts-1830f1776417"
+    binds: dict[str, Any] = field(default_factory=dict)
     met: bool | None = None
     seconds: float = 0.0
     table: str = ""
+    report: Report | None = None  # for the terminal table; not in the JSON
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {k: v for k, v in self.__dict__.items() if k != "table"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("table", "report")}
+
+
+def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
+    """Binding POSTs as the scheduler saw them (the proxy's counters), and the connections it made.
+
+    committedWithoutAnswer: pods the apiserver bound although the scheduler never saw their Binding
+    succeed (an outage took the answer, or commitThenFail replaced it)."""
+    if not result.samples:
+        return {}
+    first, last = result.samples[0], result.samples[-1]
+    succeeded = last["bindsSucceeded"] - first["bindsSucceeded"]
+    start = next((e for e in result.events if e["event"] == "outage-start"), None)
+    before = None
+    if start is not None and "bindsSucceeded" in start:
+        before = {"succeeded": start["bindsSucceeded"] - first["bindsSucceeded"],
+                  "failed": start["bindsFailed"] - first["bindsFailed"]}
+    accepted = [s["clientConnectionsAccepted"] for s in result.samples
+                if s.get("clientConnectionsAccepted") is not None]
+    return {"succeeded": succeeded, "failed": last["bindsFailed"] - first["bindsFailed"],
+            "committedWithoutAnswer": max(0, int(checked["counts"].get("bound", 0)) - succeeded),
+            "beforeOutage": before, "clientConnectionsAccepted": accepted[-1] - accepted[0] if accepted else None}
 
 
 def meets(report: check.Report, expect: Expectation | None) -> bool | None:
@@ -75,22 +102,18 @@ class Sampler(threading.Thread):
         self.cursor = 0
 
     def run(self) -> None:
-        api = self.target.api.clone()  # this thread's own connection
-        with httpx.Client(base_url=self.target.control, timeout=10) as control:
-            try:
-                self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
-                while not self.stop.is_set():
-                    with contextlib.suppress(httpx.HTTPError, ApiError, KeyError):
-                        self.sample(api, control)
-                    self.stop.wait(1.0)
-            finally:
-                api.close()
+        with self.target.kube.client() as api, httpx.Client(base_url=self.target.control, timeout=10) as control:
+            self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
+            while not self.stop.is_set():
+                with contextlib.suppress(httpx.HTTPError, HTTPError, KeyError):
+                    self.sample(api, control)
+                self.stop.wait(1.0)
 
-    def sample(self, api: Api, control: httpx.Client) -> None:
+    def sample(self, api: Client, control: httpx.Client) -> None:
         t = round(time.monotonic() - self.t0, 2)
-        pods = api.get(f"/api/v1/namespaces/{self.namespace}/pods",
-                       labelSelector=f"{load.LOAD_LABEL}={self.run_id}")["items"]
-        binds = control.get("/v1/stats").json()["bindsTotal"]
+        pods = list(api.list(Pod, namespace=self.namespace, labels={load.LOAD_LABEL: self.run_id}))
+        stats = control.get("/v1/stats").json()
+        binds, conns = stats["bindsTotal"], stats.get("connections", {})
         page = control.get("/v1/journal", params={"since": self.cursor, "limit": 10000}).json()
         self.cursor = page["next"]
         for r in page["records"]:
@@ -98,7 +121,9 @@ class Sampler(threading.Thread):
                 self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
         bound = sum(1 for p in pods if p["spec"].get("nodeName"))
         self.samples.append({"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
-                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"]})
+                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"],
+                             "clientConnectionsOpen": conns.get("clientOpen"),
+                             "clientConnectionsAccepted": conns.get("clientAccepted")})
 
     def seen(self, event: str) -> float | None:
         """When (seconds since t0) a journal event was first seen."""
@@ -110,7 +135,7 @@ def _retry(call: Any, attempts: int = 3) -> Any:
     for attempt in range(attempts):
         try:
             return call()
-        except httpx.TransportError:
+        except (httpx.TransportError, TransportError):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.5)
@@ -125,17 +150,12 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
         if step.deactivate:
             control.delete("/v1/active").raise_for_status()
             return "deactivate"
-    api = target.api.clone()  # the timeline thread's own connection
-    try:
-        pods = _retry(lambda: api.get(f"/api/v1/namespaces/{namespace}/pods",
-                                      labelSelector=f"{load.LOAD_LABEL}={run_id}"))["items"]
+    with target.kube.client() as api:  # the timeline thread's own connection
+        pods = _retry(lambda: list(api.list(Pod, namespace=namespace, labels={load.LOAD_LABEL: run_id})))
         for p in pods:
-            path = f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}"
             body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
-            _retry(lambda path=path, body=body: api.request("PATCH", path, body,
-                                                            content_type="application/merge-patch+json"))
-    finally:
-        api.close()
+            _retry(lambda name=p["metadata"]["name"], body=body: api.patch(
+                Pod, name, body, namespace=namespace, patch_type=PatchType.MERGE))
     return f"touched {len(pods)} pods"
 
 
@@ -166,7 +186,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
             pending.remove(step)
             try:
                 what = _perform(step, target, seed, ls.namespace, ls.run_id)
-            except (httpx.HTTPError, ApiError) as e:  # a step that fails is reported, not fatal
+            except (httpx.HTTPError, HTTPError) as e:  # a step that fails is reported, not fatal
                 what = f"step failed: {type(e).__name__}: {e}"
             result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
             if say:
@@ -186,21 +206,20 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     try:
         if say:
             print(f"  creating {ls.count} pods at {ls.rate:g}/s for {scheduler}", file=sys.stderr, flush=True)
-        loaded = load.create_pods(target.api, ls, progress=say)
+        loaded = load.create_pods(target.kube, ls, progress=say)
         result.load = loaded.as_dict()
         sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
 
-        def tick(snap: check.Snapshot) -> None:
-            if say:
+        with Progress("settling", ls.count, enabled=say) as bar:
+            def tick(snap: check.Snapshot) -> None:
                 mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
                 bound = sum(1 for p in mine if p["spec"].get("nodeName"))
-                print(f"\r  settling: {bound}/{len(mine)} bound, {time.monotonic() - t0:.0f}s", end="", file=sys.stderr,
-                      flush=True)
+                bar.update(bound, len(mine) or ls.count, f"bound, {time.monotonic() - t0:.0f}s into the run")
 
-        snap, quiet = check.wait_quiet(lambda: check.fetch(target.api, target.yunikorn), spec.settle.quiet,
-                                       spec.settle.timeout, tick, check.all_bound(ls.namespace, load.LOAD_LABEL))
-        if say:
-            print(file=sys.stderr)
+            done = check.all_bound(ls.namespace, load.LOAD_LABEL)
+            with target.kube.client() as api:
+                snap, quiet = check.wait_quiet(lambda: check.fetch(api, target.yunikorn), spec.settle.quiet,
+                                               spec.settle.timeout, tick, done)
     finally:  # the threads end with the run, however it ends
         stop.set()
         runner.join(5)
@@ -210,7 +229,9 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     report.quiet = quiet
     result.check = report.as_dict()
     result.table = check.render(report)
+    result.report = report
     result.samples, result.events = sampler.samples, sampler.events
+    result.binds = bind_outcomes(result, report.as_dict())
     result.met = meets(report, expect)
     result.seconds = round(time.monotonic() - t0, 1)
     return result
@@ -224,12 +245,10 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
     c: Cluster = up(Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
                             profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
                             yunikorn_source=yunikorn_source if yk else None))
-    api = c.admin_api()
     try:
-        return run_on(Target(api, c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler, seed, say,
-                      c.state.get("schedulerBuild"), c.state.get("schedulerVariant"))
+        return run_on(Target(c.admin_api(), c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler,
+                      seed, say, c.state.get("schedulerBuild"), c.state.get("schedulerVariant"))
     finally:
-        api.close()
         down(c.dir)
         # Logs, journal and kubeconfigs stay for a post-mortem; the run's etcd data (~70 MB) goes.
         shutil.rmtree(c.dir / "etcd", ignore_errors=True)

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +37,8 @@ type result struct {
 	WallSeconds  float64        `json:"wallSeconds"`
 	NthSeconds   float64        `json:"nthSeconds"`
 	Nth          int            `json:"nth"`
-	P50Ms        float64        `json:"p50Ms"`
-	P99Ms        float64        `json:"p99Ms"`
+	DoneP50      float64        `json:"doneP50Seconds"` // half the requests had completed by then
+	DoneP99      float64        `json:"doneP99Seconds"`
 }
 
 func main() {
@@ -52,6 +53,7 @@ func main() {
 	qps := flag.Float64("qps", 1000, "client-side QPS (YuniKorn's default is 1000)")
 	burst := flag.Int("burst", 1000, "client-side burst (YuniKorn's default is 1000)")
 	timeout := flag.Duration("timeout", 120*time.Second, "bound on the whole run")
+	events := flag.Int("events", 100, "watch: ConfigMap ADDED events each watch waits for")
 	flag.Parse()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -72,8 +74,13 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
+	if *verb == "watch" {
+		watchAll(ctx, client, *namespace, *prefix, *n, *events)
+		return
+	}
+
 	// One warm connection and the held watches, as an informer-driven scheduler has.
-	if _, err := client.CoreV1().Namespaces().Get(ctx, *namespace, metav1.GetOptions{}); err != nil {
+	if err := send(ctx, client, *verb, *namespace, *prefix+"-warm", *node); err != nil {
 		fail("warm-up: %v", err)
 	}
 	for i := 0; i < *hold; i++ {
@@ -94,17 +101,7 @@ func main() {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			var err error
-			switch *verb {
-			case "bind":
-				name := fmt.Sprintf("%s-%05d", *prefix, i)
-				err = client.CoreV1().Pods(*namespace).Bind(ctx, &corev1.Binding{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: *namespace},
-					Target:     corev1.ObjectReference{Kind: "Node", Name: *node},
-				}, metav1.CreateOptions{})
-			default:
-				_, err = client.CoreV1().Namespaces().Get(ctx, *namespace, metav1.GetOptions{})
-			}
+			err := send(ctx, client, *verb, *namespace, fmt.Sprintf("%s-%05d", *prefix, i), *node)
 			elapsed := time.Since(start).Seconds()
 			mu.Lock()
 			defer mu.Unlock()
@@ -132,11 +129,59 @@ func main() {
 		r.NthSeconds = ok[*nth-1]
 	}
 	if len(ok) > 0 {
-		r.P50Ms = ok[len(ok)/2] * 1000
-		r.P99Ms = ok[(len(ok)*99)/100] * 1000
+		r.DoneP50 = ok[len(ok)/2]
+		r.DoneP99 = ok[(len(ok)*99)/100]
 	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
+}
+
+// watchAll opens n watches on the namespace's ConfigMaps (named prefix…), says "ready" on stderr once all are
+// open, and prints when (Unix seconds) each watch saw each ADDED object, once each has seen events.
+func watchAll(ctx context.Context, client *kubernetes.Clientset, namespace, prefix string, n, events int) {
+	arrivals := make([]map[string]float64, n)
+	var wg sync.WaitGroup
+	var opened sync.WaitGroup
+	opened.Add(n)
+	for i := 0; i < n; i++ {
+		w, err := client.CoreV1().ConfigMaps(namespace).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			fail("watch %d: %v", i, err)
+		}
+		opened.Done()
+		arrivals[i] = map[string]float64{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				now := float64(time.Now().UnixNano()) / 1e9
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == "ADDED" && strings.HasPrefix(cm.Name, prefix) {
+					arrivals[i][cm.Name] = now
+					if len(arrivals[i]) >= events {
+						return
+					}
+				}
+			}
+		}(i)
+	}
+	opened.Wait()
+	fmt.Fprintln(os.Stderr, "ready")
+	wg.Wait()
+	out, _ := json.Marshal(map[string]any{"watches": n, "arrivals": arrivals})
+	fmt.Println(string(out))
+}
+
+// send makes one request: a Binding POST (bind) or a GET of the namespace (get).
+func send(ctx context.Context, client *kubernetes.Clientset, verb, namespace, name, node string) error {
+	if verb == "bind" {
+		return client.CoreV1().Pods(namespace).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}, metav1.CreateOptions{})
+	}
+	_, err := client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	return err
 }
 
 func short(err error) string {

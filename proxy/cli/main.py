@@ -40,6 +40,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                         "kube-apiserver's default is 100, see README)")
     p.add_argument("--scheduler-build", metavar="TEXT",
                    help="the scheduler under test's exact build, recorded in proxy-start and every activate record")
+    p.add_argument("--read-header-timeout", default="32s", metavar="DURATION",
+                   help="close a client connection that has not sent a whole request this long after "
+                        "connecting (default 32s, as kube-apiserver; 0s: never)")
+    p.add_argument("--idle-timeout", default="90s", metavar="DURATION",
+                   help="close a client connection with no request open for this long (default 90s, as "
+                        "kube-apiserver; 0s: never)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every proxy event")
 
 
@@ -125,7 +131,19 @@ def parser() -> argparse.ArgumentParser:
 
     workload.add_arguments(sub)
     scenarios.add_arguments(sub)
+    _rich_help(p)
     return p
+
+
+def _rich_help(p: argparse.ArgumentParser) -> None:
+    """--help laid out by rich-argparse, on this parser and every subcommand's (colour only on a terminal)."""
+    from rich_argparse import RichHelpFormatter
+
+    p.formatter_class = RichHelpFormatter
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _rich_help(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,11 +9,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from proxy import check
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.cluster.kubeapi import ConfigError, Kube
+from proxy.console import show_table
 from proxy.profile_loader import ProfileError
-from proxy.report import write_run, write_summary
+from proxy.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
 from proxy.runner import Target, run_local, run_on
 from proxy.scenario import load_scenario
 
@@ -85,7 +88,9 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
             d = out / f"{name}-seed-{s}"
             doc = {**result.as_dict(), "dir": d.name}
             write_run(d, doc, result.table)
-            print(result.table, file=sys.stderr)
+            if result.report is not None:
+                show_table(check.TABLE_HEADERS, check.table_rows(result.report), result.table, file=sys.stderr,
+                           caption=check.verdict_line(result.report))
             runs.append(doc)
     table = write_summary(out, runs)
     code = OK if all(r["met"] is not False for r in runs) else FAILED
@@ -126,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.control_url or not schedulers or len(schedulers) != 1:
                 raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
                                  "--scheduler (the one already running behind the proxy)")
-            from proxy.cluster.kubeapi import Api
-
-            existing = Target(Api.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+            existing = Target(Kube.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
         if existing is not None and builds:
             raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
                              "not for --kubeconfig")
@@ -137,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE
-    except UsageError as e:
+    except (UsageError, ConfigError) as e:
         print(f"kube-fault-proxy scenario: {e}", file=sys.stderr)
         return USAGE
     except (ClusterError, build.BuildError) as e:
@@ -146,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return USAGE
-    print(table)
+    runs = json.loads((out / "report.json").read_text())["runs"]
+    show_table(SUMMARY_HEADERS, summary_rows(runs, no="no"), table)
     print(f"report: {out}/summary.md, timelines: {out}/*/timeline.html")
     return code
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ from proxy.library import Library, load_dir
 from proxy.private_files import PrivateFiles
 from proxy.profile_loader import ProfileError
 from proxy.runtime import Runtime, UnknownProfile
+from proxy.strict import parse_duration
 from proxy.upstream import KubeconfigError, Upstream, read, upstream_from
 
 
@@ -92,6 +94,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     settings = mitm_server.ProxySettings(
         upstream=upstream, listen_host=listen_host, listen_port=listen_port,
         confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
+        read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout,
     )
     proxy = await mitm_server.start(settings, runtime)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
@@ -144,11 +147,32 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
 
 def run(args: argparse.Namespace) -> int:
     """Validate everything first, then serve; bad input changes nothing and exits 2."""
+    code = _run(args)
+    if "mitmproxy_rs" in sys.modules:
+        # mitmproxy_rs runs native threads that may still ask for the interpreter lock while Python
+        # finalizes; Python 3.12 then ends such a thread with pthread_exit, whose unwinding through
+        # Rust frames crashes the process (SIGSEGV, about one shutdown in ten, seen in gdb). By now
+        # the journal is closed, the parser child stopped and the key files gone: exit without
+        # finalizing.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     logs.configure(args.verbose)
     if not 1 <= args.max_concurrent_streams <= 2**31 - 1:
         print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
               f"got {args.max_concurrent_streams}", file=sys.stderr)
         return USAGE
+    for flag in ("read_header_timeout", "idle_timeout"):
+        try:
+            setattr(args, flag, parse_duration(getattr(args, flag)))
+        except ValueError as e:
+            print(f"kube-fault-proxy serve: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
+            return USAGE
     files = PrivateFiles()  # the upstream CA and client key: in memory, gone even on kill -9
     try:
         try:

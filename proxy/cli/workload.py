@@ -8,33 +8,36 @@ import os
 import sys
 from pathlib import Path
 
+from lightkube import ConfigError
+
 from proxy import check, load
 from proxy.cli.main import FAILED, OK, USAGE
-from proxy.cluster.kubeapi import Api, ApiError
-from proxy.upstream import KubeconfigError
+from proxy.cluster.kubeapi import HTTPError, Kube
+from proxy.console import Progress, show_table
 
 
-def _api(args: argparse.Namespace) -> Api:
+def _kube(args: argparse.Namespace) -> Kube:
     path = args.kubeconfig or Path(os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
-    return Api.from_kubeconfig(path, args.context)
+    return Kube.from_kubeconfig(path, args.context)
 
 
 def run_load(args: argparse.Namespace) -> int:
     """Create or clean up load pods."""
     try:
-        api = _api(args)
+        kube = _kube(args)
         if args.load_command == "clean":
-            print(f"deleted {load.clean(api, args.namespace, args.run_id)} pods")
+            with kube.client() as client:
+                print(f"deleted {load.clean(client, args.namespace, args.run_id)} pods")
             return OK
         labels = dict(label.split("=", 1) for label in args.label)
         spec = load.LoadSpec(count=args.count, rate=args.rate, concurrency=args.concurrency, namespace=args.namespace,
                              scheduler_name=args.scheduler_name, cpu=args.cpu, memory=args.memory, labels=labels,
                              app_id=args.app_id, timeout=args.timeout)
-        result = load.create_pods(api, spec)
-    except (KubeconfigError, ValueError) as e:
+        result = load.create_pods(kube, spec)
+    except (ConfigError, ValueError) as e:
         print(f"kube-fault-proxy load: {e}", file=sys.stderr)
         return USAGE
-    except ApiError as e:
+    except HTTPError as e:
         print(f"kube-fault-proxy load: the apiserver refused: {e}", file=sys.stderr)
         return FAILED
     r = result.as_dict()
@@ -47,15 +50,21 @@ def run_load(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """Wait for quiet, evaluate the invariants, print the table, write JSON; exit 1 on violations."""
     try:
-        api = _api(args)
-    except KubeconfigError as e:
+        kube = _kube(args)
+    except ConfigError as e:
         print(f"kube-fault-proxy check: {e}", file=sys.stderr)
         return USAGE
     schedulers = set(args.scheduler_name)
-    snap, quiet = check.wait_quiet(lambda: check.fetch(api, args.yunikorn), args.quiet, args.wait)
+    with Progress("waiting for quiet") as bar:
+        def tick(snap: check.Snapshot) -> None:
+            mine = [p for p in snap.pods if p["spec"].get("schedulerName", "default-scheduler") in schedulers]
+            bar.update(sum(1 for p in mine if p["spec"].get("nodeName")), len(mine), "pods bound")
+
+        with kube.client() as client:
+            snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
     report = check.evaluate(snap, schedulers, args.grace)
     report.quiet = quiet
-    print(check.render(report))
+    show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
     if args.output:
         args.output.write_text(json.dumps(report.as_dict(), indent=1))
     return OK if report.ok else FAILED

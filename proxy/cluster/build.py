@@ -10,12 +10,11 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from proxy.cluster import patches, versions
+from proxy.console import Progress
 
 SHIM = "github.com/apache/yunikorn-k8shim"
 
@@ -232,6 +231,14 @@ def shim_tree(c: Component, moddir: Path) -> Path | None:
     return c.shim_tree
 
 
+def _package_count(c: Component, moddir: Path, env: dict[str, str]) -> int | None:
+    """How many packages the build may compile (`go list -deps`): the bar's total, if go can tell."""
+    try:
+        return len(_go(["list", "-deps", c.package], moddir, env).splitlines())
+    except BuildError:
+        return None
+
+
 class Toolchain:
     """The two steps of a build that run `go`; unit tests pass a stand-in, so none runs `go`."""
 
@@ -239,22 +246,23 @@ class Toolchain:
         """A module's source in Go's module cache (read-only: copy it before changing anything)."""
         return Path(_download(module, version, env, workdir)["Dir"])
 
-    def compile(self, c: Component, moddir: Path, out: Path, env: dict[str, str], note: Callable[[str], None]) -> None:
+    def compile(self, c: Component, moddir: Path, out: Path, env: dict[str, str], bar: Progress) -> None:
         """Resolve the modules in moddir and build the component's package into `out`."""
         _prepare(c, moddir, env)
+        total = _package_count(c, moddir, env)
         cmd = ["go", "build", "-v", "-trimpath", "-ldflags", " ".join(("-s", "-w", *c.ldflags)), "-o", str(out),
                c.package]
         proc = subprocess.Popen(cmd, cwd=moddir, env=env, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
-        last = time.monotonic()
         tail: list[str] = []
-        for compiled, line in enumerate(proc.stderr, 1):
+        compiled = 0
+        for line in proc.stderr:  # `go build -v` names each package as it compiles it
             tail = [*tail[-40:], line.rstrip()]
-            if time.monotonic() - last > 15:
-                note(f"compiling, {compiled} packages so far")
-                last = time.monotonic()
+            compiled += 1
+            bar.update(compiled, total, "packages compiled")
         if proc.wait() != 0:
             raise BuildError(f"building {c.package}@{c.version} failed:\n" + "\n".join(tail))
+        bar.update(total or compiled, total or compiled, "packages compiled")
 
 
 def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain) -> None:
@@ -280,38 +288,34 @@ def build(c: Component, say: bool = True, go: Toolchain | None = None) -> Path:
     go = go or Toolchain()
     env = _go_env(c.env)
     moddir = cache_dir() / "build" / f"{c.name}-{c.version}"
-    started = time.monotonic()
-
-    def note(msg: str) -> None:
-        if say:
-            print(f"  {c.name} {c.version}: {msg} ({time.monotonic() - started:.0f}s)", file=sys.stderr, flush=True)
-
     override = c.shim_patch or c.shim_tree
     tmp = c.binary.with_suffix(".partial")
-    try:
-        note("resolving modules")
-        if override is not None:
-            shutil.rmtree(moddir, ignore_errors=True)
-            moddir.mkdir(parents=True)
-        if c.shim_patch is not None:
-            _patched_shim(c, moddir, env, go)
-            note(f"applied {c.shim_patch.name}")
-        tmp.parent.mkdir(parents=True, exist_ok=True)
+    # A build takes minutes: a plain line every 15 s is enough in a log; a terminal gets a bar.
+    with Progress(f"{c.name} {c.version}", enabled=say, interval=15.0) as bar:
         try:
-            go.compile(c, moddir, tmp, env, note)
-        except BuildError as e:
-            if override is None or isinstance(e, BuildInputError):
-                raise
-            raise BuildInputError(f"{c.name} {c.version} from {override} does not build:\n{e}") from None
-    except BaseException:
-        if override is not None:
-            shutil.rmtree(moddir, ignore_errors=True)
-            tmp.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                tmp.parent.rmdir()  # only if empty: never a binary that is there
-        raise
-    tmp.replace(c.binary)
-    note(f"built {c.binary}")
+            bar.update(0, status="resolving modules")
+            if override is not None:
+                shutil.rmtree(moddir, ignore_errors=True)
+                moddir.mkdir(parents=True)
+            if c.shim_patch is not None:
+                _patched_shim(c, moddir, env, go)
+                bar.note(f"  {c.name} {c.version}: applied {c.shim_patch.name}")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                go.compile(c, moddir, tmp, env, bar)
+            except BuildError as e:
+                if override is None or isinstance(e, BuildInputError):
+                    raise
+                raise BuildInputError(f"{c.name} {c.version} from {override} does not build:\n{e}") from None
+        except BaseException:
+            if override is not None:
+                shutil.rmtree(moddir, ignore_errors=True)
+                tmp.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    tmp.parent.rmdir()  # only if empty: never a binary that is there
+            raise
+        tmp.replace(c.binary)
+        bar.note(f"  {c.name} {c.version}: built {c.binary}")
     return c.binary
 
 

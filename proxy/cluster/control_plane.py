@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 import yaml
+from lightkube import Client
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from proxy import paths
 from proxy.cluster import build, pki
-from proxy.cluster.kubeapi import Api
+from proxy.cluster.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from proxy.cluster.processes import alive, free_port, group_alive, port_in_use, spawn, stop
 from proxy.paths import private_dir, write_private
 
@@ -88,7 +90,7 @@ def _wait(what: str, check: Callable[[], bool], pid: int, log: Path, timeout: fl
             if check():
                 return
             last = "it answered, but not ready"
-        except (httpx.HTTPError, OSError) as e:  # e.g. a certificate the client refuses: say so
+        except (httpx.HTTPError, HTTPError, OSError) as e:  # e.g. a certificate the client refuses: say so
             last = f"{type(e).__name__}: {e}"
         time.sleep(0.1)
     raise ClusterError(f"{what} not ready after {timeout:.0f}s (last attempt: {last}); see {log}:\n{_tail(log)}")
@@ -123,9 +125,9 @@ class Cluster:
         """One of the kubeconfigs `up` wrote."""
         return Path(self.state["kubeconfigs"][name])
 
-    def admin_api(self) -> Api:
-        """A client with the admin token, straight to the apiserver."""
-        return Api(self.state["apiserver"], self.state["tokens"]["admin"], self.dir / "pki" / "ca.crt")
+    def admin_api(self) -> Kube:
+        """The admin token, straight to the apiserver."""
+        return Kube.from_token(self.state["apiserver"], self.state["tokens"]["admin"], self.dir / "pki" / "ca.crt")
 
 
 def say(msg: str) -> None:
@@ -212,7 +214,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     c.record("kube-apiserver", pid, log)
     c.state["apiserver"] = server
     api = c.admin_api()
-    _wait("kube-apiserver", lambda: api.client.get("/readyz").text == "ok", pid, log, opts.timeout)
+    _wait("kube-apiserver", api.ready, pid, log, opts.timeout)
     say(f"  etcd and kube-apiserver ready on {server} ({time.monotonic() - t0:.1f}s)")
 
     ca = certs / "ca.crt"
@@ -229,7 +231,8 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
         "proxy-upstream": str(_write_yaml(kc / "proxy-upstream.kubeconfig", _kubeconfig(server, ca, {}))),
     }
     c.save()
-    _seed_objects(api, opts)
+    with api.client() as client:
+        _seed_objects(client, opts)
     say(f"  {opts.nodes} nodes created ({opts.node_cpu} cpu, {opts.node_memory}, {opts.node_pods} pods each)")
 
     log = logs / "kubelet-stand-in.log"
@@ -246,24 +249,31 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     c.save()
 
 
-def _seed_objects(api: Api, opts: Options) -> None:
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                      "metadata": {"name": YUNIKORN_NAMESPACE}}, exist_ok=True)
-    api.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+def _create(client: Client, obj: Any) -> None:
+    """Create unless it exists."""
+    try:
+        client.create(obj)
+    except ApiError as e:
+        if e.status.code != 409:
+            raise
+
+
+def _seed_objects(client: Client, opts: Options) -> None:
+    ensure_namespace(client, YUNIKORN_NAMESPACE)
+    _create(client, ClusterRoleBinding.from_dict({
         "metadata": {"name": "kfp-yunikorn"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "yunikorn"}]}, exist_ok=True)
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "yunikorn"}]}))
     resources = {"cpu": opts.node_cpu, "memory": opts.node_memory, "pods": str(opts.node_pods)}
     for i in range(1, opts.nodes + 1):
         name = f"kfp-node-{i:04d}"
-        api.create("/api/v1/nodes", {
+        _create(client, Node.from_dict({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                                   "type": "kfp-fake"}},
             "status": {"capacity": resources, "allocatable": resources,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "kube-fault-proxy fake node"}]}}, exist_ok=True)
+                                       "message": "kube-fault-proxy fake node"}]}}))
 
 
 def _start_proxy(c: Cluster, opts: Options) -> None:

@@ -7,19 +7,20 @@ needs this. Run: python -m proxy.cluster.kubelet --server URL --token-file FILE 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
-import json
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from lightkube import AsyncClient, operators
+from lightkube.types import PatchType
 
-from proxy.cluster.kubeapi import Api, ApiError
+from proxy.cluster.informer import Informer
+from proxy.cluster.kubeapi import ApiError, HTTPError, Kube, Pod
 
-SELECTOR = "spec.nodeName!=,status.phase=Pending"
+FIELDS = {"spec.nodeName": operators.not_equal(""), "status.phase": "Pending"}
 
 
 def running_patch() -> dict[str, Any]:
@@ -31,40 +32,27 @@ def running_patch() -> dict[str, Any]:
 
 
 class StandIn:
-    """List, then watch, bound Pending pods; patch each one's status to Running."""
+    """An informer on bound Pending pods; each one's status is patched to Running."""
 
-    def __init__(self, api: Api) -> None:
-        self.api = api
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
         self.started = 0
+        self.informer = Informer(client, Pod, namespace="*", fields=FIELDS, on_change=self.seen)
 
-    def start_pod(self, pod: dict[str, Any]) -> None:
+    async def seen(self, kind: str, pod: dict[str, Any]) -> None:
+        """ADDED or MODIFIED while Pending (a pod that leaves the selection arrives as DELETED)."""
+        if kind in ("ADDED", "MODIFIED") and pod.get("status", {}).get("phase") == "Pending":
+            await self.start_pod(pod)
+
+    async def start_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
         try:
-            self.api.request("PATCH", path, running_patch(), content_type="application/strategic-merge-patch+json")
+            await self.client.patch(Pod.Status, meta["name"], running_patch(), namespace=meta["namespace"],
+                                    patch_type=PatchType.STRATEGIC)
             self.started += 1
         except ApiError as e:
-            if e.status != 404:  # deleted meanwhile: nothing to start
+            if e.status.code != 404:  # deleted meanwhile: nothing to start
                 print(f"kubelet stand-in: {meta['namespace']}/{meta['name']}: {e}", file=sys.stderr, flush=True)
-
-    def run_once(self) -> None:
-        """One list, then one watch until it ends."""
-        listing = self.api.get("/api/v1/pods", fieldSelector=SELECTOR)
-        for pod in listing["items"]:
-            self.start_pod(pod)
-        rv = listing["metadata"]["resourceVersion"]
-        params = {"watch": "1", "fieldSelector": SELECTOR, "resourceVersion": rv, "timeoutSeconds": "120",
-                  "allowWatchBookmarks": "true"}
-        with self.api.client.stream("GET", "/api/v1/pods", params=params, timeout=None) as stream:
-            for line in stream.iter_lines():
-                if not line:
-                    continue
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    return
-                pod = event["object"]
-                if event["type"] in ("ADDED", "MODIFIED") and pod.get("status", {}).get("phase") == "Pending":
-                    self.start_pod(pod)
 
 
 def main() -> int:
@@ -74,15 +62,20 @@ def main() -> int:
     p.add_argument("--ca", required=True)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    api = Api(args.server, args.token_file.read_text().strip(), args.ca)
-    stand_in = StandIn(api)
+    asyncio.run(serve(Kube.from_token(args.server, args.token_file.read_text().strip(), Path(args.ca))))
+    return 0
+
+
+async def serve(kube: Kube) -> None:
+    """Run the informer for ever; an error it cannot handle itself means a fresh start a second later."""
+    stand_in = StandIn(kube.async_client())
     print("kubelet stand-in: watching bound pods", flush=True)
     while True:
         try:
-            stand_in.run_once()
-        except (httpx.HTTPError, ApiError, KeyError, json.JSONDecodeError) as e:
+            await stand_in.informer.run()
+        except (HTTPError, KeyError) as e:
             print(f"kubelet stand-in: {type(e).__name__}: {e}; relisting", file=sys.stderr, flush=True)
-            time.sleep(1)
+            await asyncio.sleep(1)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from proxy import __version__
-from proxy.control import active, errors, observe, openapi, profiles
+from proxy.control import active, errors, events, metrics, observe, openapi, profiles, ui
 from proxy.control.body_limit import BodyLimit
 from proxy.control.deps import require_token
+from proxy.control.feed import Feed
 from proxy.control.parsing import Parser, ThreadParser
 from proxy.profile_loader import LIMITS
 from proxy.runtime import Runtime
@@ -29,12 +30,15 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
                               "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")
     app.state.runtime = runtime
     app.state.token = token
+    app.state.metrics = metrics.registry_for(runtime)
     app.state.parser = parser or ThreadParser()
+    app.state.feed = Feed(runtime)
     app.add_middleware(BodyLimit, max_bytes=LIMITS.max_bytes)
     errors.install(app)
     guarded = [Depends(require_token)]
-    for router in (profiles.router, active.router, observe.router):
+    for router in (profiles.router, active.router, observe.router, events.router):
         app.include_router(router, dependencies=guarded)
+    app.include_router(ui.router)
 
     @app.get("/healthz", tags=["observe"])
     async def healthz() -> dict[str, Any]:

@@ -26,6 +26,7 @@ class ControlServer:
             app, host=host, port=port, log_level="warning", lifespan="off", access_log=False
         )
         self._server = _Server(config)
+        self._app = app
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -45,7 +46,10 @@ class ControlServer:
         return int(self._server.servers[0].sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        """Stop serving and wait for it."""
+        """End the dashboard's streams (uvicorn waits for open responses), stop serving, wait for it."""
+        feed = getattr(self._app.state, "feed", None)
+        if feed is not None:
+            feed.close()
         self._server.should_exit = True
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, SystemExit):

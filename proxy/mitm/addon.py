@@ -6,13 +6,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 
-from mitmproxy import ctx, http
+from mitmproxy import connection, ctx, http
 
 from proxy import identity
 from proxy.engine import Decision
 from proxy.faults.plan import CloseUpstream, EditEvents, LimitWatch, Reset, Respond, StartOutage, Step, Wait
 from proxy.identity import RequestIdentity
 from proxy.mitm.outage import OutageController
+from proxy.mitm.timeouts import ConnectionTimeouts
 from proxy.runtime import Runtime
 from proxy.watch import EventEditor, EventStream
 
@@ -21,6 +22,7 @@ IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
 COUNTED = "kfp.bind-counted"
+OPEN = "kfp.request-open"  # reported to the connection timeouts as started, not yet as ended
 JSON_TYPES = ("application/json",)
 POLL_SECONDS = 0.2
 
@@ -48,9 +50,20 @@ async def _wait(flow: http.HTTPFlow, step: Wait) -> bool:
 class FaultAddon:
     """Parses each request, asks the runtime for a decision and carries it out."""
 
-    def __init__(self, runtime: Runtime, outage: OutageController) -> None:
+    def __init__(self, runtime: Runtime, outage: OutageController,
+                 timeouts: ConnectionTimeouts | None = None) -> None:
         self.runtime = runtime
         self.outage = outage
+        self.timeouts = timeouts
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self.timeouts is not None and OPEN not in flow.metadata:
+            flow.metadata[OPEN] = True
+            self.timeouts.request_started(flow.client_conn.id)
+
+    def _request_ended(self, flow: http.HTTPFlow) -> None:
+        if self.timeouts is not None and flow.metadata.pop(OPEN, False):
+            self.timeouts.request_ended(flow.client_conn.id)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response or flow.error or not flow.live:
@@ -104,7 +117,12 @@ class FaultAddon:
         return None
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        self._request_ended(flow)
         decision: Decision | None = flow.metadata.get(DECISION)
+        answered: RequestIdentity | None = flow.metadata.get(IDENT)
+        if answered is not None and flow.response is not None and not answered.watch and (
+                decision is None or not decision.plan.before):  # the apiserver's own answer
+            self.runtime.answered(answered, flow.response.status_code)
         if decision is None or not decision.plan.after or flow.response is None:
             self._count_bind(flow)
             return None
@@ -127,6 +145,7 @@ class FaultAddon:
         return None
 
     def error(self, flow: http.HTTPFlow) -> None:
+        self._request_ended(flow)
         self._count_bind(flow)
 
     def _count_bind(self, flow: http.HTTPFlow) -> None:
@@ -168,9 +187,17 @@ class FaultAddon:
         flow.response.stream = chunk
 
     def _close_upstream(self, flow: http.HTTPFlow) -> None:
+        """Drop the client's apiserver connection(s): every stream on them fails (an apiserver restart).
+
+        Not just `flow.server_conn`: upstream connections open lazily, so a request decided in its
+        `request` hook has no upstream connection of its own yet; the one it would use is the
+        client's existing one."""
         handler = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
-        if handler is not None and flow.server_conn.connected and flow.server_conn in handler.transports:
-            handler.close_connection(flow.server_conn)
+        if handler is None:
+            return
+        for conn in list(handler.transports):
+            if isinstance(conn, connection.Server) and conn.connected:
+                handler.close_connection(conn)
 
     async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
         for i, step in enumerate(steps):

@@ -66,8 +66,10 @@ class OutageController:
                        "upstreamConnectsFailed": 0, "requestsDropped": 0}
         # Schedule the end first: nothing below may leave the proxy in an endless outage.
         loop.call_later(seconds, lambda: self._spawn(self._end()))
+        # What the scheduler had been told of its binds when the apiserver "died".
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
-                          clientConnectionsClosed=len(handlers))
+                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds["succeeded"],
+                          bindsFailed=self.runtime.binds["failed"])
         for h in handlers:
             close_client(h)
         self._closed_ids = {h.client.id for h in handlers}

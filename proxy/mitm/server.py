@@ -15,9 +15,11 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from proxy import paths
 from proxy.mitm import hooks, listen, streams
 from proxy.mitm.addon import FaultAddon
+from proxy.mitm.alpn import PreferHttp2
 from proxy.mitm.counting import ConnectionCounter
 from proxy.mitm.links import UpstreamLoss
 from proxy.mitm.outage import OutageController, close_client
+from proxy.mitm.timeouts import ConnectionTimeouts
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream
 
@@ -34,6 +36,9 @@ class ProxySettings:
     listen_port: int = 7443
     confdir: Path = field(default_factory=paths.ca_dir)
     max_concurrent_streams: int = streams.DEFAULT
+    # kube-apiserver's own: Go's ReadHeaderTimeout 32 s and IdleTimeout 90 s (0 turns one off).
+    read_header_timeout: float = 32.0
+    idle_timeout: float = 90.0
 
 
 class _Ready:
@@ -110,19 +115,24 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     hooks.install(m)
     ready = _Ready()
     outage = OutageController(runtime)
+    timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)
     m.addons.add(
         core.Core(),
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
+        PreferHttp2(),  # before TlsConfig, which reads the choice
         tlsconfig.TlsConfig(),
         ConnectionCounter(runtime.connections),
+        timeouts,
         outage,
         UpstreamLoss(runtime),
-        FaultAddon(runtime, outage),
+        FaultAddon(runtime, outage, timeouts),
         *extra_addons,
         ready,
     )
-    m.options.update(connection_strategy="eager", stream_large_bodies="1m")
+    # lazy: the upstream connection opens at a client's first request, so clients that connect and
+    # send nothing (idle, half-open, slowloris) never fan out to the apiserver.
+    m.options.update(connection_strategy="lazy", stream_large_bodies="1m")
     task = asyncio.create_task(m.run(), name="mitmproxy-master")
     waiter = asyncio.create_task(ready.event.wait())
     await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import threading
+import time
 from pathlib import Path
 
 import h2.connection
@@ -101,3 +103,82 @@ def test_connection_counters_follow_clients_coming_and_going(proxy: Started, con
     metrics = control.get("/metrics").text
     assert f"kfp_client_connections_accepted_total {after['clientAccepted']}" in metrics
     assert f"kfp_upstream_connections_opened_total {after['upstreamOpened']}" in metrics
+
+
+def test_slowloris_and_idle_clients_are_timed_out_like_the_apiserver_does(upstream: Started, pki: Path,
+                                                                          tmp_path: Path) -> None:
+    started = start_proxy(upstream.extra["url"], pki, tmp_path, "--read-header-timeout", "1s", "--idle-timeout", "2s")
+    host, port = started.ready["proxyUrl"].removeprefix("https://").rsplit(":", 1)
+    ca = ssl.create_default_context(cafile=started.ready["caFile"])
+    events: list[str] = []
+
+    def watch() -> None:  # 30 events over 6 s: a request that is open the whole time is never idle
+        with httpx.Client(http2=True, verify=ca, base_url=started.ready["proxyUrl"], timeout=None) as c, \
+                c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "30", "interval": "0.2"}) as r:
+            events.extend(line for line in r.iter_lines() if line)
+
+    try:
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        with httpx.Client(http2=True, verify=ca, base_url=started.ready["proxyUrl"], timeout=10) as idle:
+            assert idle.get("/healthz").status_code == 200  # then nothing for longer than the idle timeout
+            tls = ssl.create_default_context(cafile=started.ready["caFile"])
+            tls.set_alpn_protocols(["http/1.1"])
+            t0 = time.monotonic()
+            closed_at = None
+            with socket.create_connection((host, int(port)), timeout=10) as raw, \
+                    tls.wrap_socket(raw, server_hostname=host) as slow:
+                slow.settimeout(0.25)
+                while time.monotonic() - t0 < 6:  # one header byte every 0.25 s, never a whole request
+                    try:
+                        slow.sendall(b"G")
+                        if slow.recv(1) == b"":
+                            closed_at = time.monotonic() - t0
+                            break
+                    except TimeoutError:
+                        continue
+                    except (ssl.SSLError, OSError):
+                        closed_at = time.monotonic() - t0
+                        break
+            assert closed_at is not None and 0.9 <= closed_at < 3.0, closed_at
+            watcher.join(15)
+        assert len(events) == 30
+        with httpx.Client(base_url=started.ready["controlUrl"]) as control:
+            timeouts = [r for r in control.get("/v1/journal", params={"since": 0}).json()["records"]
+                        if r["event"] == "client-timeout"]
+        reasons = sorted(r["reason"] for r in timeouts)
+        assert [("read-header timeout" in r, "idle timeout" in r) for r in reasons] == [
+            (False, True), (True, False)], reasons  # the idle client, the slow one; never the watcher
+    finally:
+        assert started.stop() == 0, started.log.read_text()
+
+
+def test_clients_that_send_nothing_open_no_upstream_connection(proxy: Started, control: httpx.Client) -> None:
+    before = control.get("/v1/stats").json()["connections"]
+    host, port = proxy.ready["proxyUrl"].removeprefix("https://").rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=proxy.ready["caFile"])
+    ctx.set_alpn_protocols(["h2"])
+    socks = []
+    try:
+        for _ in range(50):  # finished TLS handshakes, then silence
+            raw = socket.create_connection((host, int(port)), timeout=10)
+            socks.append(ctx.wrap_socket(raw, server_hostname=host))
+        during = control.get("/v1/stats").json()["connections"]
+        assert during["clientAccepted"] - before["clientAccepted"] == 50
+        assert during["upstreamOpened"] == before["upstreamOpened"]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_client_offering_http1_first_still_gets_http2_as_from_the_apiserver(proxy: Started) -> None:
+    ctx = ssl.create_default_context(cafile=proxy.ready["caFile"])
+    ctx.set_alpn_protocols(["http/1.1", "h2"])
+    host, port = proxy.ready["proxyUrl"].removeprefix("https://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=host) as tls:
+        assert tls.selected_alpn_protocol() == "h2"
+    ctx.set_alpn_protocols(["http/1.1"])
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname=host) as tls:
+        assert tls.selected_alpn_protocol() == "http/1.1"

@@ -101,8 +101,9 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
         # relist that may change what YuniKorn books, so those cells wait longer for quiet.
         quiet = 90.0 if "outage" in profile else 45.0
-        snap, _ = check.wait_quiet(lambda: check.fetch(api, cluster.state.get("yunikorn")), quiet, 300.0,
-                                   done=check.all_bound(namespace))
+        with api.client() as client:
+            snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.state.get("yunikorn")), quiet, 300.0,
+                                       done=check.all_bound(namespace))
     finally:
         faults.deactivate()
     report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
@@ -113,7 +114,8 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
             f.write(json.dumps({"scheduler": judged_as, "build": cluster.state.get("schedulerBuild"), "profile": profile, "seed": seed, "verdict": outcome[0],
                                 "broken": sorted(broken), "counts": report.counts,
                                 "injections": len(faults.injections())}) + "\n")
-    load.clean(api, namespace)
+    with api.client() as client:
+        load.clean(client, namespace)
     expected = EXPECTED.get((judged_as, profile))
     assert expected is not None, f"no written-down expectation for {judged_as} x {profile}: {outcome}"
     verdict, must, may, one_of = expected

@@ -134,10 +134,11 @@ def test_stats_journal_and_metrics(client: TestClient, runtime: Runtime) -> None
     rest = client.get("/v1/journal", params={"since": page["next"]}).json()
     assert [r["request"]["name"] for r in rest["records"]] == ["b"]
     metrics = client.get("/metrics").text
-    assert 'kfp_injections_total{profile="mine",rule="r",fault="abort"} 2' in metrics
-    assert 'kfp_active_profile{profile="mine"} 1' in metrics
+    # prometheus_client writes sample values as floats
+    assert '\nkfp_injections_total{fault="abort",profile="mine",rule="r"} 2.0\n' in metrics
+    assert '\nkfp_active_profile{profile="mine"} 1.0\n' in metrics
     assert client.post("/v1/stats/reset").json()["injectionsTotal"] == 0
-    assert 'fault="abort"} 2' in client.get("/metrics").text
+    assert 'kfp_injections_total{fault="abort",profile="mine",rule="r"} 2.0' in client.get("/metrics").text
 
 
 def test_token_guards_everything_but_healthz(runtime: Runtime) -> None:
@@ -287,7 +288,7 @@ def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runti
 
     from fastapi.routing import APIRoute
 
-    from proxy.control import active, deps, observe, profiles
+    from proxy.control import active, deps, events, observe, profiles, ui
 
     def calls(dependant: object) -> list[object]:
         found = [getattr(dependant, "call", None)]
@@ -299,7 +300,8 @@ def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runti
         return inspect.iscoroutinefunction(c) or inspect.iscoroutinefunction(type(c).__call__)
 
     app = build_app(runtime, {})
-    routes = [r for router in (active.router, observe.router, profiles.router) for r in router.routes]
+    routes = [r for router in (active.router, observe.router, profiles.router, events.router, ui.router)
+              for r in router.routes]
     routes += [r for r in app.routes if isinstance(r, APIRoute)]  # /healthz, /v1/info, the documents
     assert all(isinstance(r, APIRoute) for r in routes) and len(routes) >= 15
     found = {f"{r.path}: {getattr(c, '__name__', type(c).__name__)}": c for r in routes for c in calls(r.dependant)}

@@ -49,4 +49,10 @@ def test_pure_core_has_no_framework_imports() -> None:
         target = PACKAGE / name
         for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
             assert not imported_roots(path) & {"mitmproxy", "fastapi", "starlette", "uvicorn",
-                                               "asyncio", "socket"}, path
+                                               "asyncio", "socket", "prometheus_client"}, path
+
+
+def test_prometheus_has_one_home() -> None:
+    """Only the control plane's collector (read at scrape time) and its route import prometheus_client."""
+    users = sorted(str(p.relative_to(PACKAGE)) for p in MODULES if "prometheus_client" in imported_roots(p))
+    assert users == ["control/metrics.py", "control/observe.py"]

@@ -71,7 +71,7 @@ def test_written_reports_agree(tmp_path: Path) -> None:
     html = (tmp_path / "yunikorn-seed-3" / "timeline.html").read_text()
     assert "<title>s&lt;1&gt;</title>" in html and "http" not in html.replace("http://www.w3.org/2000/svg", "")
     text = report.write_summary(tmp_path, [{**run, "dir": "yunikorn-seed-3"}])
-    assert "| yunikorn | 3 | violations | yes | 100 | 60 | 40 | 40 | stranded, I1 | 12.5 |" in text
+    assert "| yunikorn | 3 | violations | yes | 100 | 60 | 40 | 40 | stranded, I1 | - | 12.5 |" in text
     assert json.loads((tmp_path / "report.json").read_text())["runs"][0]["seed"] == 3
 
 
@@ -90,3 +90,19 @@ def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
     assert f"{bad}: not a scenario report (KeyError" in err
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "not a scenario report (FileNotFoundError" in capsys.readouterr().err
+
+
+def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage() -> None:
+    from proxy.runner import RunResult, bind_outcomes
+
+    run = RunResult("s", "yunikorn", 3)
+    run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsFailed": 1, "clientConnectionsAccepted": 2},
+                   {"t": 9.0, "bindsSucceeded": 85, "bindsFailed": 121, "clientConnectionsAccepted": 4}]
+    run.events = [{"t": 4.0, "event": "outage-start", "bindsSucceeded": 45, "bindsFailed": 1}]
+    binds = bind_outcomes(run, {"counts": {"bound": 130}})
+    assert binds == {"succeeded": 80, "failed": 120, "committedWithoutAnswer": 50,
+                     "beforeOutage": {"succeeded": 40, "failed": 0}, "clientConnectionsAccepted": 2}
+    md = report.run_markdown({**a_run(), "binds": binds}, "TABLE")
+    assert ("- binds (as the scheduler saw them): 80 succeeded (40 before the outage), 120 failed, "
+            "50 committed without an answer; 2 client connections accepted by the proxy") in md
+    assert "| 80 (40) / 120 / 50 |" in report.write_summary_text([{**a_run(), "binds": binds}])

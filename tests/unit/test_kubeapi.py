@@ -1,0 +1,97 @@
+"""The rig's Kubernetes access: lightkube clients from kubeconfigs and tokens, pods and nodes as dicts."""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube import ConfigError
+from lightkube.models.meta_v1 import Status
+
+from proxy.cluster import pki
+from proxy.cluster.kubeapi import ApiError, Kube, Node, Pod, ensure_namespace
+from tests.unit.test_upstream import write_kubeconfig
+
+
+def test_a_token_kubeconfig_gives_clients_with_its_server_and_token(tmp_path: Path) -> None:
+    kube = Kube.from_kubeconfig(write_kubeconfig(tmp_path, {"token": "t0k"}))
+    assert kube.server == "https://127.0.0.1:6443/"
+    assert kube.config.user is not None and kube.config.user.token == "t0k"
+
+
+@pytest.mark.parametrize(("context", "error"), [
+    ("nope", "config: Context 'nope' not found"),
+    ("broken", "config: context 'broken' names no cluster or user 'missing'"),
+])
+def test_a_missing_or_broken_context_is_an_error_that_names_it(tmp_path: Path, context: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        Kube.from_kubeconfig(write_kubeconfig(tmp_path, {"token": "t"}), context)
+
+
+def test_a_missing_kubeconfig_is_an_error_that_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nothing-here"):
+        Kube.from_kubeconfig(tmp_path / "nothing-here")
+
+
+def test_building_clients_leaves_no_key_material_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    certs = pki.make(tmp_path / "pki")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    user = {"client-certificate-data": base64.b64encode((certs / "admin.crt").read_bytes()).decode(),
+            "client-key-data": base64.b64encode((certs / "admin.key").read_bytes()).decode()}
+    path = write_kubeconfig(tmp_path, user)
+    (tmp_path / "ca.crt").write_bytes((certs / "ca.crt").read_bytes())
+    kube = Kube.from_kubeconfig(path)
+    with kube.client() as one, kube.client() as two:
+        assert one is not two
+        assert list(scratch.iterdir()) == []  # nothing in the temporary directory, ever
+    assert kube.config.user is not None and kube.config.user.client_key_data is None
+    assert str(kube.config.user.client_key).startswith("/proc/self/fd/")  # a memfd: never on a disk
+
+
+def test_a_token_and_a_ca_make_a_client_for_each_thread(tmp_path: Path) -> None:
+    certs = pki.make(tmp_path / "pki")
+    kube = Kube.from_token("https://127.0.0.1:6443", "t0k", certs / "ca.crt")
+    assert kube.server == "https://127.0.0.1:6443"
+    one, two = kube.client(), kube.client()
+    try:
+        assert one is not two
+    finally:
+        one.close()
+        two.close()
+
+
+def test_pods_and_nodes_are_plain_dicts() -> None:
+    pod = Pod.from_dict({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": ""}})
+    node = Node.from_dict({"metadata": {"name": "n"}})
+    assert isinstance(pod, dict) and pod["spec"] == {"nodeName": ""} and pod.metadata.namespace == "ns"
+    assert isinstance(node, dict) and node["metadata"]["name"] == "n"
+
+
+class Creates:
+    """A client whose create answers with the given status (None: created)."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status, self.created = status, []  # type: tuple[int | None, list[Any]]
+
+    def create(self, obj: Any) -> Any:
+        self.created.append(obj)
+        if self.status is not None:
+            raise ApiError(status=Status(code=self.status, message="no"))
+        return obj
+
+
+@pytest.mark.parametrize(("status", "raises"), [(None, False), (409, False), (403, True), (500, True)])
+def test_ensure_namespace_is_fine_with_one_that_exists(status: int | None, raises: bool) -> None:
+    client = Creates(status)
+    if raises:
+        with pytest.raises(httpx2.HTTPError):
+            ensure_namespace(client, "ns")  # type: ignore[arg-type]
+    else:
+        ensure_namespace(client, "ns")  # type: ignore[arg-type]
+    assert [obj.metadata.name for obj in client.created] == ["ns"]
