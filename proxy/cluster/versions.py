@@ -17,6 +17,11 @@ YUNIKORN_REPLACES = {
     "github.com/apache/yunikorn-scheduler-interface": "v1.9.0",
 }
 YUNIKORN_NOSUMDB = "github.com/apache/yunikorn-k8shim"
+# What the v1.9.0 shim pins for them: a source tree that pins the same gets the same substitution.
+YUNIKORN_REFUSED_PINS = {
+    "github.com/apache/yunikorn-core": "v1.9.0-1",
+    "github.com/apache/yunikorn-scheduler-interface": "v1.9.0-0",
+}
 # KWOK: fake Nodes and the lifecycle of pods on them, as in the seed's reproduction (kind + KWOK).
 # v0.7.0 is the newest release the module proxy serves; its go.mod has no replace directives.
 KWOK = "v0.7.0"
