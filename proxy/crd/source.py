@@ -43,6 +43,13 @@ TICK_SECONDS = 1.0  # TTLs, control-plane overrides and counters are looked at t
 MAX_BACKOFF_SECONDS = 30.0
 
 
+def describe_error(e: BaseException) -> str:
+    """An apiserver refusal by its code and reason, anything else by its type and message."""
+    if isinstance(e, ApiError):
+        return f"{e.status.code} {e.status.reason}: {e.status.message}"
+    return f"{type(e).__name__}: {e}"
+
+
 class _Informer(Informer):
     """An informer that counts its relists and the watch errors that caused them."""
 
@@ -61,7 +68,8 @@ class ClusterSource:
     """Two informers, a reconcile loop and a status writer, as tasks on the running loop."""
 
     def __init__(self, kube: Kube, runtime: Runtime, identity: ProxyIdentity, namespace: str,
-                 status_interval: float = 5.0, wall: Callable[[], float] = time.time) -> None:
+                 status_interval: float = 5.0, wall: Callable[[], float] = time.time,
+                 retry_seconds: float = 1.0) -> None:
         self.kube = kube
         self.runtime = runtime
         self.identity = identity
@@ -70,6 +78,7 @@ class ClusterSource:
         self.reconciler = Reconciler(runtime, identity, wall)
         self.throttle = StatusThrottle(identity.name, status_interval)
         self._wall = wall
+        self.retry_seconds = retry_seconds
         self._client: AsyncClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
@@ -100,7 +109,7 @@ class ClusterSource:
     async def _keep(self, informer: Informer, resource: str) -> None:
         """Run an informer for good: any error but a 410 (the informer relists on those itself) ends
         it; it starts again, with a relist, after a backoff."""
-        backoff = 1.0
+        backoff = self.retry_seconds
         while True:
             relists = informer.relists
             try:
@@ -109,10 +118,10 @@ class ClusterSource:
                 raise
             except Exception as e:  # the apiserver gone, a 403, a broken stream: retry, say so
                 self.counts["watchErrors"] += 1
-                self.last_error = f"{resource}: {type(e).__name__}: {e}"[:1000]
+                self.last_error = f"{resource}: {describe_error(e)}"[:1000]
                 self.runtime.note("cluster-watch-error", resource=resource, error=self.last_error)
                 if informer.relists > relists:
-                    backoff = 1.0
+                    backoff = self.retry_seconds
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
@@ -150,7 +159,7 @@ class ClusterSource:
             self.counts["statusWriteErrors"] += 1
             gone = isinstance(e, ApiError) and e.status.code == 404
             if not gone:
-                self.last_error = f"status of {write.key[0]}/{write.key[1]}: {e}"[:1000]
+                self.last_error = f"status of {write.key[0]}/{write.key[1]}: {describe_error(e)}"[:1000]
                 log.warning("could not write the status of FaultActivation %s/%s: %s", *write.key, e)
             return False
         self.counts["statusWrites"] += 1
