@@ -75,9 +75,27 @@ class Engine:
             )
             for r in profile.spec.rules
         ]
-        self._triggered = [s for s in self._rules if s.trigger is not None]
+        self._triggered = [s for s in self._rules if s.trigger is not None and not self._on_answers(s)]
+        self._answered = [s for s in self._rules if s.trigger is not None and self._on_answers(s)]
         # expire with failRelist: the next LIST of the same resource fails too (key → rule state)
         self._relist_failures: dict[tuple[str, str, str], _RuleState] = {}
+
+    @staticmethod
+    def _on_answers(s: _RuleState) -> bool:
+        return s.rule.when.trigger is not None and s.rule.when.trigger.answered
+
+    @property
+    def counts_answers(self) -> bool:
+        """Whether a rule's trigger counts answered requests (see `answered`)."""
+        return bool(self._answered)
+
+    def answered(self, ident: RequestIdentity, status: int) -> None:
+        """The apiserver answered a request: feed the triggers that count 2xx answers."""
+        if 200 <= status < 300:
+            for s in self._answered:
+                assert s.trigger is not None
+                if s.trigger(ident):
+                    s.triggered += 1
 
     def decide(self, ident: RequestIdentity, now: float) -> Decision | None:
         """The decision for one request, or None to pass it through untouched."""

@@ -40,6 +40,9 @@ class Trigger(StrictModel):
 
     match: Selector
     count: Annotated[int, Field(ge=1)]
+    answered: bool = Field(
+        False, description="count only matching requests the apiserver answered with a 2xx (e.g. bind "
+                           "successes), not requests as they arrive")
 
 
 class When(StrictModel):

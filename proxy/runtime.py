@@ -158,6 +158,12 @@ class Runtime:
             return None
         return active.engine.decide(ident, now)
 
+    def answered(self, ident: RequestIdentity, status: int) -> None:
+        """The apiserver's answer to a request that passed through (triggers counting answers)."""
+        active = self.active
+        if active is not None and active.engine.counts_answers:
+            active.engine.answered(ident, status)
+
     def performed(self, decision: Decision, ident: RequestIdentity, **outcome: Any) -> None:
         """Count and journal an injection once it has been carried out."""
         key = (decision.profile, decision.rule, decision.fault)

@@ -119,6 +119,10 @@ class FaultAddon:
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         self._request_ended(flow)
         decision: Decision | None = flow.metadata.get(DECISION)
+        answered: RequestIdentity | None = flow.metadata.get(IDENT)
+        if answered is not None and flow.response is not None and not answered.watch and (
+                decision is None or not decision.plan.before):  # the apiserver's own answer
+            self.runtime.answered(answered, flow.response.status_code)
         if decision is None or not decision.plan.after or flow.response is None:
             self._count_bind(flow)
             return None

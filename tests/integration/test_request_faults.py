@@ -231,3 +231,15 @@ def test_an_unreadable_binding_body_is_decided_counted_and_journaled_once(
     noted = [r for r in everything if r["event"] == "request-unparsable"
              and r["kind"] == "binding body: JSON nested too deep"]
     assert len(noted) == 1
+
+
+def test_a_trigger_on_answers_arms_after_the_nth_success_not_the_nth_arrival(h2: httpx.Client,
+                                                                            control: httpx.Client) -> None:
+    taken = pod()
+    assert bind(h2, taken).status_code == 201  # already bound: its next Binding is a 409, not a success
+    activate(control, "after-answers", [{"name": "r", "match": BIND, "fault": {"abort": {"status": 503}},
+                                         "when": {"trigger": {"match": BIND, "count": 3, "answered": True}}}])
+    seen = [bind(h2, taken).status_code]  # arrives, answered 409: counts for nothing
+    seen += [bind(h2, pod()).status_code for _ in range(5)]
+    assert seen == [409, 201, 201, 201, 503, 503]
+    assert control.get("/v1/stats").json()["rules"]["r"]["triggerSeen"] == 3

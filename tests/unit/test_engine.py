@@ -198,3 +198,28 @@ def test_outage_trigger_at_the_nth_bind() -> None:
                                                            "maxInjections": 1},
                 "fault": {"outage": {"seconds": 10}}})
     assert injected(e, binds(400)) == [200]
+
+
+def test_an_answered_trigger_counts_2xx_answers_not_arrivals() -> None:
+    e = engine({"name": "o", "match": BIND_MATCH,
+                "when": {"trigger": {"match": BIND_MATCH, "count": 3, "answered": True}, "maxInjections": 1},
+                "fault": {"outage": {"seconds": 10}}})
+    assert e.counts_answers
+    sent = binds(10)
+    assert injected(e, sent[:6]) == []  # six sent, none answered yet: not armed
+    e.answered(sent[0], 201)
+    e.answered(sent[1], 409)  # not a success
+    e.answered(get_pod("x"), 200)  # not a match
+    e.answered(sent[2], 201)
+    assert injected(e, sent[6:7]) == []
+    e.answered(sent[3], 201)  # the third success arms it
+    assert injected(e, sent[7:10]) == [1]
+    assert e.counters()["o"]["triggerSeen"] == 3
+
+
+def test_a_plain_trigger_ignores_answers() -> None:
+    e = engine({"name": "o", "match": BIND_MATCH, "when": {"trigger": {"match": BIND_MATCH, "count": 2}},
+                "fault": ABORT})
+    assert not e.counts_answers
+    e.answered(bind("a"), 201)
+    assert injected(e, binds(3)) == [2, 3]

@@ -26,7 +26,12 @@ def test_shipped_scenarios_are_valid() -> None:
 
 def test_the_founding_scenario() -> None:
     s = load_scenario(ROOT / "scenarios" / "yunikorn-3355.yaml")
-    assert s.spec.timeline[0].activate == "apiserver-outage-at-bind-200"
+    assert s.spec.timeline[0].activate == "apiserver-outage-after-200-binds"
+    from proxy.library import load_dir
+
+    outage = load_dir(ROOT / "fault_profiles")[str(s.spec.timeline[0].activate)].profile
+    trigger = outage.spec.rules[0].when.trigger
+    assert trigger is not None and trigger.answered and trigger.count == 200  # mid-wave: after 200 answered
     assert s.spec.expect["yunikorn"].verdict == "violations"
     assert s.spec.expect["kube-scheduler"].verdict == "clean"
 

@@ -61,17 +61,17 @@ CASES: list[tuple[str, Callable[[], str], str]] = [
 def test_hostile_documents_are_refused_cheaply(make: Callable[[], str], expected: str) -> None:
     text = make()
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()  # CPU spent, not wall time: other work on the machine does not count
     try:
         with pytest.raises(ProfileError) as e:
             load_text(text, "p.yaml")
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert any(expected in str(p) for p in e.value.problems), str(e.value)
     assert "\n" not in "".join(str(p) for p in e.value.problems)
-    # generous bounds (shared 2-core machine, tracemalloc slows things ~3x); the bomb used 3 GB
+    # generous bounds (tracemalloc slows things ~3x); the bomb used 16 s of CPU and 3 GB
     assert elapsed < 3.0, elapsed
     assert peak < 60 * 2**20 + 30 * len(text), peak
 
