@@ -83,7 +83,11 @@ class ClusterSource:
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
         self.synced = asyncio.Event()
-        self.counts = {"relists": 0, "watchErrors": 0, "statusWrites": 0, "statusWriteErrors": 0}
+        # statusWritesGone: the activation was deleted before its status write (a race, or a missed
+        # DELETED event the next relist finds); statusWriteErrors: every other failed write, of which
+        # statusWriteRefusals were answered by the apiserver (a 403, a 422), the rest never answered.
+        self.counts = {"relists": 0, "watchErrors": 0, "statusWrites": 0, "statusWritesGone": 0,
+                       "statusWriteErrors": 0, "statusWriteRefusals": 0}
         self.last_error: str | None = None
         self.profiles: Informer | None = None
         self.activations: Informer | None = None
@@ -98,7 +102,12 @@ class ClusterSource:
 
     async def start(self) -> None:
         """Start listing and watching (returns at once; `synced` is set after both first lists)."""
-        self._client = client = self.kube.async_client(http2=True)
+        # HTTP/1.1, a connection per request in flight: on one HTTP/2 connection, httpcore lets a
+        # stream's reader hold the connection's read lock while it waits on the socket, so a status
+        # patch whose answer had already arrived waited behind an idle watch (seen on the real
+        # apiserver: the patch task parked in aread, its stream's events queued, for as long as
+        # neither watch got an event). Two watches and the patches: three connections.
+        self._client = client = self.kube.async_client(http2=False)
         self.profiles = _Informer(client, FaultProfileObject, self.namespace, self._changed, self._relisted)
         self.activations = _Informer(client, FaultActivationObject, self.namespace, self._changed, self._relisted)
         loop = asyncio.get_running_loop()
@@ -156,11 +165,13 @@ class ClusterSource:
             await self._client.patch(FaultActivationObject.Status, write.key[1], body, namespace=write.key[0],
                                      patch_type=PatchType.APPLY, field_manager=self.field_manager, force=True)
         except (ApiError, HTTPError) as e:
+            if isinstance(e, ApiError) and e.status.code == 404:
+                self.counts["statusWritesGone"] += 1
+                return False
             self.counts["statusWriteErrors"] += 1
-            gone = isinstance(e, ApiError) and e.status.code == 404
-            if not gone:
-                self.last_error = f"status of {write.key[0]}/{write.key[1]}: {describe_error(e)}"[:1000]
-                log.warning("could not write the status of FaultActivation %s/%s: %s", *write.key, e)
+            self.counts["statusWriteRefusals"] += isinstance(e, ApiError)
+            self.last_error = f"status of {write.key[0]}/{write.key[1]}: {describe_error(e)}"[:1000]
+            log.warning("could not write the status of FaultActivation %s/%s: %s", *write.key, describe_error(e))
             return False
         self.counts["statusWrites"] += 1
         self.throttle.wrote(write, self._wall())

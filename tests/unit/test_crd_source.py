@@ -10,7 +10,7 @@ from typing import Any
 from lightkube.models.meta_v1 import Status
 from lightkube.types import PatchType
 
-from proxy.cluster.kubeapi import ApiError
+from proxy.cluster.kubeapi import ApiError, TransportError
 from proxy.crd import API_VERSION
 from proxy.crd.reconciler import ProxyIdentity, rfc3339
 from proxy.crd.source import ClusterSource, FaultActivationObject, FaultProfileObject
@@ -21,6 +21,7 @@ from tests.unit.helpers import BIND_MATCH
 
 EXPIRED = ApiError(status=Status(code=410, reason="Expired", message="too old resource version: 1 (20)"))
 FORBIDDEN = ApiError(status=Status(code=403, reason="Forbidden", message="no"))
+GONE = ApiError(status=Status(code=404, reason="NotFound", message="not found"))
 
 
 def meta(name: str, rv: int, uid: str | None = None) -> dict[str, Any]:
@@ -54,6 +55,7 @@ class FakeClient:
         self.lists, self.watches = lists, watches
         self.calls: list[tuple[str, str]] = []
         self.patches: list[dict[str, Any]] = []
+        self.patch_errors: list[Exception] = []  # raised by the next patches, in order
         self.closed = False
 
     def list(self, resource: Any, **scope: Any) -> Listing:
@@ -78,6 +80,8 @@ class FakeClient:
 
     async def patch(self, resource: Any, name: str, obj: Any, **params: Any) -> Any:
         self.calls.append(("patch", f"{resource._api_info.plural}/{resource._api_info.action}"))
+        if self.patch_errors:
+            raise self.patch_errors.pop(0)
         self.patches.append({"resource": resource, "name": name, "obj": obj, **params})
         return obj
 
@@ -92,7 +96,7 @@ class FakeKube:
         self._client = client
 
     def async_client(self, http2: bool = False) -> FakeClient:
-        assert http2
+        assert not http2  # one connection per request in flight (see ClusterSource.start)
         return self._client
 
 
@@ -190,3 +194,20 @@ def test_an_invalid_object_from_the_watch_is_reported_and_changes_nothing() -> N
     _source, runtime = run(client, steps)
     assert [r["event"] for r in runtime.journal.since(0)] == ["activate", "cluster-profile-invalid"]
     assert runtime.active is not None and runtime.active.engine.epoch == 1  # the old profile stays
+
+
+def test_failed_status_writes_are_told_apart_and_retried() -> None:
+    """A 404 (the activation went meanwhile) is not an error; a refusal and a lost connection are, and
+    only the refusal was answered by the apiserver; the entry is written at the next tick."""
+    client = FakeClient({FaultProfileObject: [([fail_profile()], "10")], FaultActivationObject: [([activation()], "10")]},
+                        {FaultProfileObject: [], FaultActivationObject: []})
+    client.patch_errors = [GONE, FORBIDDEN, TransportError("connection closed")]
+
+    async def steps(source: ClusterSource, runtime: Runtime) -> None:
+        await until("written after three failures", lambda: bool(client.patches), timeout=10)
+
+    source, _runtime = run(client, steps)
+    counts = {k: source.counts[k] for k in ("statusWrites", "statusWritesGone", "statusWriteErrors",
+                                            "statusWriteRefusals")}
+    assert counts == {"statusWrites": 2, "statusWritesGone": 1, "statusWriteErrors": 2, "statusWriteRefusals": 1}
+    assert source.last_error == "status of ns/act: TransportError: connection closed"
