@@ -234,7 +234,11 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
                                        f"{real_node or 'no node'}", (ref,)))
     assumed = int((cache.get("statistics") or {}).get("assumed", 0))
     if assumed and namespace is None:
-        out.append(Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"))
+        refs = sorted(ref for ref, info in (cache.get("schedulingState") or {}).items() if info.get("assumed"))
+        named = [f"{ref} ({(by_ref.get(ref) or {}).get('status', {}).get('phase', 'gone')})" for ref in refs[:5]]
+        out.append(Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"
+                                   + (f": {', '.join(named)}{', …' if len(refs) > 5 else ''}" if named else ""),
+                             tuple(refs)))
     return out
 
 

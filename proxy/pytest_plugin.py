@@ -31,6 +31,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "nodes": ("string", "with cluster: how many fake nodes (default: 20)"),
     "keep": ("bool", "keep the local control plane running after the session"),
     "token": ("string", "bearer token for the control plane"),
+    "yunikorn-patch": ("string", "with cluster and yunikorn: v1.9.0 with this unified diff applied (cached by hash)"),
+    "yunikorn-source": ("string", "with cluster and yunikorn: built from this yunikorn-k8shim checkout"),
 }
 JOURNAL_TAIL = 12
 
@@ -47,6 +49,8 @@ class PluginConfig:
     nodes: int
     keep: bool
     token: str | None
+    yunikorn_patch: Path | None = None
+    yunikorn_source: Path | None = None
 
 
 CONFIG_KEY: pytest.StashKey[PluginConfig] = pytest.StashKey()
@@ -58,16 +62,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         flag = f"--kube-fault-proxy-{name}"
         if kind == "bool":
             group.addoption(flag, action="store_true", default=None, help=help_text)
-            parser.addini(f"kube_fault_proxy_{name}", help_text, type="bool")
+            parser.addini(_ini(name), help_text, type="bool")
         else:
             group.addoption(flag, default=None, help=help_text)
-            parser.addini(f"kube_fault_proxy_{name}", help_text, type="string")
+            parser.addini(_ini(name), help_text, type="string")
+
+
+def _ini(name: str) -> str:
+    return f"kube_fault_proxy_{name.replace('-', '_')}"
 
 
 def _merged(config: pytest.Config) -> PluginConfig:
     def get(name: str) -> Any:
         flag = config.getoption(f"--kube-fault-proxy-{name}")
-        return flag if flag is not None else config.getini(f"kube_fault_proxy_{name}")
+        return flag if flag is not None else config.getini(_ini(name))
+
+    def path(name: str) -> Path | None:
+        """A flag's path is the shell's (cwd); an ini option's is relative to the ini file."""
+        flag = config.getoption(f"--kube-fault-proxy-{name}")
+        if flag:
+            return Path(flag).resolve()
+        ini = config.getini(_ini(name))
+        return ((config.inipath.parent if config.inipath else config.rootpath) / ini).resolve() if ini else None
 
     kubeconfig = get("kubeconfig")
     return PluginConfig(
@@ -79,6 +95,8 @@ def _merged(config: pytest.Config) -> PluginConfig:
         nodes=int(get("nodes") or 20),
         keep=bool(get("keep")),
         token=get("token") or os.environ.get("KFP_CONTROL_TOKEN") or None,
+        yunikorn_patch=path("yunikorn-patch"),
+        yunikorn_source=path("yunikorn-source"),
     )
 
 
@@ -227,7 +245,8 @@ def kfp_cluster(kfp_config: PluginConfig) -> Iterator[Any]:
 
     state = Path(tempfile.mkdtemp(prefix="kfp-pytest-cluster-"))
     c = up(Options(state_dir=state, nodes=kfp_config.nodes, scheduler=kfp_config.scheduler, proxy=True,
-                   profiles_dir=kfp_config.profiles))
+                   profiles_dir=kfp_config.profiles, yunikorn_patch=kfp_config.yunikorn_patch,
+                   yunikorn_source=kfp_config.yunikorn_source))
     yield c
     if not kfp_config.keep:
         down(c.dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def timeline_svg(run: dict[str, Any]) -> str:
         parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
     verdict = run["check"].get("verdict", "?")
     broken = [k for k, v in run["check"].get("invariants", {}).items() if not v["holds"]]
-    title = (f'{run["scenario"]} · {run["scheduler"]} · seed {run["seed"]} · {verdict}'
+    title = (f'{run["scenario"]} · {run.get("build") or run["scheduler"]} · seed {run["seed"]} · {verdict}'
              + (f' ({", ".join(broken)})' if broken else ""))
     met = run.get("met")
     parts.append(f'<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{_esc(title)}</text>')
@@ -126,6 +127,7 @@ def run_markdown(run: dict[str, Any], table: str) -> str:
     lines = [f"## {run['scheduler']} · seed {run['seed']}", "",
              f"- verdict: **{c['verdict']}**" + ("" if run.get("met") is None else
                                                   f" ({'as expected' if run['met'] else 'NOT as expected'})"),
+             *([f"- build: {run['build']}"] if run.get("build") else []),
              f"- load: {run['load'].get('created')} pods created at {run['load'].get('ratePerSecond')}/s",
              "- counts: " + ", ".join(f"{k} {v}" for k, v in c["counts"].items()),
              "- steps: " + "; ".join(f"{s['t']}s {s['did']}" for s in run.get("steps", [])),
@@ -147,7 +149,8 @@ def write_run(directory: Path, run: dict[str, Any], table: str) -> None:
 
 
 SUMMARY_HEADERS = ("scheduler", "seed", "verdict", "as expected", "pods", "bound", "stranded", "phantom allocs",
-                   "broken invariants", "binds ok (before outage) / failed / committed unanswered", "seconds")
+                   "broken invariants", "binds ok (before outage) / failed / committed unanswered", "seconds",
+                   "build")
 
 
 def _bind_cell(b: dict[str, Any]) -> str:
@@ -167,7 +170,7 @@ def summary_rows(runs: list[dict[str, Any]], no: str = "**no**") -> list[tuple[o
         met = {True: "yes", False: no, None: "-"}[r.get("met")]
         rows.append((r["scheduler"], r["seed"], r["check"]["verdict"], met, counts.get("pods"), counts.get("bound"),
                      inv.get("stranded", {}).get("violations", 0), counts.get("phantomAllocations", "-"), broken,
-                     _bind_cell(r.get("binds") or {}), r["seconds"]))
+                     _bind_cell(r.get("binds") or {}), r["seconds"], r.get("build") or "-"))
     return rows
 
 
@@ -175,7 +178,13 @@ def write_summary_text(runs: list[dict[str, Any]]) -> str:
     """The side-by-side table over every run, as Markdown."""
     head = "| " + " | ".join(SUMMARY_HEADERS) + " |\n" + "|---" * len(SUMMARY_HEADERS) + "|"
     rows = ["| " + " | ".join(str(cell) for cell in row) + " |" for row in summary_rows(runs)]
-    return "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
+    text = "\n".join([f"# {runs[0]['scenario'] if runs else 'scenario'}", "", head, *rows, ""])
+    builds = [r.get("build") or r["scheduler"] for r in runs]
+    if len(set(builds)) > 1 and len(set(builds)) == len(builds):
+        text += "\n## Side by side\n\n" + compare_table(runs) + "\n"
+    elif len(set(builds)) > 1:
+        text += "\n## Per build\n\n" + per_build_table(runs) + "\n"
+    return text
 
 
 def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
@@ -185,3 +194,65 @@ def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
         f"- [{r['scheduler']} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
     (directory / "report.json").write_text(json.dumps({"runs": runs}, indent=1))
     return text
+
+
+def column_name(run: dict[str, Any]) -> str:
+    """A run's column heading: the scheduler, and for a YuniKorn build its version and patch."""
+    build = str(run.get("build") or run["scheduler"])
+    name, _, version = build.partition(" ")
+    pretty = {"kube-scheduler": "kube-scheduler", "yunikorn": "YuniKorn"}.get(name, name)
+    if name == "kube-scheduler" or not version:
+        return pretty
+    return f"{pretty} {re.sub(r'-[0-9a-f]{12}$', '', version).replace('+', ' + ', 1)}"
+
+
+def compare_table(runs: list[dict[str, Any]]) -> str:
+    """One column per run (kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 + a fix, …): the verdict
+    and the numbers that make it, as Markdown."""
+    def cell(r: dict[str, Any], key: str) -> str:
+        c, inv = r["check"], r["check"]["invariants"]
+        match key:
+            case "verdict":
+                return f"**{c['verdict']}**"
+            case "as expected":
+                return {True: "yes", False: "**no**", None: "-"}[r.get("met")]
+            case "stranded":
+                return str(inv.get("stranded", {}).get("violations", 0))
+            case "phantom allocations":
+                return str(c["counts"].get("phantomAllocations", "-"))
+            case "broken invariants":
+                return ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
+            case "seconds":
+                return str(r["seconds"])
+            case "build":
+                return f"`{r['build'].partition(' ')[2]}`" if r.get("build") else "-"
+        return str(c["counts"].get(key, "-"))
+
+    keys = ["verdict", "as expected", "pods", "bound", "stranded", "phantom allocations", "broken invariants",
+            "seconds", "build"]
+    head = "| | " + " | ".join(f"{column_name(r)} (seed {r['seed']})" for r in runs) + " |"
+    rule = "|---|" + "---|" * len(runs)
+    return "\n".join([head, rule, *(f"| {k} | " + " | ".join(cell(r, k) for r in runs) + " |" for k in keys)])
+
+
+def per_build_table(runs: list[dict[str, Any]]) -> str:
+    """One row per build over its runs: how many met the expectation, stranded pods and phantom
+    allocations per run, and how often each invariant broke."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(str(r.get("build") or r["scheduler"]), []).append(r)
+    rows = ["| build | runs | as expected | stranded per run | phantom allocs per run | broken invariants (runs) |",
+            "|---|---|---|---|---|---|"]
+    for name, rs in groups.items():
+        met = sum(1 for r in rs if r.get("met"))
+        expected = f"{met}/{len(rs)}" if any(r.get("met") is not None for r in rs) else "-"
+        stranded = ", ".join(str(r["check"]["invariants"].get("stranded", {}).get("violations", 0)) for r in rs)
+        phantoms = ", ".join(str(r["check"]["counts"].get("phantomAllocations", "-")) for r in rs)
+        broken: dict[str, int] = {}
+        for r in rs:
+            for k, v in r["check"]["invariants"].items():
+                if not v["holds"]:
+                    broken[k] = broken.get(k, 0) + 1
+        rows.append(f"| `{name}` | {len(rs)} | {expected} | {stranded} | {phantoms} | "
+                    + (", ".join(f"{k} ({n})" for k, n in broken.items()) or "-") + " |")
+    return "\n".join(rows)

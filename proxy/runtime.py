@@ -63,8 +63,11 @@ class Runtime:
         wall: Callable[[], float],
         schedule: Schedule | None = None,
         new_seed: Callable[[], int] = lambda: secrets.randbits(31),
+        scheduler_build: str | None = None,
     ) -> None:
         self.library = library
+        # The scheduler under test's exact build (serve --scheduler-build), named in every activation record.
+        self.scheduler_build = scheduler_build
         self.journal = journal
         self.clock = clock
         self._wall = wall
@@ -109,7 +112,7 @@ class Runtime:
         self.active = Activation(engine, now, self._wall(), ttl_seconds)
         self.journal.append(
             "activate", profile=name, epoch=self.epoch, seed=seed, ttlSeconds=ttl_seconds,
-            source=source, **details,
+            source=source, **({"build": self.scheduler_build} if self.scheduler_build else {}), **details,
         )
         if ttl_seconds is not None and self._schedule is not None:
             epoch = self.epoch

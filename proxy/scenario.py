@@ -6,13 +6,16 @@ from pathlib import Path
 from typing import Annotated, Literal, Self
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from proxy.profile import NAME_PATTERN
 from proxy.profile_loader import Problem, ProfileError, compose, problem_from, read_text
 from proxy.strict import Duration, StrictModel
 
 Scheduler = Literal["kube-scheduler", "yunikorn"]
+# An expectation is for a scheduler, or for one build of it: `yunikorn+<patch name>` is YuniKorn
+# v1.9.0 with patches/…/<patch name>.patch (`--yunikorn-patch`), `yunikorn+src-<dir>` a source tree.
+ExpectFor = Annotated[str, StringConstraints(pattern=r"^(kube-scheduler|yunikorn)(\+[A-Za-z0-9._-]+)?$")]
 Invariant = Literal["stranded", "missing-node", "I1", "I2", "I3", "I4", "I5"]
 
 
@@ -67,6 +70,14 @@ class Expectation(StrictModel):
 
     verdict: Literal["clean", "violations"]
     invariants: list[Invariant] = Field(default_factory=list, description="with violations: these must fail")
+    mayBreak: list[Invariant] = Field(default_factory=list, description=(
+        "with clean: these may fail without failing the expectation (a leftover known not to be the bug under test)"))
+
+    @model_validator(mode="after")
+    def _may_break_only_when_clean(self) -> Self:
+        if self.mayBreak and self.verdict != "clean":
+            raise ValueError("mayBreak goes with verdict clean")
+        return self
 
 
 class ScenarioSpec(StrictModel):
@@ -76,7 +87,16 @@ class ScenarioSpec(StrictModel):
     load: LoadSpec = LoadSpec()
     timeline: list[Step] = Field(default_factory=list)
     settle: Settle = Settle()
-    expect: dict[Scheduler, Expectation] = Field(default_factory=dict)
+    expect: dict[ExpectFor, Expectation] = Field(
+        default_factory=dict, description="per scheduler (kube-scheduler, yunikorn) or build (yunikorn+<patch name>)")
+
+    def schedulers(self) -> list[str]:
+        """The schedulers the expectations are about, in order (a build counts for its scheduler)."""
+        return list(dict.fromkeys(key.split("+")[0] for key in self.expect))
+
+    def expectation(self, scheduler: str, variant: str | None = None) -> Expectation | None:
+        """What the run must show; a build has only its own expectation, never the release's."""
+        return self.expect.get(f"{scheduler}+{variant}" if variant else scheduler)
 
 
 class ScenarioMeta(StrictModel):

@@ -11,6 +11,27 @@ from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
 
+ALIASES = {"yunikorn": "yunikorn-scheduler"}
+
+
+def _build(args: argparse.Namespace) -> int:
+    names = [ALIASES.get(n, n) for n in args.components] or list(build.ALL)
+    unknown = [n for n in names if n not in build.ALL]
+    if unknown:
+        print(f"kube-fault-proxy cluster build: no component {', '.join(unknown)} "
+              f"(there are: yunikorn, {', '.join(build.ALL)})", file=sys.stderr)
+        return USAGE
+    overrides = {}
+    if args.patch is not None or args.source is not None:
+        if args.components and names != ["yunikorn-scheduler"]:
+            print("kube-fault-proxy cluster build: --patch and --source build yunikorn only", file=sys.stderr)
+            return USAGE
+        names = ["yunikorn-scheduler"]
+        overrides["yunikorn-scheduler"] = build.yunikorn(args.patch, args.source)
+    for name, path in build.build_all(names, overrides=overrides).items():
+        print(f"{name}: {path}")
+    return OK
+
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch one cluster action."""
@@ -18,15 +39,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         match args.cluster_command:
             case "build":
-                for name, path in build.build_all(args.components or list(build.ALL)).items():
-                    print(f"{name}: {path}")
+                return _build(args)
             case "up":
                 t0 = time.monotonic()
                 print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
                 c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
                                profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
                                apiserver_max_streams=args.apiserver_max_streams,
-                               proxy_max_streams=args.proxy_max_streams))
+                               proxy_max_streams=args.proxy_max_streams,
+                               yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
                       file=sys.stderr)
                 print(env(c.dir))
@@ -41,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 print(env(state_dir))
     except build.BuildError as e:
         print(f"kube-fault-proxy cluster: build failed: {e}", file=sys.stderr)
-        return FAILED
+        return USAGE if isinstance(e, build.BuildInputError) else FAILED
     except ClusterError as e:
         print(f"kube-fault-proxy cluster: {e}", file=sys.stderr)
         return USAGE if "must be one of" in str(e) else FAILED

@@ -38,6 +38,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrent-streams", type=int, default=4096, metavar="N",
                    help="HTTP/2 streams a client may have open on one connection (default 4096; "
                         "kube-apiserver's default is 100, see README)")
+    p.add_argument("--scheduler-build", metavar="TEXT",
+                   help="the scheduler under test's exact build, recorded in proxy-start and every activate record")
     p.add_argument("--read-header-timeout", default="32s", metavar="DURATION",
                    help="close a client connection that has not sent a whole request this long after "
                         "connecting (default 32s, as kube-apiserver; 0s: never)")
@@ -101,6 +103,14 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     sub.add_parser("env", help="shell exports (KUBECONFIG, KFP_CONTROL_URL, …)")
     b = sub.add_parser("build", help="build (or reuse) the real components from the Go module proxy")
     b.add_argument("components", nargs="*", help="default: all")
+    b.add_argument("--patch", type=Path, metavar="FILE",
+                   help="yunikorn: apply this unified diff to a copy of the v1.9.0 shim (cached by its hash)")
+    b.add_argument("--source", type=Path, metavar="DIR",
+                   help="yunikorn: build this yunikorn-k8shim checkout (a replace directive; cached by its hash)")
+    u.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
+                   help="with --scheduler yunikorn: v1.9.0 with this unified diff applied (see `cluster build`)")
+    u.add_argument("--yunikorn-source", type=Path, metavar="DIR",
+                   help="with --scheduler yunikorn: built from this yunikorn-k8shim checkout")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -148,7 +148,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     journal_path = args.journal or paths.default_journal()
     journal = Journal(journal_path, time.time)
     runtime = Runtime(library, journal, time.monotonic, time.time,
-                      schedule=lambda delay, fn: loop.call_later(delay, fn))
+                      schedule=lambda delay, fn: loop.call_later(delay, fn), scheduler_build=args.scheduler_build)
     settings = mitm_server.ProxySettings(
         upstream=upstream, listen_host=listen_host, listen_port=listen_port,
         confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
@@ -168,8 +168,9 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     chost = f"[{control_host}]" if ":" in control_host else control_host
     control_url = f"http://{chost}:{control.port}"
     repaired = {"journalTornBytesCut": journal.torn_bytes} if journal.torn_bytes else {}
+    build = {"schedulerBuild": args.scheduler_build} if args.scheduler_build else {}
     journal.append("proxy-start", version=__version__, proxyUrl=proxy.url, upstream=upstream.url,
-                   profiles=library.names(), **repaired)
+                   profiles=library.names(), **repaired, **build)
     if args.profile:
         try:
             runtime.activate(args.profile, args.seed, source="startup")

@@ -52,6 +52,9 @@ class Options:
     # advertised limit. The same in both, so direct and proxied runs dial alike (README).
     apiserver_max_streams: int = 4096
     proxy_max_streams: int = 4096
+    # With scheduler yunikorn: v1.9.0 with this patch, or this yunikorn-k8shim checkout (build.yunikorn).
+    yunikorn_patch: Path | None = None
+    yunikorn_source: Path | None = None
 
 
 def default_state_dir() -> Path:
@@ -139,14 +142,20 @@ def up(opts: Options) -> Cluster:
     existing = Cluster(opts.state_dir)
     if any(alive(p["pid"]) for p in existing.state.get("processes", {}).values()):
         raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
+    if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
+        raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
     scheduler_binary = {"kube-scheduler": ["kube-scheduler"], "yunikorn": ["yunikorn-scheduler"]}
     needed = ["etcd", "kube-apiserver", *scheduler_binary.get(opts.scheduler, [])]
-    binaries = build.build_all(needed)
+    components = {**build.ALL, "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
+    binaries = build.build_all(needed, overrides=components)
     shutil.rmtree(opts.state_dir, ignore_errors=True)
     c = Cluster(opts.state_dir)
     c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes,
+               "builds": {n: components[n].version for n in needed},
+               "schedulerBuild": scheduler_build(opts.scheduler, components),
+               "schedulerVariant": components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
                "apiserverMaxStreams": opts.apiserver_max_streams,
                "proxyMaxStreams": opts.proxy_max_streams if opts.proxy else None}
     c.save()
@@ -156,6 +165,12 @@ def up(opts: Options) -> Cluster:
         down(opts.state_dir)
         raise
     return c
+
+
+def scheduler_build(scheduler: str, components: dict[str, build.Component]) -> str | None:
+    """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
+    binary = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}.get(scheduler)
+    return f"{scheduler} {components[binary].version}" if binary else None
 
 
 def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
@@ -272,6 +287,8 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
             "--max-concurrent-streams", str(opts.proxy_max_streams)]
     if opts.profile:
         argv += ["--profile", opts.profile]
+    if c.state.get("schedulerBuild"):
+        argv += ["--scheduler-build", c.state["schedulerBuild"]]
     pid = spawn(argv, log)
     c.record("kube-fault-proxy", pid, log)
     _wait("kube-fault-proxy", ready.exists, pid, log, opts.timeout)
@@ -345,7 +362,8 @@ def status(state_dir: Path) -> dict[str, Any]:
              for name, p in c.state.get("processes", {}).items()}
     return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()),
             "apiserver": c.state.get("apiserver"), "proxy": c.state.get("proxy"),
-            "scheduler": c.state.get("scheduler"), "yunikorn": c.state.get("yunikorn"),
+            "scheduler": c.state.get("scheduler"), "schedulerBuild": c.state.get("schedulerBuild"),
+            "builds": c.state.get("builds"), "yunikorn": c.state.get("yunikorn"),
             "nodes": c.state.get("nodes"), "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
 
 

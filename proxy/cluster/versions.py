@@ -17,3 +17,8 @@ YUNIKORN_REPLACES = {
     "github.com/apache/yunikorn-scheduler-interface": "v1.9.0",
 }
 YUNIKORN_NOSUMDB = "github.com/apache/yunikorn-k8shim"
+# What the v1.9.0 shim pins for them: a source tree that pins the same gets the same substitution.
+YUNIKORN_REFUSED_PINS = {
+    "github.com/apache/yunikorn-core": "v1.9.0-1",
+    "github.com/apache/yunikorn-scheduler-interface": "v1.9.0-0",
+}

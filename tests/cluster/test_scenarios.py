@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proxy.cli.scenarios import run_scenarios
+from proxy.cli.scenarios import DEMO_FIX, Contender, run_scenarios
+from proxy.cluster import build
 from tests.cluster.conftest import start_cluster, stop_cluster
 from tests.support.processes import ROOT
 
@@ -51,6 +52,31 @@ def test_yunikorn_strands_pods_with_phantom_allocations(tmp_path: Path) -> None:
                  for m in re.findall(r"^(\S+)\tERROR\t\S+\tclient/kubeclient\.go:127\t", log, re.MULTILINE)]
     assert failed_at, "YuniKorn logged no failed bind"
     assert max(failed_at) - start["time"] < 10, f"last failed bind {max(failed_at) - start['time']:.0f}s after the outage"
+
+
+def test_the_fix_closes_yunikorn_3355(tmp_path: Path) -> None:
+    """YuniKorn v1.9.0 built with the fix that closes it (docs/yunikorn-3355-fixes.md), on the same
+    scenario and seed as the v1.9.0 run above, which keeps showing the violations."""
+    fix = build.yunikorn(DEMO_FIX)
+    code, table, out = run_scenarios(SCENARIO, ["yunikorn"], 7, 1, tmp_path / "report", ROOT / "fault_profiles",
+                                     tmp_path / "state", yunikorn_builds=[Contender("yunikorn", patch=DEMO_FIX)])
+    name = f"yunikorn+{fix.variant}"
+    run = json.loads((out / f"{name}-seed-7" / "report.json").read_text())
+    assert code == 0 and run["met"] is True and run["expected"]["verdict"] == "clean", table
+    assert run["check"]["verdict"] == "clean" and run["check"]["counts"]["bound"] == 1000
+    assert run["check"]["counts"]["phantomAllocations"] == 0
+    # the exact build, named by the report, the proxy's journal, cluster status and YuniKorn itself
+    exact = f"yunikorn {fix.version}"
+    assert run["build"] == exact and exact in (out / "summary.md").read_text()
+    assert next(e for e in run["events"] if e["event"] == "activate")["build"] == exact
+    state = tmp_path / "state" / f"{name}-7"
+    status = kfp("cluster", "--state-dir", str(state), "status")
+    assert status.returncode == 1 and json.loads(status.stdout)["schedulerBuild"] == exact  # down after the run
+    log = (state / "logs" / "yunikorn.log").read_text()
+    assert f"Build info: version={fix.version.lstrip('v')} " in log
+    # the fault hit as hard as on v1.9.0: binds failed at the outage, and every pod was bound after all
+    failed = re.findall(r"^\S+\tERROR\t\S+\tclient/kubeclient\.go:127\t", log, re.MULTILINE)
+    assert failed, "YuniKorn logged no failed bind"
 
 
 def kfp(*args: str) -> subprocess.CompletedProcess[str]:

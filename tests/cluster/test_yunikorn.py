@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from proxy.cluster.control_plane import Cluster
-from tests.cluster.conftest import Control, all_running, api_client, create_pods, pods, wait_for
+from tests.cluster.conftest import Control, all_running, api_client, create_pods, kfp, pods, wait_for
 
 
 def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:
@@ -19,3 +21,10 @@ def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:
     queue = httpx.get(f"{c.state['yunikorn']}/ws/v1/partition/default/queue/root.default").json()
     assert queue["allocatedResource"]["pods"] == len(bound) == 200
     assert control.stats()["requests"] - before >= 200  # YuniKorn's binds went through the proxy
+
+
+def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster) -> None:
+    r = kfp("cluster", "--state-dir", str(yunikorn_cluster.dir), "status")
+    st = json.loads(r.stdout)
+    assert r.returncode == 0 and st["schedulerBuild"] == "yunikorn v1.9.0"
+    assert st["builds"] == {"etcd": "v3.6.16", "kube-apiserver": "v1.36.3", "yunikorn-scheduler": "v1.9.0"}

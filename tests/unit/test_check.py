@@ -120,6 +120,18 @@ def test_each_invariant_fails_on_its_own_symptom(mutate: Callable[[dict[str, Any
     assert got == expected
 
 
+def test_still_assumed_pods_are_named_when_the_dump_has_them() -> None:
+    doc = copy.deepcopy(load("clean"))
+    names = sorted(doc["cache"]["pods"])[:2]
+    doc["cache"]["statistics"]["assumed"] = 2
+    doc["cache"]["schedulingState"] = {names[0]: {"assumed": True}, names[1]: {"assumed": True},
+                                       "default/gone": {"assumed": False}}
+    (v,) = [v for v in evaluate(snapshot(doc), {"yunikorn"}).violations if v.invariant == "I5"]
+    phase = next(p for p in doc["pods"] if f"default/{p['metadata']['name']}" == names[0])["status"]["phase"]
+    assert v.objects == tuple(names)
+    assert v.message.startswith(f"2 pods are still assumed by the shim although the cluster is idle: {names[0]} ({phase}), ")
+
+
 def test_grace_period_and_room() -> None:
     doc = copy.deepcopy(load("clean"))
     unbind(doc)

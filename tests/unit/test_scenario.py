@@ -34,6 +34,8 @@ def test_the_founding_scenario() -> None:
     assert trigger is not None and trigger.answered and trigger.count == 200  # mid-wave: after 200 answered
     assert s.spec.expect["yunikorn"].verdict == "violations"
     assert s.spec.expect["kube-scheduler"].verdict == "clean"
+    assert s.spec.schedulers() == ["kube-scheduler", "yunikorn"]  # a build's expectation counts for its scheduler
+    assert s.spec.expectation("yunikorn", "no-such-patch") is None  # never the release's for a build
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,8 @@ def test_the_founding_scenario() -> None:
         ("spec:\n  cluster: {scheduler: volcano}\n", "spec.cluster.scheduler: Input should be 'kube-scheduler' or 'yunikorn'"),
         ("spec:\n  load: {count: 0}\n", "spec.load.count: Input should be greater than or equal to 1"),
         ("spec:\n  expect: {yunikorn: {verdict: broken}}\n", "spec.expect.yunikorn.verdict: Input should be 'clean' or 'violations'"),
+        ("spec:\n  expect: {yunikorn+fix: {verdict: violations, mayBreak: [I5]}}\n", "s.yaml:5:26: spec.expect.yunikorn+fix: mayBreak goes with verdict clean"),
+        ("spec:\n  expect: {yunikron+fix: {verdict: clean}}\n", "spec.expect.yunikron+fix.[key]: String should match pattern"),
         ("spec:\n  settle: {quiet: 10}\n", "spec.settle.quiet: a duration needs a unit"),
         ("spec:\n  loads: {}\n", "s.yaml:5:3: spec.loads: unknown field"),
     ],
@@ -60,7 +64,7 @@ def test_errors_name_position_and_path(tmp_path: Path, spec: str, expected: str)
 
 
 def report(*invariants: str) -> Report:
-    return Report(violations=[Violation(i, "x") for i in invariants], checked=["stranded", "I1", "I2"])
+    return Report(violations=[Violation(i, "x") for i in invariants], checked=["stranded", "I1", "I2", "I5"])
 
 
 @pytest.mark.parametrize(
@@ -68,6 +72,9 @@ def report(*invariants: str) -> Report:
     [
         (Expectation(verdict="clean"), report(), True),
         (Expectation(verdict="clean"), report("I2"), False),
+        (Expectation(verdict="clean", mayBreak=["I5"]), report(), True),
+        (Expectation(verdict="clean", mayBreak=["I5"]), report("I5"), True),
+        (Expectation(verdict="clean", mayBreak=["I5"]), report("I5", "I2"), False),
         (Expectation(verdict="violations", invariants=["I1", "I2"]), report("I1", "I2", "stranded"), True),
         (Expectation(verdict="violations", invariants=["I1", "I2"]), report("I2"), False),
         (Expectation(verdict="violations"), report(), False),
