@@ -72,7 +72,10 @@ def activation_crd() -> dict[str, Any]:
     columns = [{"name": "Profile", "type": "string", "jsonPath": ".spec.profile"},
                {"name": "Seed", "type": "integer", "jsonPath": ".spec.seed"},
                {"name": "TTL", "type": "integer", "jsonPath": ".spec.ttlSeconds"},
-               {"name": "Proxies", "type": "string", "jsonPath": ".status.proxies[*].name"}, _age()]
+               # kubectl prints one value per column (the apiserver's table takes a JSONPath's first
+               # result), so the column names the first proxy; -o yaml lists them all.
+               {"name": "First proxy", "type": "string", "jsonPath": ".status.proxies[0].name",
+                "description": "the first proxy in status.proxies"}, _age()]
     return _crd(ACTIVATION_KIND, "faultactivations", schema, columns, {"status": {}})
 
 

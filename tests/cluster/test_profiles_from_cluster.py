@@ -10,6 +10,7 @@ watches (dropped DELETED events, an expired re-watch) are injected by the relay 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import subprocess
 import time
@@ -247,6 +248,13 @@ def test_both_replicas_inject_on_apply_and_pass_through_on_delete(fleet: Fleet) 
     for entry in fleet.status("act-1").values():
         assert entry["epoch"] >= 1 and entry["profile"] == "probe-1"
         assert [(c["type"], c["status"], c["reason"]) for c in entry["conditions"]] == [("Applied", "True", "Applied")]
+    header, row = kubectl(fleet.c, "admin", "-n", NS, "get", "faultactivation", "act-1").splitlines()
+    columns = ["NAME", "PROFILE", "SEED", "TTL", "FIRST PROXY", "AGE"]
+    starts = [header.index(column) for column in columns]
+    assert header.split() == " ".join(columns).split() and starts == sorted(starts)
+    cells = [row[a:b].strip() for a, b in itertools.pairwise([*starts, None])]
+    assert cells[:4] == ["act-1", "probe-1", "", ""]  # no seed, no TTL in this one
+    assert cells[4] in ("proxy-a", "proxy-b")
     t0 = time.monotonic()
     fleet.delete("faultactivation", "act-1")
     wait_for("both proxies passing through", lambda: [r.probe("probe-1") for r in fleet.replicas] == [404, 404], 20,
@@ -343,6 +351,41 @@ def test_a_restarted_proxy_picks_the_activation_up_again(fleet: Fleet) -> None:
     assert starts[-1]["activation"] == f"{NS}/act-6"
     fleet.delete("faultactivation", "act-6")
     wait_for("passing through", lambda: [r.probe("probe-6") for r in fleet.replicas] == [404, 404], 20, interval=0.05)
+
+
+def test_a_profile_that_faults_the_proxies_own_kinds_does_not_fault_the_proxies(fleet: Fleet) -> None:
+    """Activated from the cluster, a profile that expires every watch of FaultActivations and
+    FaultProfiles and fails every other request for them: clients of the proxy get those faults,
+    the proxy's own list, watch and status writes bypass them (they never go through the proxy)."""
+    own = {"resources": ["faultactivations", "faultprofiles"]}
+    profile = probe_profile("probe-8")
+    profile["spec"]["rules"] += [
+        {"name": "expire-own-watches", "match": {"verbs": ["watch"], **own}, "fault": {"expire": {}}},
+        {"name": "fail-own-requests", "match": own, "fault": {"abort": {"status": 503}}}]
+    before = {r.name: r.cluster() for r in fleet.replicas}
+    apply(fleet.c, profile, activation("act-8", "probe-8"))
+    wait_for("both injecting", lambda: [r.probe("probe-8") for r in fleet.replicas] == [503, 503], 20, interval=0.05)
+    for r in fleet.replicas:  # a client of the proxy meets the rules
+        assert r.wire.get(f"/apis/kube-fault-proxy.io/v1/namespaces/{NS}/faultactivations").status_code == 503
+        assert r.wire.get(f"/apis/kube-fault-proxy.io/v1/namespaces/{NS}/faultactivations",
+                          params={"watch": "1", "resourceVersion": "1"}).json()["object"]["code"] == 410
+    wait_for("both statuses written", lambda: {n: p["conditions"][0]["reason"] for n, p in fleet.status("act-8").items()}
+             == {"proxy-a": "Applied", "proxy-b": "Applied"}, 3 * STATUS_INTERVAL + 5)
+    apply(fleet.c, activation("act-8", "probe-8", seed=8))  # a change the proxies' own watches must deliver
+    wait_for("both on generation 2", lambda: all(
+        [x["generation"] for x in r.journal("activate") if x.get("activation") == f"{NS}/act-8"] == [1, 2]
+        for r in fleet.replicas), 20, interval=0.1)
+    fleet.delete("faultactivation", "act-8")
+    wait_for("both passing through", lambda: [r.probe("probe-8") for r in fleet.replicas] == [404, 404], 20,
+             interval=0.05)
+    for r in fleet.replicas:
+        after = r.cluster()
+        assert (after["relists"], after["watchErrors"]) == (before[r.name]["relists"], before[r.name]["watchErrors"])
+        assert after["statusWriteErrors"] == before[r.name]["statusWriteErrors"]
+        injected = {x["rule"] for x in r.journal("inject")}
+        assert {"expire-own-watches", "fail-own-requests"} <= injected  # the two client requests above
+        own_requests = [x for x in r.journal("inject") if x["rule"] in ("expire-own-watches", "fail-own-requests")]
+        assert len(own_requests) == 2, own_requests
 
 
 def test_the_replicas_own_watch_survives_a_dropped_delete_and_an_expired_rewatch(fleet: Fleet) -> None:
