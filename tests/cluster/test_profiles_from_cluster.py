@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,6 +211,25 @@ def test_deploy_manifests_pass_the_real_apiserver_and_the_role_is_all_the_proxy_
     granted = {line.split()[0]: line.split("[")[-1].rstrip("]") for line in can.splitlines()
                if "kube-fault-proxy.io" in line.split()[0]}
     assert granted == {as_kubectl_lists(group, resource): " ".join(verbs) for group, resource, verbs in ACCESS}
+
+
+def test_the_shipped_profiles_as_manifests_pass_the_apiserver_and_load_on_both_replicas(fleet: Fleet) -> None:
+    files = sorted((ROOT / "fault_profiles").glob("*.yaml"))
+    manifests = subprocess.run([sys.executable, "-m", "proxy", "profiles", "manifests", *map(str, files)],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+    r = kubectl_run(fleet.c, "-n", NS, "apply", "-f", "-", stdin=manifests)  # kubectl's default: strict validation
+    assert r.returncode == 0, r.stderr
+    names = {f.stem for f in files}
+    assert {line.split()[0].split("/")[1] for line in r.stdout.splitlines()} == names
+    wait_for("every shipped profile loaded from its object on both replicas", lambda: all(
+        r.cluster()["profiles"] == dict.fromkeys(sorted(names), "ok") for r in fleet.replicas), 20)
+    for r in fleet.replicas:
+        sources = {p["name"]: p["source"] for p in r.control.get("/v1/profiles").json()["profiles"]}
+        assert {n: sources[n] for n in names} == {n: f"cluster {NS}/{n}" for n in names}
+    kubectl(fleet.c, "admin", "-n", NS, "delete", "faultprofiles", "--all")
+    wait_for("the file profiles back", lambda: all(
+        {p["name"]: p["source"] for p in r.control.get("/v1/profiles").json()["profiles"]}.get("bind-slow", "")
+        .endswith("bind-slow.yaml") for r in fleet.replicas), 20)
 
 
 @pytest.mark.parametrize(("spec", "said"), [pytest.param(s, m, id=i) for i, s, m in REJECTED])
