@@ -356,6 +356,20 @@ def test_the_control_plane_and_the_cluster_last_change_wins(fleet: Fleet) -> Non
     fleet.delete("faultactivation", "act-5")
 
 
+def test_a_time_to_live_ends_the_activation_on_both_replicas(fleet: Fleet) -> None:
+    apply(fleet.c, probe_profile("probe-9"), activation("act-9", "probe-9", ttlSeconds=4))
+    wait_for("injecting", lambda: [r.probe("probe-9") for r in fleet.replicas] == [503, 503], 20, interval=0.05)
+    wait_for("both passing through", lambda: [r.probe("probe-9") for r in fleet.replicas] == [404, 404], 10,
+             interval=0.05)
+    wait_for("both reporting it expired", lambda: {n: (p["active"], p["conditions"][0]["reason"]) for n, p in
+                                                  fleet.status("act-9").items()}
+             == {"proxy-a": (False, "Expired"), "proxy-b": (False, "Expired")}, 10)
+    for r in fleet.replicas:
+        [record] = [x for x in r.journal("activate") if x.get("activation") == f"{NS}/act-9"]
+        assert 0 < record["ttlSeconds"] <= 4
+    fleet.delete("faultactivation", "act-9")
+
+
 def test_a_restarted_proxy_picks_the_activation_up_again(fleet: Fleet) -> None:
     apply(fleet.c, probe_profile("probe-6"), activation("act-6", "probe-6"))
     wait_for("injecting", lambda: [r.probe("probe-6") for r in fleet.replicas] == [503, 503], 20, interval=0.05)
