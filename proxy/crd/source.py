@@ -154,7 +154,12 @@ class ClusterSource:
             self.synced.set()
             self._desired = desired
             for write in self.throttle.due(desired, self.activations.store, self._wall()):
-                await self._write(write)
+                try:
+                    await self._write(write)
+                except Exception as e:  # what the client was not expected to raise: the loop goes on
+                    self.counts["statusWriteErrors"] += 1
+                    self.last_error = f"status of {write.key[0]}/{write.key[1]}: {describe_error(e)}"[:1000]
+                    log.exception("writing the status of FaultActivation %s/%s failed", *write.key)
 
     async def _write(self, write: Write) -> bool:
         assert self._client is not None

@@ -197,11 +197,12 @@ def test_an_invalid_object_from_the_watch_is_reported_and_changes_nothing() -> N
 
 
 def test_failed_status_writes_are_told_apart_and_retried() -> None:
-    """A 404 (the activation went meanwhile) is not an error; a refusal and a lost connection are, and
-    only the refusal was answered by the apiserver; the entry is written at the next tick."""
+    """A 404 (the activation went meanwhile) is not an error; a refusal, an exception the client was not
+    expected to raise and a lost connection are, and only the refusal was answered by the apiserver;
+    none ends the loop, and the entry is written at a later tick."""
     client = FakeClient({FaultProfileObject: [([fail_profile()], "10")], FaultActivationObject: [([activation()], "10")]},
                         {FaultProfileObject: [], FaultActivationObject: []})
-    client.patch_errors = [GONE, FORBIDDEN, TransportError("connection closed")]
+    client.patch_errors = [GONE, FORBIDDEN, ValueError("unexpected"), TransportError("connection closed")]
 
     async def steps(source: ClusterSource, runtime: Runtime) -> None:
         await until("written after three failures", lambda: bool(client.patches), timeout=10)
@@ -209,5 +210,5 @@ def test_failed_status_writes_are_told_apart_and_retried() -> None:
     source, _runtime = run(client, steps)
     counts = {k: source.counts[k] for k in ("statusWrites", "statusWritesGone", "statusWriteErrors",
                                             "statusWriteRefusals")}
-    assert counts == {"statusWrites": 2, "statusWritesGone": 1, "statusWriteErrors": 2, "statusWriteRefusals": 1}
+    assert counts == {"statusWrites": 2, "statusWritesGone": 1, "statusWriteErrors": 3, "statusWriteRefusals": 1}
     assert source.last_error == "status of ns/act: TransportError: connection closed"
