@@ -367,6 +367,8 @@ def test_a_time_to_live_ends_the_activation_on_both_replicas(fleet: Fleet) -> No
     for r in fleet.replicas:
         [record] = [x for x in r.journal("activate") if x.get("activation") == f"{NS}/act-9"]
         assert 0 < record["ttlSeconds"] <= 4
+        [ended] = [x for x in r.journal("deactivate") if x["profile"] == "probe-9"]
+        assert ended["reason"] in ("ttl", "cluster"), ended  # the timer, or a reconcile just before it
     fleet.delete("faultactivation", "act-9")
 
 
