@@ -80,7 +80,7 @@ def kubeconfig(path: Path, server: str, ca: Path) -> Path:
 
 
 def bench_burst(paths: dict[str, tuple[str, Path, int | None]], sizes: list[int], rounds: int,
-                work: Path) -> dict[str, Any]:
+                work: Path, timeout: int = 300) -> dict[str, Any]:
     """kfp-burst per path and size, alternating; medians."""
     binary = build(burst_client())
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -92,8 +92,8 @@ def bench_burst(paths: dict[str, tuple[str, Path, int | None]], sizes: list[int]
                 kc = kubeconfig(work / f"burst-{name}.kubeconfig", url, ca)
                 cpu0 = cpu_seconds(pid) if pid else 0.0
                 out = subprocess.run([str(binary), "-kubeconfig", str(kc), "-n", str(n), "-hold", "0", "-verb", "bind",
-                                      "-node", "node-1", "-qps", "5000", "-burst", "5000", "-timeout", "300s"],
-                                     capture_output=True, text=True, timeout=400)
+                                      "-node", "node-1", "-qps", "5000", "-burst", "5000", "-timeout", f"{timeout}s"],
+                                     capture_output=True, text=True, timeout=timeout + 100)
                 if out.returncode != 0:
                     raise RuntimeError(f"kfp-burst via {name}: {out.stderr}")
                 res = json.loads(out.stdout)
@@ -229,6 +229,8 @@ def main() -> int:
     ap.add_argument("--only", default="burst,watch,switch,soak", help="sections, comma-separated")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--burst-sizes", default="1000,3000")
+    ap.add_argument("--burst-timeout", type=int, default=300,
+                    help="seconds each burst may take (a stock mitmdump answers few of them in 300)")
     ap.add_argument("--watches", type=int, default=200)
     ap.add_argument("--events", type=int, default=100)
     ap.add_argument("--switches", type=int, default=100)
@@ -270,7 +272,8 @@ def main() -> int:
                      "kfp": (kfp.ready["proxyUrl"], Path(kfp.ready["caFile"]), kfp.proc.pid),
                      "mitmdump": (f"https://127.0.0.1:{mitm_port}", work / "mitm" / "mitmproxy-ca-cert.pem",
                                   procs[-1].pid)}
-            results["burst"] = bench_burst(paths, [int(n) for n in args.burst_sizes.split(",")], args.rounds, work)
+            results["burst"] = bench_burst(paths, [int(n) for n in args.burst_sizes.split(",")], args.rounds, work,
+                                           args.burst_timeout)
         if "switch" in only:
             results["switch"] = bench_switch(kfp.ready["controlUrl"], kfp.ready["proxyUrl"], kfp.ready["caFile"],
                                              args.switches)

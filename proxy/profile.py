@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from proxy.faults import Fault
-from proxy.strict import Duration, StrictModel
+from proxy.strict import NON_ZERO_DURATION, Duration, StrictModel
 
 API_VERSION = "kube-fault-proxy/v1"
 KIND = "FaultProfile"
@@ -49,7 +49,8 @@ class When(StrictModel):
     """When a matching request is eligible for injection; every field is optional and composes."""
 
     after: Duration | None = Field(None, description="eligible only this long after activation")
-    for_: Duration | None = Field(None, alias="for", description="window length from `after`")
+    for_: Duration | None = Field(None, alias="for", description="window length from `after`",
+                                  json_schema_extra=NON_ZERO_DURATION)
     afterMatches: Annotated[int, Field(ge=0)] | None = Field(
         None, description="let the first N matching requests pass"
     )
@@ -91,7 +92,10 @@ class Spec(StrictModel):
     """A seed for every probabilistic choice, and the rules, checked in order."""
 
     seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
-    rules: Annotated[list[Rule], Field(max_length=256)] = Field(default_factory=list)
+    # A map keyed by name for Kubernetes: the apiserver refuses two rules with one name, as the loader does.
+    rules: Annotated[list[Rule], Field(max_length=256)] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
 
     @model_validator(mode="after")
     def _unique_rule_names(self) -> Self:

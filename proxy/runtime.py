@@ -95,9 +95,10 @@ class Runtime:
 
     def activate(
         self, name: str, seed: int | None = None, ttl_seconds: float | None = None,
-        source: str = "api",
+        source: str = "api", **details: Any,
     ) -> Activation:
-        """Make a profile active from the very next request; replaces any active one."""
+        """Make a profile active from the very next request; replaces any active one. `source` and
+        `details` (e.g. the FaultActivation it came from) go into the journal record."""
         entry = self.library.get(name)
         if entry is None:
             raise UnknownProfile(name)
@@ -111,23 +112,23 @@ class Runtime:
         self.active = Activation(engine, now, self._wall(), ttl_seconds)
         self.journal.append(
             "activate", profile=name, epoch=self.epoch, seed=seed, ttlSeconds=ttl_seconds,
-            source=source, **({"build": self.scheduler_build} if self.scheduler_build else {}),
+            source=source, **({"build": self.scheduler_build} if self.scheduler_build else {}), **details,
         )
         if ttl_seconds is not None and self._schedule is not None:
             epoch = self.epoch
             self._schedule(ttl_seconds, lambda: self._expire(epoch))
         return self.active
 
-    def deactivate(self, reason: str = "api") -> Activation | None:
+    def deactivate(self, reason: str = "api", **details: Any) -> Activation | None:
         """Back to pass-through; returns what was active."""
-        return self._end(reason) if self.active is not None else None
+        return self._end(reason, **details) if self.active is not None else None
 
-    def _end(self, reason: str) -> Activation | None:
+    def _end(self, reason: str, **details: Any) -> Activation | None:
         ended, self.active = self.active, None
         if ended is not None:
             self.journal.append(
                 "deactivate", profile=ended.engine.profile.name, epoch=ended.engine.epoch,
-                reason=reason,
+                reason=reason, **details,
             )
         return ended
 

@@ -6,6 +6,7 @@ import re
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic.config import JsonDict
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -15,6 +16,16 @@ class StrictModel(BaseModel):
     """No unknown keys, no type coercion, immutable once loaded."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+def exactly_one_of(*names: str) -> JsonDict:
+    """JSON Schema for "exactly one of these keys is set", beside the validator that enforces it
+    (the CRDs carry it, so the apiserver refuses what the loader refuses)."""
+    return {"oneOf": [{"required": [name]} for name in names]}
+
+
+# A duration longer than zero has a non-zero digit: a second pattern on top of the Duration one.
+NON_ZERO_DURATION: JsonDict = {"allOf": [{"pattern": "[1-9]"}]}
 
 
 def parse_duration(value: object) -> float:

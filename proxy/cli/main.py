@@ -47,6 +47,18 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="close a client connection with no request open for this long (default 90s, as "
                         "kube-apiserver; 0s: never)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every proxy event")
+    kube = p.add_argument_group("profiles and activations from the cluster (FaultProfile, FaultActivation)")
+    kube.add_argument("--profiles-from-cluster", action="store_true",
+                      help="list and watch FaultProfiles and FaultActivations through the upstream, with the "
+                           "upstream kubeconfig's own credentials, and apply them live")
+    kube.add_argument("--namespace", default="default", help="the namespace watched (default: default)")
+    kube.add_argument("--proxy-name", metavar="NAME",
+                      help="this proxy's name in activation status (default: the host name, a pod's name)")
+    kube.add_argument("--proxy-labels", default="", metavar="K=V,...",
+                      help="this proxy's labels, which spec.proxySelector matches")
+    kube.add_argument("--status-interval", default="5s", metavar="DURATION",
+                      help="write injection counters to activation status at most this often (default 5s; "
+                           "changes of state are written at once)")
 
 
 def _ctl_args(p: argparse.ArgumentParser) -> None:
@@ -133,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     ls = prs.add_parser("list", help="list the profiles in a directory")
     ls.add_argument("--dir", type=Path, default=Path("fault_profiles"))
 
+    sub.add_parser("crds", help="print the CustomResourceDefinitions (FaultProfile, FaultActivation) as YAML")
+    m = prs.add_parser("manifests", help="print profile files as FaultProfile objects to kubectl apply")
+    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("--namespace", help="set metadata.namespace")
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
     _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))
     from proxy.cli import scenarios, workload
@@ -171,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from proxy.cli.profiles import run as run_profiles
 
                 return run_profiles(args)
+            case "crds":
+                from proxy.crd.definitions import crds_yaml
+
+                sys.stdout.write(crds_yaml())
+                return OK
             case "ctl":
                 from proxy.cli.ctl import run as run_ctl
 

@@ -1,4 +1,4 @@
-"""`profiles validate|list`."""
+"""`profiles validate|list|manifests`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from proxy.profile_loader import ProfileError, load_file
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate files or list a directory."""
+    """Validate files, list a directory, or print files as FaultProfile objects."""
+    if args.profiles_command == "manifests":
+        return manifests(args)
     if args.profiles_command == "validate":
         status = OK
         for path in args.files:
@@ -33,3 +35,21 @@ def run(args: argparse.Namespace) -> int:
         first = (entry.profile.metadata.description.strip().splitlines() or [""])[0]
         print(f"{name:<{width}}  {len(entry.profile.spec.rules):>2} rules  {first}")
     return OK
+
+
+def manifests(args: argparse.Namespace) -> int:
+    """Every file as a FaultProfile object, one YAML document each; nothing is printed if one is bad."""
+    import yaml
+
+    from proxy.crd.objects import profile_to_object
+
+    objects, status = [], OK
+    for path in args.files:
+        try:
+            objects.append(profile_to_object(load_file(path), args.namespace))
+        except ProfileError as e:
+            print(e, file=sys.stderr)
+            status = USAGE
+    if status == OK:
+        sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, width=100))
+    return status

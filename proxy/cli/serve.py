@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from proxy import __version__, paths
 from proxy.cli import logs
@@ -22,6 +25,12 @@ from proxy.profile_loader import ProfileError
 from proxy.runtime import Runtime, UnknownProfile
 from proxy.strict import parse_duration
 from proxy.upstream import KubeconfigError, Upstream, read, upstream_from
+
+if TYPE_CHECKING:
+    from proxy.cluster.kubeapi import Kube
+    from proxy.crd.source import ClusterSource
+
+SYNC_WAIT_SECONDS = 10.0  # serve says whether the cluster's objects are applied; it goes on either way
 
 
 class UsageError(Exception):
@@ -72,6 +81,55 @@ def resolve_upstream(args: argparse.Namespace, files: PrivateFiles) -> Upstream:
     return Upstream(args.upstream.rstrip("/"), args.upstream_ca, client_pem, args.insecure)
 
 
+def parse_labels(text: str) -> dict[str, str]:
+    """'pool=a,zone=b' → {'pool': 'a', 'zone': 'b'}; keys and values as Kubernetes labels."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from proxy.crd.objects import LabelKey, LabelValue
+
+    labels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--proxy-labels: expected KEY=VALUE, got {item!r}")
+        labels[key] = value
+    try:
+        return TypeAdapter(dict[LabelKey, LabelValue]).validate_python(labels)
+    except ValidationError as e:
+        raise UsageError(f"--proxy-labels: not a Kubernetes label: {e.errors()[0]['msg']} "
+                         f"({', '.join(map(str, e.errors()[0]['loc']))})") from None
+
+
+def cluster_kube(args: argparse.Namespace) -> Kube:
+    """The proxy's own client of the upstream (for --profiles-from-cluster): the kubeconfig's user, or
+    --client-cert/--client-key; never through the proxy itself."""
+    from lightkube.config.kubeconfig import KubeConfig
+    from lightkube.config.models import Cluster, User
+
+    from proxy.cluster.kubeapi import ConfigError, Kube
+
+    if args.kubeconfig:
+        try:
+            kube = Kube.from_kubeconfig(args.kubeconfig, args.context)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        user = kube.config.user
+        if user is None or not (user.token or user.token_file or user.client_cert or user.exec or user.auth_provider
+                                or user.username):
+            raise UsageError(f"--profiles-from-cluster: the user in {args.kubeconfig} has no credentials of "
+                             "its own (the proxy lists and watches with them)")
+        return kube
+    if args.client_cert is None:
+        raise UsageError("--profiles-from-cluster needs the proxy's own credentials: a --kubeconfig with a "
+                         "user, or --client-cert and --client-key")
+    cluster = Cluster(server=args.upstream, certificate_auth=str(args.upstream_ca) if args.upstream_ca else None,
+                      insecure=args.insecure)
+    config = KubeConfig.from_one(cluster=cluster, user=User(client_cert=str(args.client_cert),
+                                                             client_key=str(args.client_key))).get()
+    assert config is not None
+    return Kube(config)
+
+
 async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
     from proxy.control.app import build_app
     from proxy.control.parsing import ProcessParser
@@ -100,7 +158,8 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
             "journal": str(journal_path)}
     parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
-    control = ControlServer(build_app(runtime, info, token, parser), control_host, control_port)
+    source = _make_source(args, runtime) if args.profiles_from_cluster else None
+    control = ControlServer(build_app(runtime, info, token, parser, cluster=source), control_host, control_port)
     try:
         await control.start()
     except OSError:
@@ -127,8 +186,12 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
           f"  control:  {control_url}  (API docs: {control_url}/docs)\n"
           f"  journal:  {journal_path}\n"
           f"  profiles: {len(library)} from {args.profiles}; active: {active}", flush=True)
+    ready: dict[str, object] = {**info, "controlUrl": control_url, "pid": os.getpid()}
+    if source is not None:
+        await _start_source(args, source)
+        ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
     if args.ready_file:
-        args.ready_file.write_text(json.dumps({**info, "controlUrl": control_url, "pid": os.getpid()}))
+        args.ready_file.write_text(json.dumps(ready))
 
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -137,12 +200,34 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     await asyncio.wait([asyncio.ensure_future(stop.wait()), proxy_died],
                        return_when=asyncio.FIRST_COMPLETED)
     print("kube-fault-proxy: shutting down", flush=True)
+    if source is not None:
+        await source.stop()
     await control.stop()
     parser.close()
     await proxy.stop()
     journal.append("proxy-stop")
     journal.close()
     return OK
+
+
+def _make_source(args: argparse.Namespace, runtime: Runtime) -> ClusterSource:
+    from proxy.crd.reconciler import ProxyIdentity
+    from proxy.crd.source import ClusterSource
+
+    identity = ProxyIdentity(args.proxy_name or socket.gethostname(), args.proxy_labels)
+    return ClusterSource(args.kube, runtime, identity, args.namespace, args.status_interval)
+
+
+async def _start_source(args: argparse.Namespace, source: ClusterSource) -> None:
+    """Start watching the cluster's FaultProfiles and FaultActivations; wait (a little) for the first sync."""
+    identity = source.identity
+    await source.start()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(source.synced.wait(), SYNC_WAIT_SECONDS)
+    labels = ",".join(f"{k}={v}" for k, v in identity.labels.items()) or "no labels"
+    state = "synced" if source.synced.is_set() else f"not synced yet ({source.last_error or 'waiting'})"
+    print(f"  cluster:  FaultProfiles and FaultActivations in {args.namespace} from {args.kube.server}, "
+          f"as proxy {identity.name} ({labels}); {state}", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
               f"got {args.max_concurrent_streams}", file=sys.stderr)
         return USAGE
-    for flag in ("read_header_timeout", "idle_timeout"):
+    for flag in ("read_header_timeout", "idle_timeout", "status_interval"):
         try:
             setattr(args, flag, parse_duration(getattr(args, flag)))
         except ValueError as e:
@@ -181,6 +266,9 @@ def _run(args: argparse.Namespace) -> int:
             print(e, file=sys.stderr)
             return USAGE
         upstream = resolve_upstream(args, files)
+        if args.profiles_from_cluster:
+            args.proxy_labels = parse_labels(args.proxy_labels)
+            args.kube = cluster_kube(args)
         return asyncio.run(_serve(args, library, upstream))
     except UsageError as e:
         print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
@@ -190,3 +278,6 @@ def _run(args: argparse.Namespace) -> int:
         return FAILED
     finally:
         files.close()
+        kube = getattr(args, "kube", None)
+        if kube is not None and kube.files is not None:
+            kube.files.close()

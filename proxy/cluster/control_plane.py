@@ -250,10 +250,41 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 
     if opts.proxy:
         _start_proxy(c, opts)
-    if opts.scheduler == "kube-scheduler":
-        _start_kube_scheduler(c, opts, binaries["kube-scheduler"])
-    elif opts.scheduler == "yunikorn":
-        _start_yunikorn(c, opts, binaries["yunikorn-scheduler"])
+    _start_scheduler(c, opts, binaries)
+    c.save()
+
+
+SCHEDULER_BINARIES = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}
+
+
+def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
+    binary = SCHEDULER_BINARIES.get(opts.scheduler)
+    if binary is None:
+        return
+    c.state["schedulerBinary"] = str(binaries[binary])
+    (_start_kube_scheduler if opts.scheduler == "kube-scheduler" else _start_yunikorn)(c, opts, binaries[binary])
+
+
+def restart_scheduler(c: Cluster, timeout: float = 120.0) -> None:
+    """Stop the scheduler and start the same build again, against the same apiserver and proxy.
+
+    For tests whose cases must not inherit a scheduler's memory of the previous case (a fault
+    matrix cell): etcd, the apiserver and the proxy stay up; the scheduler starts from a relist."""
+    scheduler = c.state.get("scheduler")
+    binary = SCHEDULER_BINARIES.get(str(scheduler))
+    if binary is None or "schedulerBinary" not in c.state:
+        raise ClusterError(f"no scheduler to restart in {c.dir}")
+    proc = c.state.get("processes", {}).pop(scheduler, None)
+    if proc is not None:
+        stop(int(proc["pid"]))
+    if scheduler == "yunikorn":
+        deadline = time.monotonic() + timeout
+        while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
+            if time.monotonic() > deadline:
+                raise ClusterError(f"port {YUNIKORN_PORT} still in use {timeout:g}s after stopping YuniKorn")
+            time.sleep(0.2)
+    opts = Options(state_dir=c.dir, scheduler=str(scheduler), timeout=timeout)
+    _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])})
     c.save()
 
 

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from proxy import __version__
 from proxy.control import active, errors, events, metrics, observe, openapi, profiles, ui
+from proxy.control import cluster as cluster_routes
 from proxy.control.body_limit import BodyLimit
 from proxy.control.deps import require_token
 from proxy.control.feed import Feed
@@ -21,8 +22,9 @@ TITLE = "kube-fault-proxy control plane"
 
 
 def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
-              parser: Parser | None = None) -> FastAPI:
-    """The app over a runtime; `info` says where things are; uploads go to `parser` (default: a thread)."""
+              parser: Parser | None = None, cluster: cluster_routes.ClusterView | None = None) -> FastAPI:
+    """The app over a runtime; `info` says where things are; uploads go to `parser` (default: a thread);
+    `cluster` is the source of FaultProfiles and FaultActivations, when the proxy has one."""
     # With a token, everything but /healthz needs it, the API documents included, and /healthz
     # says only that the proxy is alive.
     app = FastAPI(title=TITLE, version=__version__, openapi_url=None, docs_url=None, redoc_url=None,
@@ -33,10 +35,11 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
     app.state.metrics = metrics.registry_for(runtime)
     app.state.parser = parser or ThreadParser()
     app.state.feed = Feed(runtime)
+    app.state.cluster = cluster
     app.add_middleware(BodyLimit, max_bytes=LIMITS.max_bytes)
     errors.install(app)
     guarded = [Depends(require_token)]
-    for router in (profiles.router, active.router, observe.router, events.router):
+    for router in (profiles.router, active.router, observe.router, events.router, cluster_routes.router):
         app.include_router(router, dependencies=guarded)
     app.include_router(ui.router)
 

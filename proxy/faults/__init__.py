@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from proxy.faults.abort import Abort
 from proxy.faults.base import FaultSpec
@@ -19,7 +19,7 @@ from proxy.faults.outage import Outage
 from proxy.faults.reset import Reset
 from proxy.faults.reset_upstream import ResetUpstream
 from proxy.faults.throttle import Throttle
-from proxy.strict import StrictModel
+from proxy.strict import StrictModel, exactly_one_of
 
 KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
@@ -30,6 +30,8 @@ KINDS: tuple[type[FaultSpec], ...] = (
 
 class Fault(StrictModel):
     """Exactly one fault kind per rule, named by its key."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of(*(k.kind for k in KINDS)))
 
     abort: Abort | None = None
     throttle: Throttle | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import ClassVar, Self
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from proxy.faults.abort import Abort
 from proxy.faults.base import FaultSpec
@@ -13,11 +13,13 @@ from proxy.faults.hang import Hang
 from proxy.faults.plan import Plan
 from proxy.faults.reset import Reset
 from proxy.identity import RequestIdentity
+from proxy.strict import exactly_one_of
 
 
 class CommitThenFail(FaultSpec):
     """Exactly one of abort, reset or hang, performed after the apiserver has answered."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("abort", "reset", "hang"))
     kind: ClassVar[str] = "commitThenFail"
     abort: Abort | None = None
     reset: Reset | None = None

@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from proxy.faults.base import FaultSpec
 from proxy.faults.plan import EditEvents, LimitWatch, Plan, Step
 from proxy.identity import RequestIdentity
 from proxy.status import watch_error_event
+from proxy.strict import exactly_one_of
 from proxy.watch import EventEditor, WatchEvent
 
 ERRORS = {
@@ -63,6 +64,7 @@ class Cut(FaultSpec):
     event boundary. Without an error, afterEvents cuts the client's connection (every stream on
     it): mitmproxy cannot end one HTTP/2 stream mid-flight."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("afterEvents", "afterSeconds"))
     kind: ClassVar[str] = "cut"
     afterEvents: Annotated[int, Field(ge=1)] | None = None
     afterSeconds: Annotated[int, Field(ge=1, le=86400)] | None = None

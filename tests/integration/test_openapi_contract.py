@@ -32,7 +32,7 @@ OPERATIONS = [
     ("GET", "/healthz"), ("GET", "/v1/info"), ("GET", "/v1/profiles"), ("GET", "/v1/profiles/{name}"),
     ("PUT", "/v1/profiles/{name}"), ("DELETE", "/v1/profiles/{name}"), ("GET", "/v1/active"),
     ("PUT", "/v1/active"), ("DELETE", "/v1/active"), ("GET", "/v1/stats"), ("POST", "/v1/stats/reset"),
-    ("GET", "/v1/journal"), ("GET", "/metrics"), ("GET", "/v1/events/stream"),
+    ("GET", "/v1/journal"), ("GET", "/v1/cluster"), ("GET", "/metrics"), ("GET", "/v1/events/stream"),
 ]
 # The dashboard's live feed never ends on its own: it is under the document's contract (above), its
 # stream is tested in tests/unit/test_control_events.py, and fuzzing it would only hang.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from proxy import check, load
-from proxy.cluster.control_plane import Cluster, Options, down, up
+from proxy.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
 from proxy.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +93,9 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     api = cluster.admin_api()
     faults = Faults(ProxyHandle(cluster.state["proxy"]["control"]), None)
     faults.reset()
+    # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
+    # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
+    restart_scheduler(cluster)
     faults.activate(profile, seed=seed)
     try:
         try:
@@ -126,4 +129,16 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         f"{judged_as} x {profile} (seed {seed}): expected {verdict} breaking {sorted(must)}"
         f"{f' and one of {sorted(one_of)}' if one_of else ''}"
         f"{f' (and maybe {sorted(may - one_of)})' if may - one_of else ''}, got {outcome[0]} breaking {sorted(broken)}\n"
-        f"{check.render(report)}")
+        f"{check.render(report)}\n{_diagnostics(cluster, faults)}")
+
+
+def _diagnostics(cluster: Cluster, faults: Faults) -> str:
+    """What a failed cell's message adds: the proxy's connections and journal, the scheduler's log."""
+    stats = faults.http.get("/v1/stats").json()
+    events: dict[str, int] = {}
+    for r in faults.http.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["records"]:
+        events[r["event"]] = events.get(r["event"], 0) + 1
+    log = Path(cluster.state["processes"][cluster.state["scheduler"]]["log"])
+    tail = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []
+    return (f"proxy connections {stats.get('connections')}, journal events {events}\n"
+            f"{log.name} (last lines):\n" + "\n".join(line[:300] for line in tail))

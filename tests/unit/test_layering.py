@@ -41,7 +41,8 @@ def test_only_the_addon_touches_flows() -> None:
 
 PURE = ["identity.py", "binding.py", "status.py", "strict.py", "profile.py", "profile_loader.py",
         "problems.py", "yaml_reader.py",
-        "match.py", "engine.py", "runtime.py", "journal.py", "library.py", "faults"]
+        "match.py", "engine.py", "runtime.py", "journal.py", "library.py", "faults",
+        "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py"]
 
 
 def test_pure_core_has_no_framework_imports() -> None:
