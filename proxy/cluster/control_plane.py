@@ -276,7 +276,7 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> None:
         raise ClusterError(f"no scheduler to restart in {c.dir}")
     proc = c.state.get("processes", {}).pop(scheduler, None)
     if proc is not None:
-        stop(int(proc["pid"]))
+        stop_groups({str(scheduler): int(proc["pid"])})  # its process group, SIGKILL after the grace
     if scheduler == "yunikorn":
         deadline = time.monotonic() + timeout
         while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
