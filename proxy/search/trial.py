@@ -32,7 +32,7 @@ class Tier:
     timeout: float = 45.0  # per phase (faulted load, then after the faults are switched off)
 
 
-SEARCH, CONFIRM = Tier(4.0, 45.0), Tier(12.0, 90.0)
+SEARCH, CONFIRM = Tier(4.0, 45.0), Tier(8.0, 90.0)
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Rig:
     cluster: Cluster
     scheduler: str
     trials: int = 0
+    cursor: int = 0  # the proxy journal's last record seen
 
     @classmethod
     def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path) -> Rig:
@@ -104,6 +105,17 @@ class TrialResult:
                 "genome": self.genome.canonical(), "digest": self.genome.digest(), "broken": self.broken,
                 "counts": self.check.get("counts", {}), "injections": self.injections, "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1), "quiet": self.quiet, "error": self.error}
+
+
+def journal_after(control: httpx.Client, since: int) -> tuple[int, list[dict[str, Any]]]:
+    """Every journal record after `since`, paging: (the new cursor, the records)."""
+    records: list[dict[str, Any]] = []
+    while True:
+        page = control.get("/v1/journal", params={"since": since, "limit": 10000}).json()
+        records += page["records"]
+        if not page["records"]:
+            return since, records
+        since = int(page["next"])
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -172,7 +184,7 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
     t0 = time.monotonic()
     with httpx.Client(base_url=rig.control, timeout=15) as control, kube.client() as api:
         profile = f"search-{name}"[:63].rstrip("-")
-        cursor = int(control.get("/v1/journal", params={"since": 0, "limit": 1}).json()["next"])
+        rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
         try:
             control.put(f"/v1/profiles/{profile}", json=genome.document(profile)).raise_for_status()
             control.put("/v1/active", json={"profile": profile, "seed": genome.seed}).raise_for_status()
@@ -201,7 +213,7 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
             report = check.evaluate(snap, {scheduler_name}, grace=0, namespace=namespace)
             result.check, result.quiet = report.as_dict(), quiet1 and quiet2
             result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
-            records = control.get("/v1/journal", params={"since": cursor, "limit": 10000}).json()["records"]
+            rig.cursor, records = journal_after(control, rig.cursor)
             result.injections = sum(1 for r in records if r["event"] == "inject")
             result.history, phases = _history(records, namespace)
             final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
