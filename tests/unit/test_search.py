@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def test_every_accepted_shrink_step_keeps_validity_and_gets_simpler() -> None:
     assert all(valid(x) for x in chain)
     # ddmin keeps one rule when every subset fails; every later step is strictly simpler
     later = chain[1:]
-    assert all(simplicity(b) < simplicity(a) for a, b in zip(later, later[1:], strict=False))
+    assert all(simplicity(b) < simplicity(a) for a, b in itertools.pairwise(later))
     assert len(result.genome.rules) == 1 and result.genome.action is None and result.genome.pods == 20
 
 
