@@ -322,6 +322,28 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
     say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
+def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
+    """Stop the cluster's scheduler and start a fresh process (an empty cache, new informers), as
+    `up` did; returns the seconds it took. For trials that reuse one control plane."""
+    t0 = time.monotonic()
+    scheduler = c.state["scheduler"]
+    if scheduler not in ("kube-scheduler", "yunikorn"):
+        raise ClusterError(f"no scheduler to restart in {c.dir}")
+    proc = c.state.get("processes", {}).pop(scheduler, None)
+    if proc is not None:
+        stop(int(proc["pid"]), timeout=5.0)
+    opts = Options(state_dir=c.dir, nodes=int(c.state["nodes"]), scheduler=scheduler, proxy="proxy" in c.state,
+                   timeout=timeout)
+    component = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}[scheduler]
+    binary = build.build_all([component], say=False)
+    if scheduler == "kube-scheduler":
+        _start_kube_scheduler(c, opts, binary["kube-scheduler"])
+    else:
+        _start_yunikorn(c, opts, binary["yunikorn-scheduler"])
+    c.save()
+    return time.monotonic() - t0
+
+
 def down(state_dir: Path) -> list[str]:
     """Stop every process `up` started, newest first; returns their names."""
     c = Cluster(state_dir)

@@ -14,7 +14,7 @@ from typing import Any
 from proxy.search.genome import Genome, valid
 from proxy.search.grammar import mutate, random_genome, trial_rng
 from proxy.search.shrink import Shrunk, shrink
-from proxy.search.trial import CONFIRM, SEARCH, Rig, Tier, TrialResult, run_trial
+from proxy.search.trial import CONFIRM, CONTROL, SEARCH, Rig, Tier, TrialResult, run_trial
 
 FRESH_SHARE = 0.4  # share of trials drawn fresh once the corpus is not empty (the rest mutate it)
 
@@ -119,7 +119,7 @@ class Search:
         """Run and record one trial."""
         result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
         with self.journal.open("a") as f:
-            f.write(json.dumps({**result.as_dict(), "tier": "search" if tier is SEARCH else "confirm"}) + "\n")
+            f.write(json.dumps({**result.as_dict(), "tier": tier.name}) + "\n")
         return result
 
     def genome(self, number: int, corpus: Sequence[Genome]) -> Genome:
@@ -181,7 +181,7 @@ class Search:
             hit.verdict = "not-reproduced"
             return hit
         if self.s.control is not None:
-            control = self.trial(self.s.control, g, f"t{number}-control", CONFIRM)
+            control = self.trial(self.s.control, g, f"t{number}-control", CONTROL)
             hit.control = control.broken if not control.error else [f"error: {control.error}"]
             if hit.control:
                 hit.verdict = "control-broken"
@@ -221,5 +221,5 @@ class Search:
             if out.witness is None and target <= set(r.broken):
                 out.witness = r
         if self.s.control is not None:
-            c = self.trial(self.s.control, minimal, "minimal-control", CONFIRM)
+            c = self.trial(self.s.control, minimal, "minimal-control", CONTROL)
             out.minimal_control = c.broken if not c.error else [f"error: {c.error}"]

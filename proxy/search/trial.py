@@ -16,7 +16,7 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from proxy import check, load
-from proxy.cluster.control_plane import Cluster, Options, down, up
+from proxy.cluster.control_plane import Cluster, ClusterError, Options, down, restart_scheduler, up
 from proxy.cluster.kubeapi import ApiError, HTTPError, Pod
 from proxy.runner import SCHEDULER_NAMES
 from proxy.search.genome import Genome
@@ -28,11 +28,14 @@ LOAD_RATE = 200.0
 class Tier:
     """How long a trial waits: the search tier is fast, the confirmation tier patient."""
 
+    name: str
     quiet: float = 4.0  # nothing changed (cluster, scheduler, proxy counters) for this long
     timeout: float = 45.0  # per phase (faulted load, then after the faults are switched off)
 
 
-SEARCH, CONFIRM = Tier(4.0, 45.0), Tier(8.0, 90.0)
+# The control must outwait kube-scheduler's retry of a failed bind (backoff up to 10 s, and the
+# 20 s flush of unschedulable pods the rig configures) before a Pending pod counts as stranded.
+SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 10.0, 90.0), Tier("control", 25.0, 120.0)
 
 
 @dataclass
@@ -91,6 +94,7 @@ class TrialResult:
     tokens: set[str] = field(default_factory=set)  # per-pod sequences and phase events: novelty
     history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
     seconds: float = 0.0
+    restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
     quiet: bool = True
     error: str | None = None
 
@@ -104,7 +108,8 @@ class TrialResult:
         return {"name": self.name, "scheduler": self.scheduler, "origin": self.genome.origin,
                 "genome": self.genome.canonical(), "digest": self.genome.digest(), "broken": self.broken,
                 "counts": self.check.get("counts", {}), "injections": self.injections, "nearMiss": self.near_miss,
-                "seconds": round(self.seconds, 1), "quiet": self.quiet, "error": self.error}
+                "seconds": round(self.seconds, 1),
+                "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error}
 
 
 def journal_after(control: httpx.Client, since: int) -> tuple[int, list[dict[str, Any]]]:
@@ -128,6 +133,18 @@ def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
                 if (a.get("allocationTags") or {}).get("kubernetes.io/meta/namespace") == namespace:
                     allocs += 1
     return allocs, bound
+
+
+def _fetch(api: Any, yunikorn: str | None, attempts: int = 20) -> check.Snapshot:
+    """A snapshot; YuniKorn's REST API answers errors for a moment after a restart, so retry."""
+    for _ in range(attempts):
+        snap = check.fetch(api, yunikorn)
+        yk = snap.yunikorn
+        if yk is None or (isinstance(yk["apps"], list) and isinstance(yk["queues"], dict)
+                          and all(isinstance(a, dict) for a in yk["apps"])):
+            return snap
+        time.sleep(0.5)
+    raise ValueError(f"YuniKorn's REST API at {yunikorn} did not answer a partition")
 
 
 def _act(api: Any, action: str, namespace: str) -> None:
@@ -184,13 +201,16 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
     t0 = time.monotonic()
     with httpx.Client(base_url=rig.control, timeout=15) as control, kube.client() as api:
         profile = f"search-{name}"[:63].rstrip("-")
-        rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
         try:
+            # A fresh scheduler per trial: nothing an earlier trial's faults left in its cache or its
+            # informers' backoff leaks into this one.
+            result.restart_seconds = restart_scheduler(rig.cluster)
+            rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
             control.put(f"/v1/profiles/{profile}", json=genome.document(profile)).raise_for_status()
             control.put("/v1/active", json={"profile": profile, "seed": genome.seed}).raise_for_status()
 
             def take() -> TrialSnapshot:
-                snap = check.fetch(api, rig.yunikorn)
+                snap = _fetch(api, rig.yunikorn)
                 stats = control.get("/v1/stats").json()
                 binds = stats["bindsTotal"]
                 sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
@@ -221,7 +241,7 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
             result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")])
                                       for pod, seq in result.history.items()}
             result.tokens |= {f"broken:{b}" for b in result.broken}
-        except (httpx.HTTPError, HTTPError, ApiError, KeyError, ValueError) as e:
+        except (httpx.HTTPError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
             result.error = f"{type(e).__name__}: {e}"
         finally:
             with contextlib.suppress(httpx.HTTPError):
