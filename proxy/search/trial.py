@@ -35,7 +35,7 @@ class Tier:
 
 # The control must outwait kube-scheduler's retry of a failed bind (backoff up to 10 s, and the
 # 20 s flush of unschedulable pods the rig configures) before a Pending pod counts as stranded.
-SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 10.0, 90.0), Tier("control", 25.0, 120.0)
+SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 8.0, 90.0), Tier("control", 25.0, 120.0)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from tests.cluster.conftest import kfp
 def test_search_finds_confirms_and_shrinks_a_yunikorn_violation(tmp_path: Path) -> None:
     out, state = tmp_path / "out", tmp_path / "state"
     r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "3m", "--seed", "1",
-            "--exclude-kinds", "outage", "--shrink-budget", "150s", "-o", str(out), "--state-dir", str(state),
+            "--exclude-kinds", "outage", "--shrink-budget", "120s", "-o", str(out), "--state-dir", str(state),
             timeout=720)
     assert r.returncode == 1, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
     doc = json.loads((out / "search.json").read_text())
