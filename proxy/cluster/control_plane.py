@@ -290,7 +290,7 @@ def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
     return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state else who)
 
 
-def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path) -> None:
+def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
     port = free_port()
     config = c.dir / "kube-scheduler.yaml"
     config.write_text(yaml.safe_dump({
@@ -306,10 +306,11 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path) -> None:
     c.record("kube-scheduler", pid, log)
     _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
           pid, log, opts.timeout)
-    say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
+    if announce:
+        say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
-def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
+def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
     env.update(KUBECONFIG=str(_scheduler_kubeconfig(c, "yunikorn")), NAMESPACE=YUNIKORN_NAMESPACE)
     log = c.dir / "logs" / "yunikorn.log"
@@ -319,7 +320,8 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
     _wait("yunikorn", lambda: httpx.get(f"{url}/ws/v1/scheduler/healthcheck", timeout=1).status_code == 200,
           pid, log, opts.timeout)
     c.state["yunikorn"] = url
-    say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
+    if announce:
+        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
 def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
@@ -337,9 +339,9 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     component = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}[scheduler]
     binary = build.build_all([component], say=False)
     if scheduler == "kube-scheduler":
-        _start_kube_scheduler(c, opts, binary["kube-scheduler"])
+        _start_kube_scheduler(c, opts, binary["kube-scheduler"], announce=False)
     else:
-        _start_yunikorn(c, opts, binary["yunikorn-scheduler"])
+        _start_yunikorn(c, opts, binary["yunikorn-scheduler"], announce=False)
     c.save()
     return time.monotonic() - t0
 

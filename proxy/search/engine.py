@@ -88,8 +88,10 @@ class Outcome:
         return statistics.median(self.trial_seconds()) if self.trials else 0.0
 
     def trials_per_hour(self) -> float:
-        """Search trials per hour of search time."""
-        return len(self.trials) * 3600 / self.search_seconds if self.search_seconds else 0.0
+        """Search trials per hour of trial time (each trial from its scheduler restart to its cleanup;
+        control-plane starts and confirmation runs are not in it)."""
+        total = sum(self.trial_seconds())
+        return len(self.trials) * 3600 / total if total else 0.0
 
 
 class Search:

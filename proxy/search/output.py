@@ -89,7 +89,8 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
     lines = [f"# kube-fault-proxy search: {s.scheduler}", ""]
     lines += [f"- search seed {s.seed}, kinds {', '.join(s.kinds)}; {s.nodes} nodes, {s.pods} pods per trial; "
               f"rig commit {doc['commit']}",
-              f"- {len(out.trials)} search trials in {out.search_seconds:.0f} s: median trial "
+              f"- {len(out.trials)} search trials; search phase {out.search_seconds:.0f} s (with control-plane "
+              f"starts and confirmation); median trial "
               f"{out.median_trial():.1f} s, **{out.trials_per_hour():.0f} trials/hour**; corpus {out.corpus}, "
               f"best near miss (allocations - bound) {out.best_near_miss}", ""]
     if out.confirmed is None:
