@@ -73,6 +73,7 @@ class Outcome:
     total_seconds: float = 0.0
     corpus: int = 0
     best_near_miss: int = 0
+    fast_seconds: list[float] = field(default_factory=list)  # every search-tier run (search and shrink)
 
     @property
     def reproduced(self) -> int:
@@ -100,6 +101,7 @@ class Search:
     def __init__(self, settings: Settings, note: Callable[[str], None],
                  progress: Callable[[Outcome], None] | None = None) -> None:
         self.s, self.note, self.progress = settings, note, progress
+        self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
         self.journal = settings.out / "trials.jsonl"
 
@@ -120,6 +122,8 @@ class Search:
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
         """Run and record one trial."""
         result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
+        if tier is SEARCH:
+            self.fast_seconds.append(result.seconds)
         with self.journal.open("a") as f:
             f.write(json.dumps({**result.as_dict(), "tier": tier.name}) + "\n")
         return result
@@ -171,6 +175,7 @@ class Search:
         finally:
             self.close()
         out.total_seconds = time.monotonic() - t_start
+        out.fast_seconds = self.fast_seconds
         return out
 
     def confirm(self, number: int, g: Genome, first: TrialResult) -> Hit:

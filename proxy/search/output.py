@@ -4,6 +4,7 @@ search.json (what `search replay` reads) and trials.jsonl (every trial, written 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from proxy.search.genome import Genome
 
 MINIMAL = "search-minimal"
 INVARIANT_NAMES = ("stranded", "missing-node", "I1", "I2", "I3", "I4", "I5")
+WITNESS_ORDER = ("I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
 
 
 def _commit() -> str:
@@ -57,7 +59,10 @@ def write(out: Outcome, argv: list[str]) -> Path:
         "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
         "trials": len(out.trials), "medianTrialSeconds": round(out.median_trial(), 1),
-        "trialsPerHour": round(out.trials_per_hour()), "searchSeconds": round(out.search_seconds, 1),
+        "trialsPerHour": round(out.trials_per_hour()),
+        "searchTierRuns": len(out.fast_seconds),
+        "searchTierMedianSeconds": round(statistics.median(out.fast_seconds), 1) if out.fast_seconds else None,
+        "searchSeconds": round(out.search_seconds, 1),
         "shrinkSeconds": round(out.shrink_seconds, 1), "totalSeconds": round(out.total_seconds, 1),
         "hits": [h.as_dict() for h in out.hits], "target": out.target, "corpus": out.corpus,
         "bestNearMiss": out.best_near_miss}
@@ -92,7 +97,9 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
               f"- {len(out.trials)} search trials; search phase {out.search_seconds:.0f} s (with control-plane "
               f"starts and confirmation); median trial "
               f"{out.median_trial():.1f} s, **{out.trials_per_hour():.0f} trials/hour**; corpus {out.corpus}, "
-              f"best near miss (allocations - bound) {out.best_near_miss}", ""]
+              f"best near miss (allocations - bound) {out.best_near_miss}",
+              f"- every search-tier run (search trials and shrink candidates): {len(out.fast_seconds)}, median "
+              f"{doc['searchTierMedianSeconds']} s", ""]
     if out.confirmed is None:
         lines += ["**No confirmed violation within the budget.**", ""]
     else:
@@ -142,7 +149,8 @@ def _witnesses(out: Outcome) -> list[str]:
             pod = obj.split("/")[-1]
             if pod not in [c[0] for c in chosen]:
                 chosen.append((pod, v))
-    chosen.sort(key=lambda c: (c[0] not in w.history, c[0]))
+    rank = {name: i for i, name in enumerate(WITNESS_ORDER)}  # phantoms first: the rarest, most telling
+    chosen.sort(key=lambda c: (rank.get(c[1]["invariant"], 99), c[0] not in w.history, c[0]))
     for pod, v in chosen[:3]:
         lines.append(f"- **{pod}**: {v['invariant']}: {v['message']}")
         for step in w.history.get(pod, []) or ["(no faulted request of this pod in the journal)"]:
