@@ -5,6 +5,7 @@ from the proxy's own counters and the cluster, the workload action, the namespac
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,8 +55,9 @@ class Rig:
         return cls(c, scheduler)
 
     def close(self) -> None:
-        """Stop everything the rig started."""
+        """Stop everything the rig started; logs, journal and kubeconfigs stay, etcd's data goes."""
         down(self.cluster.dir)
+        shutil.rmtree(self.cluster.dir / "etcd", ignore_errors=True)
 
     @property
     def control(self) -> str:
