@@ -65,8 +65,8 @@ def _search(args: argparse.Namespace) -> int:
     with Progress("search trials", None, console=console) as bar:
         def progress(out: Outcome) -> None:
             minutes = (time.monotonic() - started) / 60
-            broke = [t.broken for t in out.trials if t.broken]
-            best = ", ".join(max(broke, key=lambda b: len(b))) if broke else f"near miss {out.best_near_miss}"
+            broke: list[list[str]] = sorted((t.broken for t in out.trials if t.broken), key=len)
+            best = ", ".join(broke[-1]) if broke else f"near miss {out.best_near_miss}"
             bar.update(len(out.trials), status=f"{len(out.trials) / minutes if minutes else 0:.1f}/min, "
                                                f"corpus {out.corpus}, best: {best}")
 
