@@ -99,11 +99,13 @@ class Sampler(threading.Thread):
         self.samples: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.stop = threading.Event()
-        self.cursor = 0
+        # Read before the thread starts (so before the timeline's first step): a step at 0 s must
+        # not race the thread's first read of the journal and be missed.
+        with httpx.Client(base_url=self.target.control, timeout=10) as control:
+            self.cursor = int(control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"])
 
     def run(self) -> None:
         with self.target.kube.client() as api, httpx.Client(base_url=self.target.control, timeout=10) as control:
-            self.cursor = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"]
             while not self.stop.is_set():
                 with contextlib.suppress(httpx.HTTPError, HTTPError, KeyError):
                     self.sample(api, control)

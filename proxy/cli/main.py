@@ -151,10 +151,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--namespace", help="set metadata.namespace")
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
     _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))
-    from proxy.cli import scenarios, workload
+    from proxy.cli import scenarios, search, workload
 
     workload.add_arguments(sub)
     scenarios.add_arguments(sub)
+    search.add_arguments(sub)
     _rich_help(p)
     return p
 
@@ -212,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from proxy.cli.scenarios import run as run_scenario
 
                 return run_scenario(args)
+            case "search":
+                from proxy.cli.search import run as run_search
+
+                return run_search(args)
     except KeyboardInterrupt:
         return FAILED
     print(f"unknown command {args.command}", file=sys.stderr)

@@ -257,35 +257,41 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 SCHEDULER_BINARIES = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}
 
 
-def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
+def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path], announce: bool = True) -> None:
     binary = SCHEDULER_BINARIES.get(opts.scheduler)
     if binary is None:
         return
     c.state["schedulerBinary"] = str(binaries[binary])
-    (_start_kube_scheduler if opts.scheduler == "kube-scheduler" else _start_yunikorn)(c, opts, binaries[binary])
+    start = _start_kube_scheduler if opts.scheduler == "kube-scheduler" else _start_yunikorn
+    start(c, opts, binaries[binary], announce=announce)
 
 
-def restart_scheduler(c: Cluster, timeout: float = 120.0) -> None:
-    """Stop the scheduler and start the same build again, against the same apiserver and proxy.
+def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
+    """Stop the scheduler and start the same build again (patched or not), against the same
+    apiserver and proxy; returns the seconds it took.
 
-    For tests whose cases must not inherit a scheduler's memory of the previous case (a fault
-    matrix cell): etcd, the apiserver and the proxy stay up; the scheduler starts from a relist."""
+    For cases that must not inherit a scheduler's memory of the previous one (a fault matrix cell,
+    a search trial): etcd, the apiserver and the proxy stay up; the scheduler starts from a relist
+    with an empty cache."""
+    t0 = time.monotonic()
     scheduler = c.state.get("scheduler")
     binary = SCHEDULER_BINARIES.get(str(scheduler))
     if binary is None or "schedulerBinary" not in c.state:
         raise ClusterError(f"no scheduler to restart in {c.dir}")
     proc = c.state.get("processes", {}).pop(scheduler, None)
     if proc is not None:
-        stop_groups({str(scheduler): int(proc["pid"])})  # its process group, SIGKILL after the grace
+        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)  # its process group, SIGKILL after 5 s
     if scheduler == "yunikorn":
         deadline = time.monotonic() + timeout
         while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
             if time.monotonic() > deadline:
                 raise ClusterError(f"port {YUNIKORN_PORT} still in use {timeout:g}s after stopping YuniKorn")
             time.sleep(0.2)
-    opts = Options(state_dir=c.dir, scheduler=str(scheduler), timeout=timeout)
-    _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])})
+    opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=str(scheduler),
+                   proxy="proxy" in c.state, timeout=timeout)
+    _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])}, announce=False)
     c.save()
+    return time.monotonic() - t0
 
 
 def _create(client: Client, obj: Any) -> None:
@@ -376,7 +382,7 @@ def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
     return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state else who)
 
 
-def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path) -> None:
+def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
     port = free_port()
     config = c.dir / "kube-scheduler.yaml"
     config.write_text(yaml.safe_dump({
@@ -392,10 +398,11 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path) -> None:
     c.record("kube-scheduler", pid, log)
     _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
           pid, log, opts.timeout)
-    say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
+    if announce:
+        say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
-def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
+def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
     env.update(KUBECONFIG=str(_scheduler_kubeconfig(c, "yunikorn")), NAMESPACE=YUNIKORN_NAMESPACE)
     log = c.dir / "logs" / "yunikorn.log"
@@ -405,7 +412,8 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path) -> None:
     _wait("yunikorn", lambda: httpx.get(f"{url}/ws/v1/scheduler/healthcheck", timeout=1).status_code == 200,
           pid, log, opts.timeout)
     c.state["yunikorn"] = url
-    say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
+    if announce:
+        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
 # Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and

@@ -1,0 +1,1 @@
+"""Randomized fault search: generate profiles, run fast trials, confirm hits, shrink them."""

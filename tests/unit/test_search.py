@@ -1,0 +1,166 @@
+"""The fault search's pure parts: the grammar, seeded trials, shrinking, ddmin, and its files."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from proxy.cli.main import main
+from proxy.profile_loader import load_text
+from proxy.scenario import load_scenario
+from proxy.search.engine import Search, Settings
+from proxy.search.genome import Genome, fault_kind, simplicity, valid
+from proxy.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
+from proxy.search.output import scenario_doc
+from proxy.search.shrink import candidates, ddmin, shrink
+
+
+def genomes(seed: int, n: int, kinds: tuple[str, ...] = ALL_KINDS) -> list[Genome]:
+    return [random_genome(trial_rng(seed, i), kinds, 100) for i in range(n)]
+
+
+def settings(tmp_path: Path, seed: int = 1, kinds: tuple[str, ...] = ALL_KINDS) -> Settings:
+    return Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=seed, kinds=kinds,
+                    out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path)
+
+
+def test_every_generated_profile_passes_the_strict_loader() -> None:
+    for g in genomes(1, 400):
+        assert 1 <= len(g.rules) <= 4
+        profile = load_text(g.to_yaml("search-t"), "<test>")  # rendered to YAML and loaded back
+        assert [r.name for r in profile.spec.rules] == [r["name"] for r in g.rules]
+        for rule in g.rules:  # bounded: every fault is over before the check
+            when = rule.get("when") or {}
+            assert "maxInjections" in when or "for" in when, rule
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_each_kind_alone_yields_valid_profiles_of_that_kind_only(kind: str) -> None:
+    for g in genomes(7, 60, (kind,)):
+        assert valid(g)
+        assert {fault_kind(r) for r in g.rules} == {kind}
+        if kind in WATCH_KINDS:  # watch faults go to watches
+            assert all(r["match"]["verbs"] == ["watch"] for r in g.rules)
+
+
+def test_mutations_stay_valid_and_within_the_kinds() -> None:
+    kinds = tuple(k for k in ALL_KINDS if k != "outage")
+    corpus = genomes(3, 20, kinds)
+    rng = random.Random(5)
+    for _ in range(500):
+        g = mutate(rng, rng.choice(corpus), kinds, rng.choice(corpus))
+        assert valid(g), g.canonical()
+        assert 1 <= len(g.rules) <= 4
+        assert all(fault_kind(r) in kinds for r in g.rules)
+        corpus.append(g)
+
+
+def test_the_same_seed_gives_the_same_trials(tmp_path: Path) -> None:
+    assert [g.canonical() for g in genomes(42, 30)] == [g.canonical() for g in genomes(42, 30)]
+    assert [g.canonical() for g in genomes(42, 30)] != [g.canonical() for g in genomes(43, 30)]
+    # With a corpus: trial i is a function of (seed, i) and the corpus built so far.
+    a, b = Search(settings(tmp_path, 9), print), Search(settings(tmp_path, 9), print)
+    corpus = genomes(1, 5)
+    assert [a.genome(i, corpus).canonical() for i in range(40)] == [b.genome(i, corpus).canonical()
+                                                                   for i in range(40)]
+    assert {a.genome(i, corpus).origin for i in range(40)} > {"random"}  # some trials mutate the corpus
+
+
+def test_counts_in_triggers_are_quantiles_of_the_load() -> None:
+    counts = {r["when"]["trigger"]["count"] for g in genomes(2, 300) for r in g.rules if "trigger" in r["when"]}
+    assert counts <= {1, 5, 20, 50, 90}
+    assert len(counts) >= 4
+
+
+def test_every_shrink_candidate_is_valid() -> None:
+    for g in genomes(11, 200):
+        for what, cand in candidates(g):
+            assert valid(cand), (what, cand.canonical())
+
+
+def test_every_accepted_shrink_step_keeps_validity_and_gets_simpler() -> None:
+    g = max(genomes(5, 50), key=lambda g: simplicity(g))  # the most complex of them
+    accepted: list[Genome] = []
+
+    def always_fails(cand: Genome) -> tuple[bool, list[list[str]]]:
+        assert valid(cand)
+        accepted.append(cand)
+        return True, [["I3"]]
+
+    result = shrink(g, always_fails, budget=60)
+    chain = [g, *[a for a, st in zip(accepted, result.steps, strict=True) if st.accepted]]
+    assert all(valid(x) for x in chain)
+    # ddmin keeps one rule when every subset fails; every later step is strictly simpler
+    later = chain[1:]
+    assert all(simplicity(b) < simplicity(a) for a, b in itertools.pairwise(later))
+    assert len(result.genome.rules) == 1 and result.genome.action is None and result.genome.pods == 20
+
+
+def test_ddmin_reaches_the_known_minimum() -> None:
+    calls: list[list[int]] = []
+
+    def fails(subset: list[int]) -> bool:
+        calls.append(subset)
+        return {3, 11} <= set(subset)
+
+    assert ddmin(list(range(16)), fails) == [3, 11]
+    assert ddmin([1, 2, 3, 4], lambda s: 4 in s) == [4]
+    assert ddmin([1, 2, 3, 4], lambda s: {1, 2, 3, 4} <= set(s)) == [1, 2, 3, 4]
+    assert len(calls) < 16 * 16  # O(n²) at worst
+
+
+def test_shrinking_on_a_synthetic_oracle_finds_the_one_rule_and_its_minimal_form() -> None:
+    """The oracle: the invariant breaks iff some rule aborts Bindings at least once."""
+    noise = [r for g in genomes(13, 30, ("delay", "expire", "throttle")) for r in g.rules][:3]
+    culprit = {"name": "r9-abort-binding", "match": {k: list(v) for k, v in BINDING.items()}, "probability": 0.5,
+               "when": {"trigger": {"match": dict(BINDING), "count": 50, "answered": True}, "every": 3,
+                        "maxInjections": 20, "perObjectMax": 2},
+               "fault": {"abort": {"status": 503, "retryAfterSeconds": 5}}}
+    start = Genome(rules=(noise[0], culprit, noise[1], noise[2]), pods=100, action="touchPods", seed=3)
+    assert valid(start)
+
+    def oracle(cand: Genome) -> tuple[bool, list[list[str]]]:
+        hit = any(fault_kind(r) == "abort" and r.get("match", {}).get("subresources") == ["binding"]
+                  for r in cand.rules)
+        return hit, [["I3"] if hit else []]
+
+    result = shrink(start, oracle, budget=60)
+    (rule,) = result.genome.rules
+    assert rule["fault"] == {"abort": {"status": 503}} or rule["fault"] == {"abort": {"status": 500}}
+    assert rule["when"] == {"maxInjections": 1} and "probability" not in rule
+    assert result.genome.action is None and result.genome.pods == 20
+    assert sum(1 for st in result.steps if st.accepted) >= 5
+
+
+def test_the_replay_scenario_and_the_minimal_profile_load(tmp_path: Path) -> None:
+    g = Genome(rules=({"name": "r1-abort-binding", "match": dict(BINDING), "when": {"maxInjections": 1},
+                       "fault": {"abort": {"status": 500}}},), pods=20, action="touchPods", seed=4)
+    (tmp_path / "minimal-profile.yaml").write_text(g.to_yaml("search-minimal"))
+    path = tmp_path / "replay-scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario_doc(g, "yunikorn", "kube-scheduler", ["I3", "stranded"], 20)))
+    scenario = load_scenario(path)
+    assert scenario.spec.timeline[0].activate == "search-minimal"
+    assert any(s.touchPods for s in scenario.spec.timeline)
+    assert scenario.spec.expect["kube-scheduler"].verdict == "clean"
+    assert main(["profiles", "validate", str(tmp_path / "minimal-profile.yaml")]) == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["search"],
+    ["search", "--scheduler", "yunikorn", "--budget", "1m"],
+    ["search", "--scheduler", "yunikorn", "--budget", "1m", "-o", "x", "--kinds", "abort,nonsense"],
+    ["search", "--scheduler", "yunikorn", "--budget", "60", "-o", "x"],
+    ["search", "--scheduler", "yunikorn", "--control", "yunikorn", "--budget", "1m", "-o", "x"],
+    ["search", "--scheduler", "yunikorn", "--budget", "1m", "-o", "x", "--kinds", "abort", "--exclude-kinds", "abort"],
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "kube-fault-proxy search:" in capsys.readouterr().err
+
+
+def test_replay_of_a_directory_that_is_not_a_search_exits_2(tmp_path: Path) -> None:
+    assert main(["search", "replay", str(tmp_path)]) == 2
