@@ -151,7 +151,7 @@ CLIENTS: dict[str, Callable[[Path, LoadSpec], tuple[int, float]]] = {
 
 
 def clean(kube: Kube, namespace: str) -> None:
-    """Delete every pod in the namespace at once (no kubelet: they go immediately)."""
+    """Delete every pod in the namespace at once (grace 0: KWOK finishes the bound ones immediately)."""
     client = kube.client()
     client.deletecollection(Pod, namespace=namespace, grace_period=0)
     while list(client.list(Pod, namespace=namespace, chunk_size=1)):

@@ -10,7 +10,16 @@ from typing import Any
 
 from lightkube import Client
 
-from proxy.cluster.kubeapi import ApiError, HTTPError, Kube, Pod, ensure_namespace
+from proxy.cluster.kubeapi import (
+    SYSTEM_NAMESPACES,
+    ApiError,
+    HTTPError,
+    Kube,
+    Pod,
+    WaitTimeout,
+    delete_namespace,
+    ensure_namespace,
+)
 from proxy.console import Progress
 
 LOAD_LABEL = "kube-fault-proxy/load"
@@ -149,13 +158,27 @@ def create_pods(kube: Kube, spec: LoadSpec, progress: bool = True) -> LoadResult
     return result
 
 
-def clean(client: Client, namespace: str, run_id: str | None = None) -> int:
-    """Delete the pods a load made (one run, or every run); returns how many there were."""
-    pods = list(client.list(Pod, namespace=namespace, labels={LOAD_LABEL: run_id}))  # None: any run
-    for pod in pods:
+def clean(client: Client, namespace: str, run_id: str | None = None, timeout: float = 120.0) -> int:
+    """Delete what a load made and wait until it is gone; returns how many pods there were.
+
+    One run: its pods (by label). Every run in a namespace of its own: the namespace (the namespace
+    controller deletes its pods, KWOK finishes the bound ones). In a system namespace (`default`, …),
+    which is never deleted: every load pod in it."""
+    labels: dict[str, Any] = {LOAD_LABEL: run_id}  # None: any run
+    pods = list(client.list(Pod, namespace=namespace, labels=labels))
+    if run_id is None and namespace not in SYSTEM_NAMESPACES:
+        delete_namespace(client, namespace, timeout)
+        return len(pods)
+    for pod in pods:  # lightkube's deletecollection takes no label selector
         try:
             client.delete(Pod, pod["metadata"]["name"], namespace=namespace, grace_period=0)
         except ApiError as e:
             if e.status.code != 404:
                 raise
+    deadline = time.monotonic() + timeout
+    while list(client.list(Pod, namespace=namespace, labels=labels, chunk_size=1)):
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"load pods in {namespace} still there {timeout:.0f}s after their deletion: is KWOK "
+                              "(which finishes the deletion of bound pods) running?")
+        time.sleep(0.2)
     return len(pods)

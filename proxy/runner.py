@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 from proxy import check, load
 from proxy.check import Report
 from proxy.cluster.control_plane import Cluster, Options, down, up
-from proxy.cluster.kubeapi import HTTPError, Kube, Pod, TransportError
+from proxy.cluster.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from proxy.console import Progress
 from proxy.scenario import Expectation, Scenario, Step
 
@@ -144,7 +144,10 @@ def _retry(call: Any, attempts: int = 3) -> Any:
     raise AssertionError("unreachable")
 
 
-def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str) -> str:
+def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str,
+             stop: threading.Event | None = None) -> str:
+    """One timeline step. A touch stops early once the run has ended (`stop`): at the seed's scale
+    touching 3,000 pods one patch at a time can outlast the settle, and the cluster then goes."""
     with httpx.Client(base_url=target.control, timeout=10) as control:
         if step.activate is not None:
             control.put("/v1/active", json={"profile": step.activate, "seed": seed}).raise_for_status()
@@ -154,7 +157,9 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
             return "deactivate"
     with target.kube.client() as api:  # the timeline thread's own connection
         pods = _retry(lambda: list(api.list(Pod, namespace=namespace, labels={load.LOAD_LABEL: run_id})))
-        for p in pods:
+        for n, p in enumerate(pods):
+            if stop is not None and stop.is_set():
+                return f"touched {n} of {len(pods)} pods (stopped: the run had ended)"
             body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
             _retry(lambda name=p["metadata"]["name"], body=body: api.patch(
                 Pod, name, body, namespace=namespace, patch_type=PatchType.MERGE))
@@ -162,9 +167,10 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str)
 
 
 def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True,
-           build: str | None = None, variant: str | None = None) -> RunResult:
+           build: str | None = None, variant: str | None = None, clean: bool = True) -> RunResult:
     """Load, timeline, settle and check against a running target (judged by the expectation for
-    this scheduler, or for this build of it: `variant`, e.g. a patch's name)."""
+    this scheduler, or for this build of it: `variant`, e.g. a patch's name); then (with `clean`)
+    delete what the load made, so the next run on the same cluster starts from nothing."""
     spec = scenario.spec
     result = RunResult(scenario.metadata.name, scheduler, seed, expected=None, build=build)
     expect = spec.expectation(scheduler, variant)
@@ -187,16 +193,16 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         for step in [s for s in pending if due(s, load_started)]:
             pending.remove(step)
             try:
-                what = _perform(step, target, seed, ls.namespace, ls.run_id)
+                what = _perform(step, target, seed, ls.namespace, ls.run_id, stop)
             except (httpx.HTTPError, HTTPError) as e:  # a step that fails is reported, not fatal
                 what = f"step failed: {type(e).__name__}: {e}"
             result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
             if say:
                 print(f"  [{time.monotonic() - t0:5.1f}s] {what}", file=sys.stderr, flush=True)
 
+    stop = threading.Event()
     load_started = time.monotonic()
     run_due(load_started)  # steps at 0s happen before the first pod exists
-    stop = threading.Event()
 
     def timeline() -> None:
         while not stop.is_set() and pending:
@@ -236,6 +242,9 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     result.binds = bind_outcomes(result, report.as_dict())
     result.met = meets(report, expect)
     result.seconds = round(time.monotonic() - t0, 1)
+    if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
+        with target.kube.client() as api:
+            load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
     return result
 
 
@@ -249,7 +258,8 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
                             yunikorn_source=yunikorn_source if yk else None))
     try:
         return run_on(Target(c.admin_api(), c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler,
-                      seed, say, c.state.get("schedulerBuild"), c.state.get("schedulerVariant"))
+                      seed, say, c.state.get("schedulerBuild"), c.state.get("schedulerVariant"),
+                      clean=False)  # the whole control plane goes
     finally:
         down(c.dir)
         # Logs, journal and kubeconfigs stay for a post-mortem; the run's etcd data (~70 MB) goes.

@@ -8,7 +8,7 @@ import sys
 import time
 
 from proxy.cli.main import FAILED, OK, USAGE
-from proxy.cluster import build
+from proxy.cluster import build, controller_manager
 from proxy.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
 
 ALIASES = {"yunikorn": "yunikorn-scheduler"}
@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
                 c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
                                profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
+                               node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
+                               controllers=tuple(args.controllers.split(",")) if args.controllers
+                               else controller_manager.CONTROLLERS,
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams,
                                yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source))
@@ -52,8 +55,14 @@ def run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 print(env(c.dir))
             case "down":
-                stopped = down(state_dir)
-                print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+                stopped = down(state_dir, args.grace)
+                print(f"stopped: {', '.join(stopped.names) if stopped.names else 'nothing was running'}")
+                if stopped.killed:
+                    print(f"needed SIGKILL after {args.grace:g}s: {', '.join(stopped.killed)}")
+                if stopped.survivors:
+                    print(f"kube-fault-proxy cluster: still running after SIGKILL: {', '.join(stopped.survivors)} "
+                          "(see `cluster status`)", file=sys.stderr)
+                    return FAILED
             case "status":
                 st = status(state_dir)
                 print(json.dumps(st, indent=2))

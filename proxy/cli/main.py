@@ -86,8 +86,14 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, default=None,
                    help=f"certificates, data, logs, kubeconfigs (default: {paths.state_dir() / 'cluster'})")
     sub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
-    u = sub.add_parser("up", help="start etcd, kube-apiserver, fake nodes, a kubelet stand-in, and more")
-    u.add_argument("--nodes", type=int, default=50, help="fake Nodes to create (default 50)")
+    u = sub.add_parser("up", help="start etcd, kube-apiserver, kube-controller-manager, fake nodes run by KWOK, "
+                                  "and more")
+    u.add_argument("--nodes", type=int, default=50, help="fake Nodes to create, managed by KWOK (default 50)")
+    u.add_argument("--node-cpu", default="16", metavar="QTY", help="each node's cpu capacity (default 16)")
+    u.add_argument("--node-memory", default="64Gi", metavar="QTY", help="each node's memory (default 64Gi)")
+    u.add_argument("--node-pods", type=int, default=110, metavar="N", help="pods per node (default 110)")
+    u.add_argument("--controllers", metavar="LIST", help="kube-controller-manager's --controllers (default: namespace, "
+                   "garbage collector, service accounts and tokens, node lifecycle and a few more; '*': all)")
     u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none")
     u.add_argument("--proxy", action="store_true", help="start kube-fault-proxy in front; schedulers go through it")
     u.add_argument("--profile", help="with --proxy: activate this profile at startup")
@@ -98,7 +104,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                         "advertises; 0 = the apiserver's own default, 100)")
     u.add_argument("--proxy-max-streams", type=int, default=4096, metavar="N",
                    help="with --proxy: the streams it advertises (serve --max-concurrent-streams)")
-    sub.add_parser("down", help="stop everything `up` started")
+    d = sub.add_parser("down", help="stop everything `up` started (by process group; SIGKILL after --grace)")
+    d.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
+                   help="how long SIGTERM may take before SIGKILL (default 10)")
     sub.add_parser("status", help="what is running (exit 1 unless everything is up)")
     sub.add_parser("env", help="shell exports (KUBECONFIG, KFP_CONTROL_URL, …)")
     b = sub.add_parser("build", help="build (or reuse) the real components from the Go module proxy")

@@ -12,7 +12,7 @@ from pathlib import Path
 from proxy import check
 from proxy.cli.main import FAILED, OK, USAGE
 from proxy.cluster import build
-from proxy.cluster.control_plane import ClusterError, default_state_dir
+from proxy.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from proxy.cluster.kubeapi import ConfigError, Kube
 from proxy.console import show_table
 from proxy.profile_loader import ProfileError
@@ -69,7 +69,8 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
-        for c in [c.component() for c in contenders] + [build.ETCD, build.ALL["kube-apiserver"]]:
+        base = [build.ALL[n] for n in needed_components("none")]  # etcd, apiserver, controller-manager, KWOK, kubectl
+        for c in [c.component() for c in contenders] + base:
             if c is not None:  # one at a time, before any run: a patch that does not apply stops everything
                 build.build(c)
     runs = []

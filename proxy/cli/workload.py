@@ -12,7 +12,7 @@ from lightkube import ConfigError
 
 from proxy import check, load
 from proxy.cli.main import FAILED, OK, USAGE
-from proxy.cluster.kubeapi import HTTPError, Kube
+from proxy.cluster.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
 from proxy.console import Progress, show_table
 
 
@@ -27,7 +27,9 @@ def run_load(args: argparse.Namespace) -> int:
         kube = _kube(args)
         if args.load_command == "clean":
             with kube.client() as client:
-                print(f"deleted {load.clean(client, args.namespace, args.run_id)} pods")
+                deleted = load.clean(client, args.namespace, args.run_id)
+            gone = "" if args.run_id or args.namespace in SYSTEM_NAMESPACES else f" with namespace {args.namespace}"
+            print(f"deleted {deleted} pods{gone}")
             return OK
         labels = dict(label.split("=", 1) for label in args.label)
         spec = load.LoadSpec(count=args.count, rate=args.rate, concurrency=args.concurrency, namespace=args.namespace,
@@ -90,7 +92,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     pods.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     pods.add_argument("--app-id", help="YuniKorn application id (label applicationId)")
     pods.add_argument("--timeout", type=float, default=600.0, help="stop creating after this many seconds")
-    clean = lsub.add_parser("clean", help="delete the pods a load created")
+    clean = lsub.add_parser("clean", help="delete what a load created: its namespace (the default namespace and "
+                                          "other system ones: its pods), or one run's pods; waits until gone")
     target(clean)
     clean.add_argument("--namespace", default="default")
     clean.add_argument("--run-id", help="only this run (default: every run)")

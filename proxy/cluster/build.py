@@ -13,10 +13,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from proxy.cluster import patches, versions
 from proxy.console import Progress
 
 SHIM = "github.com/apache/yunikorn-k8shim"
+KWOK = "sigs.k8s.io/kwok"
+# KWOK's "fast" stages (node-fast + node heartbeat with lease + pod-fast), the set its docs apply
+# for fake nodes without a kubelet; taken from the pinned module at build time, kept beside the binary.
+KWOK_STAGES = "kustomize/stage/fast"
 
 
 class BuildError(RuntimeError):
@@ -63,7 +69,7 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
 
 
 def kubernetes(name: str) -> Component:
-    """kube-apiserver, kube-scheduler or kubectl from k8s.io/kubernetes."""
+    """kube-apiserver, kube-controller-manager, kube-scheduler or kubectl from k8s.io/kubernetes."""
     v = versions.KUBERNETES
     return Component(name, v, f"k8s.io/kubernetes/cmd/{name}", _k8s_ldflags(v))
 
@@ -120,8 +126,16 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
 VCS_DIRS = (".git", ".hg", ".svn")
 ETCD = Component("etcd", versions.ETCD, "go.etcd.io/etcd/server/v3")
 YUNIKORN = yunikorn()
-ALL = {c.name: c for c in (kubernetes("kube-apiserver"), kubernetes("kube-scheduler"),
-                           kubernetes("kubectl"), ETCD, YUNIKORN, burst_client())}
+KWOK_COMPONENT = Component("kwok", versions.KWOK, f"{KWOK}/cmd/kwok",
+                           (f"-X {KWOK}/pkg/consts.Version={versions.KWOK.lstrip('v')}",))
+ALL = {c.name: c for c in (kubernetes("kube-apiserver"), kubernetes("kube-controller-manager"),
+                           kubernetes("kube-scheduler"), kubernetes("kubectl"), ETCD, KWOK_COMPONENT, YUNIKORN,
+                           burst_client())}
+
+
+def kwok_stages() -> Path:
+    """The multi-document YAML of KWOK's fast stages, written beside the kwok binary when it is built."""
+    return KWOK_COMPONENT.binary.parent / "stage-fast.yaml"
 
 
 def _go_env(extra: dict[str, str]) -> dict[str, str]:
@@ -199,6 +213,26 @@ def yunikorn_gomod(gomod: str, version: str, replaces: dict[str, str], tree: Pat
     return "\n".join(lines)
 
 
+def restated_gomod(name: str, module: str, gomod: str, version: str) -> str:
+    """Our module for a program whose go.mod has no replace directives: its requires restated, so
+    the build resolves exactly the versions its authors tested (its go.sum is copied beside)."""
+    go_line = re.search(r"^go\s+(\S+)", gomod, re.M)
+    lines = [f"module {name}", "", f"go {go_line.group(1) if go_line else '1.24'}", "",
+             f"require {module} {version}", "", "require ("]
+    lines += [f"\t{r}" for r in _directives(gomod, "require")] + [")", ""]
+    return "\n".join(lines)
+
+
+def kustomized_documents(root: Path) -> list[str]:
+    """The YAML documents a kustomization's `resources` name, directories followed recursively."""
+    docs: list[str] = []
+    kustomization = yaml.safe_load((root / "kustomization.yaml").read_text()) or {}
+    for resource in kustomization.get("resources", []):
+        path = (root / resource).resolve()
+        docs += kustomized_documents(path) if path.is_dir() else [path.read_text().strip()]
+    return docs
+
+
 def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
     moddir.mkdir(parents=True, exist_ok=True)
     if c.source is not None:
@@ -207,6 +241,13 @@ def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
         return
     if c.name == "etcd":
         (moddir / "go.mod").write_text(f"module kfpetcd\n\ngo 1.26\n\nrequire {c.package} {c.version}\n")
+    elif c.name == "kwok":
+        info = _download(KWOK, c.version, env, moddir)
+        (moddir / "go.mod").write_text(restated_gomod("kfpkwok", KWOK, Path(info["GoMod"]).read_text(), c.version))
+        shutil.copyfile(Path(info["Dir"]) / "go.sum", moddir / "go.sum")
+        stages = kustomized_documents(Path(info["Dir"]) / KWOK_STAGES)
+        kwok_stages().parent.mkdir(parents=True, exist_ok=True)
+        kwok_stages().write_text("\n---\n".join(stages) + "\n")
     elif c.name == "yunikorn-scheduler" and (tree := shim_tree(c, moddir)) is not None:
         (moddir / "go.mod").write_text(
             yunikorn_gomod((tree / "go.mod").read_text(), versions.YUNIKORN, versions.YUNIKORN_REPLACES, tree))

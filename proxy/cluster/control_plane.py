@@ -1,5 +1,5 @@
-"""`cluster up|down|status|env`: etcd, kube-apiserver, fake nodes, a kubelet stand-in, and
-optionally kube-fault-proxy and a scheduler whose kubeconfig points at it."""
+"""`cluster up|down|status|env`: etcd, kube-apiserver, kube-controller-manager, fake nodes run by
+KWOK, and optionally kube-fault-proxy and a scheduler whose kubeconfig points at it."""
 
 from __future__ import annotations
 
@@ -20,14 +20,21 @@ from lightkube import Client
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
 from proxy import paths
-from proxy.cluster import build, pki
+from proxy.cluster import build, controller_manager, kwok, pki
 from proxy.cluster.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
-from proxy.cluster.processes import alive, free_port, group_alive, port_in_use, spawn, stop
+from proxy.cluster.processes import Stopped, alive, free_port, live_groups, port_in_use, spawn, stop_groups
 from proxy.paths import private_dir, write_private
 
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
 YUNIKORN_PORT = 9080
 YUNIKORN_NAMESPACE = "yunikorn"
+
+
+# Token users: (name, ',"groups"'). Only the admin is in system:masters; API Priority and Fairness
+# applies to every other one, as to a cluster's components.
+USERS = {"admin": ("kfp-admin", ",system:masters"), "scheduler": ("system:kube-scheduler", ""),
+         "yunikorn": ("yunikorn", ""), "controller-manager": ("system:kube-controller-manager", ""),
+         "kwok": ("kwok", "")}
 
 
 class ClusterError(RuntimeError):
@@ -48,6 +55,7 @@ class Options:
     node_cpu: str = "16"
     node_memory: str = "64Gi"
     node_pods: int = 110
+    controllers: tuple[str, ...] = controller_manager.CONTROLLERS
     # kube-apiserver's --http2-max-streams-per-connection (0: its default, 100) and the proxy's
     # advertised limit. The same in both, so direct and proxied runs dial alike (README).
     apiserver_max_streams: int = 4096
@@ -135,19 +143,24 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def needed_components(scheduler: str) -> list[str]:
+    """What `up` starts (and kubectl, which `cluster env` advertises), for this scheduler."""
+    schedulers = {"kube-scheduler": ["kube-scheduler"], "yunikorn": ["yunikorn-scheduler"]}
+    return ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl", *schedulers.get(scheduler, [])]
+
+
 def up(opts: Options) -> Cluster:
     """Start everything asked for; on any failure stop what was started and raise ClusterError."""
     if opts.scheduler not in SCHEDULERS:
         raise ClusterError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
     existing = Cluster(opts.state_dir)
-    if any(alive(p["pid"]) for p in existing.state.get("processes", {}).values()):
+    if live_groups({int(p["pid"]) for p in existing.state.get("processes", {}).values()}):
         raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
-    scheduler_binary = {"kube-scheduler": ["kube-scheduler"], "yunikorn": ["yunikorn-scheduler"]}
-    needed = ["etcd", "kube-apiserver", *scheduler_binary.get(opts.scheduler, [])]
+    needed = needed_components(opts.scheduler)
     components = {**build.ALL, "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
     binaries = build.build_all(needed, overrides=components)
     shutil.rmtree(opts.state_dir, ignore_errors=True)
@@ -177,12 +190,9 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     d = c.dir
     logs = d / "logs"
     certs = pki.make(d / "pki")
-    tokens = {name: secrets.token_hex(16) for name in ("admin", "scheduler", "yunikorn")}
-    write_private(d / "tokens.csv",
-                  f"{tokens['admin']},kfp-admin,kfp-admin,system:masters\n"
-                  f"{tokens['scheduler']},system:kube-scheduler,kfp-scheduler\n"
-                  f"{tokens['yunikorn']},yunikorn,kfp-yunikorn\n")
-    admin_token = write_private(d / "admin.token", tokens["admin"])  # for processes: never on argv
+    tokens = {name: secrets.token_hex(16) for name in USERS}
+    write_private(d / "tokens.csv", "".join(f"{tokens[who]},{user},kfp-{who}{groups}\n"
+                                            for who, (user, groups) in USERS.items()))
     c.state["tokens"] = tokens
 
     t0 = time.monotonic()
@@ -209,7 +219,6 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
                  f"--service-account-key-file={certs / 'sa.pub'}",
                  f"--service-account-signing-key-file={certs / 'sa.key'}",
                  "--service-cluster-ip-range=10.0.0.0/24",
-                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                  f"--http2-max-streams-per-connection={opts.apiserver_max_streams}"], log)
     c.record("kube-apiserver", pid, log)
     c.state["apiserver"] = server
@@ -228,17 +237,16 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
                                      _kubeconfig(server, ca, {"token": tokens["scheduler"]}))),
         "yunikorn": str(_write_yaml(kc / "yunikorn.kubeconfig",
                                     _kubeconfig(server, ca, {"token": tokens["yunikorn"]}))),
+        "controller-manager": str(_write_yaml(kc / "controller-manager.kubeconfig",
+                                              _kubeconfig(server, ca, {"token": tokens["controller-manager"]}))),
+        "kwok": str(_write_yaml(kc / "kwok.kubeconfig", _kubeconfig(server, ca, {"token": tokens["kwok"]}))),
         "proxy-upstream": str(_write_yaml(kc / "proxy-upstream.kubeconfig", _kubeconfig(server, ca, {}))),
     }
     c.save()
+    _start_controller_manager(c, opts, binaries["kube-controller-manager"])
     with api.client() as client:
         _seed_objects(client, opts)
-    say(f"  {opts.nodes} nodes created ({opts.node_cpu} cpu, {opts.node_memory}, {opts.node_pods} pods each)")
-
-    log = logs / "kubelet-stand-in.log"
-    pid = spawn([sys.executable, "-m", "proxy.cluster.kubelet", "--server", server,
-                 "--token-file", str(admin_token), "--ca", str(ca)], log)
-    c.record("kubelet-stand-in", pid, log)
+    _start_kwok(c, opts, binaries["kwok"])
 
     if opts.proxy:
         _start_proxy(c, opts)
@@ -272,7 +280,7 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
         raise ClusterError(f"no scheduler to restart in {c.dir}")
     proc = c.state.get("processes", {}).pop(scheduler, None)
     if proc is not None:
-        stop(int(proc["pid"]), timeout=5.0)
+        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)  # its process group, SIGKILL after 5 s
     if scheduler == "yunikorn":
         deadline = time.monotonic() + timeout
         while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
@@ -301,16 +309,46 @@ def _seed_objects(client: Client, opts: Options) -> None:
         "metadata": {"name": "kfp-yunikorn"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "yunikorn"}]}))
-    resources = {"cpu": opts.node_cpu, "memory": opts.node_memory, "pods": str(opts.node_pods)}
+    _create(client, ClusterRoleBinding.from_dict({
+        "metadata": {"name": "kfp-kwok"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kwok"}]}))
+    shape = kwok.NodeShape(opts.node_cpu, opts.node_memory, opts.node_pods)
     for i in range(1, opts.nodes + 1):
-        name = f"kfp-node-{i:04d}"
-        _create(client, Node.from_dict({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                                  "type": "kfp-fake"}},
-            "status": {"capacity": resources, "allocatable": resources,
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "kube-fault-proxy fake node"}]}}))
+        _create(client, Node.from_dict(kwok.node_manifest(i, shape)))
+
+
+def _start_controller_manager(c: Cluster, opts: Options, binary: Path) -> None:
+    port = free_port()
+    log = c.dir / "logs" / "kube-controller-manager.log"
+    pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager"), c.dir / "pki", port,
+                                        opts.controllers), log)
+    c.record("kube-controller-manager", pid, log)
+    _wait("kube-controller-manager",
+          lambda: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
+          pid, log, opts.timeout)
+    say("  kube-controller-manager ready")
+
+
+def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
+    t0 = time.monotonic()
+    port = free_port()
+    workdir = private_dir(c.dir / "kwok")
+    config = write_private(workdir / "kwok.yaml", kwok.configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
+    log = c.dir / "logs" / "kwok.log"
+    # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
+    pid = spawn([str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
+                env={**os.environ, "KWOK_WORKDIR": str(workdir)})
+    c.record("kwok", pid, log)
+    _wait("kwok", lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
+          pid, log, opts.timeout)
+    count = kwok.wait_nodes_ready(c.admin_api(), opts.nodes, opts.timeout)
+    if count < opts.nodes:
+        raise ClusterError(f"only {count} of {opts.nodes} nodes became Ready and untainted after {opts.timeout:.0f}s "
+                           f"(KWOK initialises them, kube-controller-manager lifts their not-ready taint); see {log} "
+                           f"and {c.dir / 'logs' / 'kube-controller-manager.log'}:\n{_tail(log)}")
+    say(f"  {opts.nodes} KWOK nodes Ready ({opts.node_cpu} cpu, {opts.node_memory}, {opts.node_pods} pods each; "
+        f"{time.monotonic() - t0:.1f}s)")
 
 
 def _start_proxy(c: Cluster, opts: Options) -> None:
@@ -378,17 +416,27 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = Tr
         say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
 
 
-def down(state_dir: Path) -> list[str]:
-    """Stop every process `up` started, newest first; returns their names."""
+# Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and
+# its clients (schedulers, the proxy, KWOK, kube-controller-manager) go first so nothing reconnects.
+LAST = ("kube-apiserver", "etcd")
+
+
+def down(state_dir: Path, grace: float = 10.0) -> Stopped:
+    """Stop every process group `up` started: the clients all at once, then kube-apiserver, then etcd;
+    SIGTERM first, SIGKILL to what is left `grace` seconds later. Only the groups confirmed gone leave
+    the state file, so a `down` that could not finish (or was interrupted) is finished by the next."""
     c = Cluster(state_dir)
-    stopped = []
-    for name, proc in reversed(list(c.state.get("processes", {}).items())):
-        pid = int(proc["pid"])
-        if alive(pid) or group_alive(pid):
-            stop(pid)
-            stopped.append(name)
+    procs: dict[str, Any] = c.state.get("processes", {})
+    groups = {name: int(p["pid"]) for name, p in reversed(list(procs.items()))}
+    tiers = [[n for n in groups if n not in LAST], *([n] for n in LAST if n in groups)]
+    stopped = Stopped()
+    for tier in tiers:
+        done = stop_groups({n: groups[n] for n in tier}, grace)
+        stopped.terminated += done.terminated
+        stopped.killed += done.killed
+        stopped.survivors += done.survivors
     if c.state:
-        c.state["processes"] = {}
+        c.state["processes"] = {n: p for n, p in procs.items() if n in stopped.survivors}
         c.state["stoppedAt"] = time.time()
         c.save()
     return stopped
@@ -397,8 +445,10 @@ def down(state_dir: Path) -> list[str]:
 def status(state_dir: Path) -> dict[str, Any]:
     """What is running, and where."""
     c = Cluster(state_dir)
-    procs = {name: {"pid": p["pid"], "running": alive(int(p["pid"])), "log": p["log"]}
-             for name, p in c.state.get("processes", {}).items()}
+    recorded = c.state.get("processes", {})
+    running = live_groups({int(p["pid"]) for p in recorded.values()})
+    procs = {name: {"pid": p["pid"], "running": int(p["pid"]) in running, "log": p["log"]}
+             for name, p in recorded.items()}
     return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()),
             "apiserver": c.state.get("apiserver"), "proxy": c.state.get("proxy"),
             "scheduler": c.state.get("scheduler"), "schedulerBuild": c.state.get("schedulerBuild"),
@@ -411,8 +461,10 @@ def env(state_dir: Path) -> str:
     c = Cluster(state_dir)
     if not c.state.get("kubeconfigs"):
         raise ClusterError(f"no cluster in {state_dir}: run `kube-fault-proxy cluster up`")
-    lines = [f"export KUBECONFIG={c.kubeconfig('admin')}",
-             f"export KFP_KUBECTL={build.kubernetes('kubectl').binary}"]
+    lines = [f"export KUBECONFIG={c.kubeconfig('admin')}"]
+    kubectl = build.kubernetes("kubectl").binary
+    if kubectl.is_file():  # `up` builds it; a path that does not exist is never exported
+        lines.append(f"export KFP_KUBECTL={kubectl}")
     if "proxy" in c.state:
         lines += [f"export KFP_CONTROL_URL={c.state['proxy']['control']}",
                   f"export KFP_PROXY_KUBECONFIG={c.kubeconfig('admin-via-proxy')}"]

@@ -11,6 +11,7 @@ settings. The rig is not what is under test: the schedulers behind the proxy use
 from __future__ import annotations
 
 import base64
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,11 +23,12 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import Cluster, User
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
 
 from proxy.private_files import PrivateFiles
 
-__all__ = ["ApiError", "ConfigError", "HTTPError", "Kube", "Node", "Pod", "TransportError", "ensure_namespace"]
+__all__ = ["SYSTEM_NAMESPACES", "ApiError", "ConfigError", "HTTPError", "Kube", "Node", "Pod", "TransportError",
+           "WaitTimeout", "delete_namespace", "ensure_namespace"]
 
 # Pods and nodes as plain JSON dicts (what the checker, the sampler and their recorded test payloads
 # read), decoded by msgspec; lightkube's typed models cost more per object than the rig needs.
@@ -34,6 +36,10 @@ Pod = create_namespaced_resource("", "v1", "Pod", "pods")
 Node = create_global_resource("", "v1", "Node", "nodes")
 HTTPError = httpx2.HTTPError
 TransportError = httpx2.TransportError
+
+
+class WaitTimeout(HTTPError):
+    """Objects did not reach the state waited for in time; the message names the controller that makes it."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +114,49 @@ def _inline_data_to_private_files(config: SingleConfig, files: PrivateFiles) -> 
     return config._replace(cluster=cluster, user=user)
 
 
-def ensure_namespace(client: Client, name: str) -> None:
-    """Create the namespace unless it exists."""
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})  # never deleted
+
+
+def ensure_namespace(client: Client, name: str, timeout: float = 30.0) -> None:
+    """Create the namespace unless it exists; a new one is ready once its `default` ServiceAccount is
+    there (kube-controller-manager makes it; the ServiceAccount admission plugin refuses pods before)."""
     try:
         client.create(Namespace(metadata=ObjectMeta(name=name)))
     except ApiError as e:
         if e.status.code != 409:
             raise
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get(ServiceAccount, "default", namespace=name)
+            return
+        except ApiError as e:
+            if e.status.code != 404:
+                raise
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"namespace {name} has no default ServiceAccount after {timeout:.0f}s: is "
+                              "kube-controller-manager (its serviceaccount controller) running?")
+        time.sleep(0.05)
+
+
+def delete_namespace(client: Client, name: str, timeout: float = 120.0) -> bool:
+    """Delete a namespace and wait until it is gone (the namespace controller deletes its content
+    first); False if it did not exist."""
+    try:
+        client.delete(Namespace, name)
+    except ApiError as e:
+        if e.status.code == 404:
+            return False
+        raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.get(Namespace, name)
+        except ApiError as e:
+            if e.status.code == 404:
+                return True
+            raise
+        time.sleep(0.2)
+    raise WaitTimeout(f"namespace {name} still terminating after {timeout:.0f}s: is kube-controller-manager (its "
+                      "namespace controller) running, and KWOK, which finishes the deletion of bound pods?")

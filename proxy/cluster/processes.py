@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -43,32 +44,85 @@ def alive(pid: int) -> bool:
         return False
 
 
+@dataclass
+class Stopped:
+    """What stopping a set of process groups did, by name."""
+
+    terminated: list[str] = field(default_factory=list)  # gone after SIGTERM
+    killed: list[str] = field(default_factory=list)  # needed SIGKILL
+    survivors: list[str] = field(default_factory=list)  # still there after SIGKILL (should never happen)
+
+    @property
+    def names(self) -> list[str]:
+        """Every group that was running and is gone now."""
+        return [*self.terminated, *self.killed]
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pgid, sig)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect our own exited children (an in-process `up` is their parent), so none stays a zombie."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def _wait_gone(groups: dict[str, int], timeout: float) -> set[str]:
+    """Wait until no process of any group runs, or timeout; the names of the groups still running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _reap(list(groups.values()))
+        running = live_groups(set(groups.values()))
+        left = {name for name, pgid in groups.items() if pgid in running}
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
+def stop_groups(groups: dict[str, int], grace: float = 10.0, kill_wait: float = 5.0) -> Stopped:
+    """SIGTERM every group at once, SIGKILL what is left after `grace`, and wait `kill_wait` more.
+
+    A group is stopped when none of its processes runs any more, the leader or any child."""
+    running = live_groups(set(groups.values()))
+    groups = {name: pgid for name, pgid in groups.items() if pgid in running}
+    for pgid in groups.values():
+        _signal_group(pgid, signal.SIGTERM)
+    stubborn = _wait_gone(groups, grace)
+    for name in stubborn:
+        _signal_group(groups[name], signal.SIGKILL)
+    survivors = _wait_gone({n: groups[n] for n in stubborn}, kill_wait) if stubborn else set()
+    return Stopped(terminated=[n for n in groups if n not in stubborn],
+                   killed=[n for n in groups if n in stubborn and n not in survivors],
+                   survivors=[n for n in groups if n in survivors])
+
+
 def stop(pid: int, timeout: float = 15.0) -> None:
     """SIGTERM the process group, then SIGKILL what is left after timeout."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            if not alive(pid):
-                return
-            time.sleep(0.05)
+    stop_groups({str(pid): pid}, timeout, timeout)
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group is still running."""
+def live_groups(pgids: set[int]) -> set[int]:
+    """Which of these process groups still have a running (non-zombie) process: one scan of /proc."""
+    found: set[int] = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().split(") ", 1)[1].split()
             except (FileNotFoundError, IndexError, ProcessLookupError):
                 continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+            if fields[0] != "Z" and int(fields[2]) in pgids:
+                found.add(int(fields[2]))
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running."""
+    return pgid in live_groups({pgid})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# kube-apiserver, kube-scheduler, kubectl: the newest v1.36 patch the Go module proxy serves
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: the newest v1.36 patch the Go module proxy serves
 # (v1.36.6 and later are refused by it).
 KUBERNETES = "v1.36.3"
 # etcd: the newest v3.6 server module the proxy serves.
@@ -22,3 +22,6 @@ YUNIKORN_REFUSED_PINS = {
     "github.com/apache/yunikorn-core": "v1.9.0-1",
     "github.com/apache/yunikorn-scheduler-interface": "v1.9.0-0",
 }
+# KWOK: fake Nodes and the lifecycle of pods on them, as in the seed's reproduction (kind + KWOK).
+# v0.7.0 is the newest release the module proxy serves; its go.mod has no replace directives.
+KWOK = "v0.7.0"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from proxy import check, load
@@ -250,8 +249,7 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
                 control.delete("/v1/active")
                 control.delete(f"/v1/profiles/{profile}")
             with contextlib.suppress(ApiError, HTTPError):
-                load.clean(api, namespace)
-                api.delete(Namespace, namespace)  # stays Terminating without a namespace controller
+                load.clean(api, namespace)  # the namespace, pods and all (kube-controller-manager)
     result.seconds = time.monotonic() - t0
     if note is not None:
         note(f"  {name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "

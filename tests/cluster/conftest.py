@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from proxy.cluster.control_plane import Cluster
+from proxy.cluster.kubeapi import delete_namespace
 from proxy.cluster.processes import group_alive
 from tests.support.processes import ROOT
 
@@ -85,13 +86,23 @@ def all_running(api: k8s.CoreV1Api, namespace: str, names: list[str]) -> bool:
 
 
 @pytest.fixture
-def namespace(request: pytest.FixtureRequest) -> str:
-    """A fresh namespace name per test (created by the test's own client)."""
-    return f"t-{uuid.uuid4().hex[:8]}"
+def namespace(kube_scheduler_cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace name per test (created by the test's own client), deleted with everything in
+    it when the test ends (kube-controller-manager's namespace controller), so the shared cluster
+    carries nothing from one test to the next."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    yield name
+    with kube_scheduler_cluster.admin_api().client() as client:
+        delete_namespace(client, name)
 
 
-def make_namespace(api: k8s.CoreV1Api, name: str) -> None:
+def make_namespace(api: k8s.CoreV1Api, name: str, timeout: float = 30) -> None:
+    """Create a namespace and wait for its default ServiceAccount (the ServiceAccount admission
+    plugin refuses pods until kube-controller-manager has made it)."""
     api.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(f"the default ServiceAccount in {name}",
+             lambda: any(sa.metadata.name == "default" for sa in api.list_namespaced_service_account(name).items),
+             timeout, 0.05)
 
 
 class Control:
@@ -134,9 +145,10 @@ def kubectl(c: Cluster, kubeconfig: str, *args: str) -> str:
     return r.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kube_scheduler_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """50 fake nodes, kube-scheduler through the proxy."""
+    """50 KWOK nodes, kube-scheduler through the proxy: one for every test module that needs no
+    fresh one (each test works in a namespace of its own, deleted after it)."""
     c = start_cluster(tmp_path_factory.mktemp("ks-cluster"), "--nodes", "50", "--scheduler", "kube-scheduler",
                       "--proxy")
     yield c

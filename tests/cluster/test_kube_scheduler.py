@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from kubernetes import watch
 
 from proxy.cluster.control_plane import Cluster
@@ -22,8 +21,6 @@ from tests.cluster.conftest import (
     kubectl,
     make_namespace,
     pods,
-    start_cluster,
-    stop_cluster,
     wait_for,
 )
 from tests.support.processes import ROOT
@@ -159,32 +156,3 @@ def test_the_proxy_presents_a_client_certificate(kube_scheduler_cluster: Cluster
     finally:
         proc.terminate()
         assert proc.wait(15) == 0
-
-
-def test_cluster_down_leaves_no_process(tmp_path: Path) -> None:
-    c = start_cluster(tmp_path / "small", "--nodes", "3", "--proxy")
-    assert len(c.state["processes"]) == 4  # etcd, apiserver, kubelet stand-in, proxy
-    stop_cluster(c)
-
-
-@pytest.mark.parametrize("scheduler", ["bogus"])
-def test_unknown_scheduler_is_a_usage_error(scheduler: str, tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "proxy", "cluster", "--state-dir", str(tmp_path), "up",
-                        "--scheduler", scheduler], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr
-
-
-def test_cluster_state_is_private_and_no_token_is_on_a_command_line(tmp_path: Path) -> None:
-    state = tmp_path / "private"
-    c = start_cluster(state, "--nodes", "2", "--proxy")
-    try:
-        assert state.stat().st_mode & 0o777 == 0o700
-        for name in ("cluster.json", "tokens.csv", "admin.token", "pki/ca.key", "pki/apiserver.key",
-                     "kubeconfigs/admin.kubeconfig", "kubeconfigs/scheduler-via-proxy.kubeconfig"):
-            assert (state / name).stat().st_mode & 0o777 == 0o600, name
-        tokens = list(c.state["tokens"].values())
-        for proc in c.state["processes"].values():
-            argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
-            assert not [t for t in tokens if t.encode() in argv], proc
-    finally:
-        stop_cluster(c)

@@ -8,7 +8,6 @@ import itertools
 import re
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,16 @@ import yaml
 from proxy.cluster.control_plane import Cluster
 from proxy.cluster.informer import Informer
 from proxy.cluster.kubeapi import Kube, Pod, ensure_namespace
-from tests.cluster.conftest import Control, start_cluster, stop_cluster
+from tests.cluster.conftest import Control
 from tests.support.terminal import in_pty, piped
 
 KFP = [sys.executable, "-m", "proxy"]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("rig-cluster"), "--nodes", "10", "--scheduler", "kube-scheduler",
-                      "--proxy")
-    yield c
-    stop_cluster(c)
+@pytest.fixture
+def cluster(kube_scheduler_cluster: Cluster) -> Cluster:
+    """The session's kube-scheduler cluster: each test here works in a namespace of its own."""
+    return kube_scheduler_cluster
 
 
 def progress_lines(lines: list[tuple[float, str]], task: str) -> list[tuple[float, str]]:

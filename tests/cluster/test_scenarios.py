@@ -99,6 +99,8 @@ def test_load_check_and_clean_commands(tmp_path: Path) -> None:
         r = kfp("check", "--kubeconfig", kc, "--scheduler-name", "nobody", "--quiet", "2", "--grace", "0")
         assert r.returncode == 1 and "stranded      NO              3" in r.stdout
         r = kfp("load", "clean", "--kubeconfig", kc, "--namespace", "loadtest")
-        assert r.returncode == 0 and r.stdout.strip() == "deleted 63 pods"
+        assert r.returncode == 0 and r.stdout.strip() == "deleted 63 pods with namespace loadtest", r.stderr
+        r = kfp("load", "pods", "--kubeconfig", kc, "--count", "5", "--namespace", "loadtest")  # made anew, at once
+        assert r.returncode == 0 and "created 5/5 pods" in r.stdout, r.stderr
     finally:
         stop_cluster(c)

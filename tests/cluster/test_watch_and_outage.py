@@ -128,7 +128,7 @@ def test_dropped_modified_events_never_reach_the_proxied_client(kube_scheduler_c
         for t in threads:
             t.start()
         time.sleep(1)
-        names = create_pods(direct, namespace, 4)  # binding and the kubelet stand-in modify each pod
+        names = create_pods(direct, namespace, 4)  # binding and KWOK modify each pod
         for n in names:
             direct.patch_namespaced_pod(n, namespace, {"metadata": {"labels": {"touched": "yes"}}})
         for t in threads:

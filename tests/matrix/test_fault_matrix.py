@@ -2,7 +2,7 @@
 control plane, each cell's outcome written down below and asserted exactly.
 
 It doubles as an example of the pytest plugin's pieces (Faults, profiles_in) used for a matrix:
-one local control plane per scheduler, one namespace per cell.
+one local control plane per scheduler, one namespace per cell, deleted after the cell.
 """
 
 from __future__ import annotations
@@ -98,27 +98,30 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     restart_scheduler(cluster)
     faults.activate(profile, seed=seed)
     try:
-        loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
-                                                     scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
-        assert loaded.created == PODS
-        # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
-        # relist that may change what YuniKorn books, so those cells wait longer for quiet.
-        quiet = 90.0 if "outage" in profile else 45.0
+        try:
+            loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
+                                                         scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
+            assert loaded.created == PODS
+            # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
+            # relist that may change what YuniKorn books, so those cells wait longer for quiet.
+            quiet = 90.0 if "outage" in profile else 45.0
+            with api.client() as client:
+                snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.state.get("yunikorn")), quiet, 300.0,
+                                           done=check.all_bound(namespace))
+        finally:
+            faults.deactivate()
+        report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
+        broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
+        outcome = ("clean" if report.ok else "violations", broken)
+        if RESULTS is not None:
+            with RESULTS.open("a") as f:
+                f.write(json.dumps({"scheduler": judged_as, "build": cluster.state.get("schedulerBuild"),
+                                    "profile": profile, "seed": seed, "verdict": outcome[0],
+                                    "broken": sorted(broken), "counts": report.counts,
+                                    "injections": len(faults.injections())}) + "\n")
+    finally:  # the cell's namespace goes with its pods (kube-controller-manager), whatever the cell showed
         with api.client() as client:
-            snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.state.get("yunikorn")), quiet, 300.0,
-                                       done=check.all_bound(namespace))
-    finally:
-        faults.deactivate()
-    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
-    broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
-    outcome = ("clean" if report.ok else "violations", broken)
-    if RESULTS is not None:
-        with RESULTS.open("a") as f:
-            f.write(json.dumps({"scheduler": judged_as, "build": cluster.state.get("schedulerBuild"), "profile": profile, "seed": seed, "verdict": outcome[0],
-                                "broken": sorted(broken), "counts": report.counts,
-                                "injections": len(faults.injections())}) + "\n")
-    with api.client() as client:
-        load.clean(client, namespace)
+            load.clean(client, namespace)
     expected = EXPECTED.get((judged_as, profile))
     assert expected is not None, f"no written-down expectation for {judged_as} x {profile}: {outcome}"
     verdict, must, may, one_of = expected

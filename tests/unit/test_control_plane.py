@@ -1,14 +1,18 @@
-"""`cluster up`'s own code paths that need no processes: readiness errors and private state."""
+"""`cluster up|down|env`'s own code paths that need no cluster: readiness errors, private state, what env
+exports, and the order down stops things in (shell processes standing in for the components)."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from proxy.cluster.control_plane import Cluster, ClusterError, _wait
+from proxy.cluster.build import kubernetes
+from proxy.cluster.control_plane import Cluster, ClusterError, _wait, down, env, needed_components
+from proxy.cluster.processes import spawn
 
 
 def test_a_readiness_timeout_names_the_last_error(tmp_path: Path) -> None:
@@ -41,3 +45,36 @@ def test_cluster_state_with_tokens_is_private(tmp_path: Path) -> None:
     (state / "cluster.json").chmod(0o644)  # a file an older version wrote is narrowed on the next save
     c.save()
     assert (state / "cluster.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_env_exports_kubectl_only_once_it_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFP_CACHE_DIR", str(tmp_path / "cache"))
+    c = Cluster(tmp_path / "cluster")
+    c.state = {"kubeconfigs": {"admin": str(tmp_path / "admin.kubeconfig")}}
+    c.save()
+    assert env(c.dir).splitlines() == [f"export KUBECONFIG={tmp_path / 'admin.kubeconfig'}"]
+    kubectl = kubernetes("kubectl").binary
+    kubectl.parent.mkdir(parents=True)
+    kubectl.write_bytes(b"")
+    assert env(c.dir).splitlines()[1] == f"export KFP_KUBECTL={kubectl}"
+
+
+def test_up_builds_what_it_starts_and_the_kubectl_env_advertises() -> None:
+    assert needed_components("none") == ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl"]
+    assert needed_components("yunikorn")[-1] == "yunikorn-scheduler"
+
+
+def test_down_stops_the_clients_then_the_apiserver_then_etcd(tmp_path: Path) -> None:
+    c = Cluster(tmp_path / "cluster")
+    for name in ("etcd", "kube-apiserver", "kwok", "kube-scheduler"):
+        log = tmp_path / f"{name}.log"
+        # each logs when its SIGTERM arrives, so the order is on record
+        c.record(name, spawn(["bash", "-c", f"trap 'date +%s.%N > {log}.term; exit 0' TERM; sleep 60 & wait"], log),
+                 log)
+    time.sleep(0.3)  # the traps are set
+    stopped = down(c.dir, grace=5)
+    assert stopped.terminated == ["kube-scheduler", "kwok", "kube-apiserver", "etcd"] and not stopped.killed
+    at = {n: float((tmp_path / f"{n}.log.term").read_text()) for n in stopped.terminated}
+    assert at["kube-scheduler"] < at["kube-apiserver"] < at["etcd"] and at["kwok"] < at["kube-apiserver"]
+    assert Cluster(c.dir).state["processes"] == {}
+    assert down(c.dir).names == []  # a second down finds nothing

@@ -13,7 +13,7 @@ from lightkube import ConfigError
 from lightkube.models.meta_v1 import Status
 
 from proxy.cluster import pki
-from proxy.cluster.kubeapi import ApiError, Kube, Node, Pod, ensure_namespace
+from proxy.cluster.kubeapi import ApiError, Kube, Node, Pod, WaitTimeout, delete_namespace, ensure_namespace
 from tests.unit.test_upstream import write_kubeconfig
 
 
@@ -74,16 +74,25 @@ def test_pods_and_nodes_are_plain_dicts() -> None:
 
 
 class Creates:
-    """A client whose create answers with the given status (None: created)."""
+    """A client whose create answers with the given status (None: created), and whose `default`
+    ServiceAccount shows up after `missing` reads (None: never)."""
 
-    def __init__(self, status: int | None) -> None:
+    def __init__(self, status: int | None, missing: int | None = 0) -> None:
         self.status, self.created = status, []  # type: tuple[int | None, list[Any]]
+        self.missing, self.reads = missing, 0
 
     def create(self, obj: Any) -> Any:
         self.created.append(obj)
         if self.status is not None:
             raise ApiError(status=Status(code=self.status, message="no"))
         return obj
+
+    def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
+        self.reads += 1
+        assert (resource.__name__, name, namespace) == ("ServiceAccount", "default", "ns")
+        if self.missing is None or self.reads <= self.missing:
+            raise ApiError(status=Status(code=404, message="not found"))
+        return {}
 
 
 @pytest.mark.parametrize(("status", "raises"), [(None, False), (409, False), (403, True), (500, True)])
@@ -95,3 +104,52 @@ def test_ensure_namespace_is_fine_with_one_that_exists(status: int | None, raise
     else:
         ensure_namespace(client, "ns")  # type: ignore[arg-type]
     assert [obj.metadata.name for obj in client.created] == ["ns"]
+    assert client.reads == (1 if status is None else 0)  # only a new namespace waits for its ServiceAccount
+
+
+def test_a_new_namespace_is_ready_once_its_default_service_account_is_there() -> None:
+    client = Creates(None, missing=3)
+    ensure_namespace(client, "ns")  # type: ignore[arg-type]
+    assert client.reads == 4
+
+
+def test_a_namespace_that_never_gets_its_service_account_names_the_controller_manager() -> None:
+    with pytest.raises(WaitTimeout, match=r"namespace ns has no default ServiceAccount after 0s: is "
+                                          r"kube-controller-manager \(its serviceaccount controller\) running\?"):
+        ensure_namespace(Creates(None, missing=None), "ns", timeout=0.1)  # type: ignore[arg-type]
+
+
+class Deletes:
+    """A client deleting a namespace: the delete answers `status` (None: accepted); then the namespace
+    is still there for `terminating` reads."""
+
+    def __init__(self, status: int | None, terminating: int | None) -> None:
+        self.status, self.terminating, self.reads = status, terminating, 0
+
+    def delete(self, resource: Any, name: str) -> None:
+        assert (resource.__name__, name) == ("Namespace", "ns")
+        if self.status is not None:
+            raise ApiError(status=Status(code=self.status, message="no"))
+
+    def get(self, resource: Any, name: str) -> Any:
+        self.reads += 1
+        if self.terminating is None or self.reads <= self.terminating:
+            return {"status": {"phase": "Terminating"}}
+        raise ApiError(status=Status(code=404, message="gone"))
+
+
+def test_deleting_a_namespace_waits_until_it_is_gone() -> None:
+    client = Deletes(None, terminating=2)
+    assert delete_namespace(client, "ns") is True  # type: ignore[arg-type]
+    assert client.reads == 3
+
+
+def test_deleting_a_namespace_that_is_not_there_is_fine() -> None:
+    assert delete_namespace(Deletes(404, 0), "ns") is False  # type: ignore[arg-type]
+    with pytest.raises(ApiError):
+        delete_namespace(Deletes(403, 0), "ns")  # type: ignore[arg-type]
+
+
+def test_a_namespace_that_stays_terminating_names_the_controllers() -> None:
+    with pytest.raises(WaitTimeout, match=r"namespace ns still terminating after 0s: is kube-controller-manager"):
+        delete_namespace(Deletes(None, terminating=None), "ns", timeout=0.1)  # type: ignore[arg-type]

@@ -38,6 +38,14 @@ def test_the_founding_scenario() -> None:
     assert s.spec.expectation("yunikorn", "no-such-patch") is None  # never the release's for a build
 
 
+def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
+    s = load_scenario(ROOT / "scenarios" / "yunikorn-3355-seed-scale.yaml")
+    assert (s.spec.cluster.nodes, s.spec.load.count, s.spec.load.rate, s.spec.load.concurrency) == (500, 3000, 2000, 16)
+    assert s.spec.load.namespace == "seed-scale"  # a namespace of its own: deleted after a run on a shared cluster
+    assert s.spec.expect["yunikorn"].invariants == ["stranded", "I1", "I2"]
+    assert s.spec.expect["kube-scheduler"].verdict == "clean"
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
@@ -83,3 +91,40 @@ def report(*invariants: str) -> Report:
 )
 def test_expectations(expect: Expectation | None, rep: Report, met: bool | None) -> None:
     assert meets(rep, expect) is met
+
+
+def test_a_touch_stops_once_the_run_has_ended() -> None:
+    """At the seed's scale touching every pod can outlast the settle: the touch then stops and says
+    how far it got, instead of failing under the cluster's teardown."""
+    import threading
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+    from typing import Any
+
+    from proxy.runner import Target, _perform
+    from proxy.scenario import Step
+
+    stop = threading.Event()
+    patched: list[str] = []
+
+    class Api:
+        def list(self, *a: Any, **k: Any) -> list[dict[str, Any]]:
+            return [{"metadata": {"name": f"p{i}"}} for i in range(5)]
+
+        def patch(self, kind: Any, name: str, *a: Any, **k: Any) -> None:
+            patched.append(name)
+            if len(patched) == 2:
+                stop.set()  # the settle ends while the touch is under way
+
+    class Kube:
+        @contextmanager
+        def client(self) -> Iterator[Api]:
+            yield Api()
+
+    target = Target(Kube(), "http://127.0.0.1:1")  # type: ignore[arg-type]
+    step = Step(onEvent="outage-end", touchPods=True)
+    assert _perform(step, target, 1, "ns", "run") == "touched 5 pods"  # no stop given: every pod
+    patched.clear()
+    stop.clear()
+    assert _perform(step, target, 1, "ns", "run", stop) == "touched 2 of 5 pods (stopped: the run had ended)"
+    assert patched == ["p0", "p1"]
