@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cli.exits import FAILED, OK, USAGE
 from proxy.cluster import build, controller_manager
 from proxy.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from proxy.cli.main import DEFAULT_CONTROL, FAILED, OK, USAGE
+from proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
 from proxy.strict import parse_duration
 
 

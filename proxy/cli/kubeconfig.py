@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from proxy import paths
-from proxy.cli.main import OK, USAGE
+from proxy.cli.exits import OK, USAGE
 from proxy.upstream import KubeconfigError, proxied, read
 
 

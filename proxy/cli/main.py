@@ -8,9 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from proxy import __version__, paths
-
-OK, FAILED, USAGE = 0, 1, 2
-DEFAULT_CONTROL = "http://127.0.0.1:7080"
+from proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from proxy.cli.main import OK, USAGE
+from proxy.cli.exits import OK, USAGE
 from proxy.library import load_dir
 from proxy.profile_loader import ProfileError, load_file
 

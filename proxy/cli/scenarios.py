@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proxy import check
-from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cli.exits import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from proxy.cluster.kubeapi import ConfigError, Kube

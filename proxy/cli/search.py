@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cli.exits import FAILED, OK, USAGE
 from proxy.cluster import build
 from proxy.cluster.control_plane import ClusterError, default_state_dir
 from proxy.console import Progress, stderr_console

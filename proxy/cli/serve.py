@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from proxy import __version__, paths
 from proxy.cli import logs
-from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cli.exits import FAILED, OK, USAGE
 from proxy.journal import Journal
 from proxy.library import Library, load_dir
 from proxy.private_files import PrivateFiles

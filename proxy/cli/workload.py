@@ -11,7 +11,7 @@ from pathlib import Path
 from lightkube import ConfigError
 
 from proxy import check, load
-from proxy.cli.main import FAILED, OK, USAGE
+from proxy.cli.exits import FAILED, OK, USAGE
 from proxy.cluster.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
 from proxy.console import Progress, show_table
 
