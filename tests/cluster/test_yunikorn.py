@@ -27,4 +27,5 @@ def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster) -> None
     r = kfp("cluster", "--state-dir", str(yunikorn_cluster.dir), "status")
     st = json.loads(r.stdout)
     assert r.returncode == 0 and st["schedulerBuild"] == "yunikorn v1.9.0"
-    assert st["builds"] == {"etcd": "v3.6.16", "kube-apiserver": "v1.36.3", "yunikorn-scheduler": "v1.9.0"}
+    assert st["builds"] == {"etcd": "v3.6.16", "kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.36.3",
+                            "kubectl": "v1.36.3", "kwok": "v0.7.0", "yunikorn-scheduler": "v1.9.0"}
