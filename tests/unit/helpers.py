@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from proxy.identity import RequestIdentity, parse
@@ -36,3 +37,14 @@ def get_pod(pod: str, ns: str = "default") -> RequestIdentity:
 def watch_pods() -> RequestIdentity:
     """A cluster-wide pods watch."""
     return parse("GET", "/api/v1/pods", "watch=1")
+
+
+class Listing:
+    """What lightkube's asyncio list returns: the objects (async) and the list's resourceVersion."""
+
+    def __init__(self, objs: list[dict[str, Any]], rv: str) -> None:
+        self.objs, self.resourceVersion = objs, rv
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        for obj in self.objs:
+            yield obj

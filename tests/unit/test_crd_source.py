@@ -17,7 +17,7 @@ from proxy.crd.source import ClusterSource, FaultActivationObject, FaultProfileO
 from proxy.journal import Journal
 from proxy.library import Library
 from proxy.runtime import Runtime
-from tests.unit.helpers import BIND_MATCH
+from tests.unit.helpers import BIND_MATCH, Listing
 
 EXPIRED = ApiError(status=Status(code=410, reason="Expired", message="too old resource version: 1 (20)"))
 FORBIDDEN = ApiError(status=Status(code=403, reason="Forbidden", message="no"))
@@ -39,13 +39,6 @@ def activation(rv: int = 2) -> dict[str, Any]:
             "spec": {"profile": "fail"}}
 
 
-class Listing:
-    def __init__(self, objs: list[dict[str, Any]], rv: str) -> None:
-        self.objs, self.resourceVersion = objs, rv
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        for obj in self.objs:
-            yield obj
 
 
 class FakeClient:

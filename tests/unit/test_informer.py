@@ -13,21 +13,13 @@ from lightkube.types import OnErrorAction
 
 from proxy.cluster.informer import Informer, expired
 from proxy.cluster.kubeapi import ApiError, Pod
+from tests.unit.helpers import Listing
 
 
 def pod(name: str, rv: int, phase: str = "Pending") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)}, "status": {"phase": phase}}
 
 
-class Listing:
-    """What lightkube's asyncio list returns: the objects (async) and the list's resourceVersion."""
-
-    def __init__(self, objs: list[dict[str, Any]], rv: str) -> None:
-        self.objs, self.resourceVersion = objs, rv
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        for obj in self.objs:
-            yield obj
 
 
 class WatchesEnded(Exception):
