@@ -143,10 +143,13 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+SCHEDULER_BINARIES = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}  # scheduler -> component
+
+
 def needed_components(scheduler: str) -> list[str]:
     """What `up` starts (and kubectl, which `cluster env` advertises), for this scheduler."""
-    schedulers = {"kube-scheduler": ["kube-scheduler"], "yunikorn": ["yunikorn-scheduler"]}
-    return ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl", *schedulers.get(scheduler, [])]
+    own = [SCHEDULER_BINARIES[scheduler]] if scheduler in SCHEDULER_BINARIES else []
+    return ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl", *own]
 
 
 def up(opts: Options) -> Cluster:
@@ -182,7 +185,7 @@ def up(opts: Options) -> Cluster:
 
 def scheduler_build(scheduler: str, components: dict[str, build.Component]) -> str | None:
     """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
-    binary = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}.get(scheduler)
+    binary = SCHEDULER_BINARIES.get(scheduler)
     return f"{scheduler} {components[binary].version}" if binary else None
 
 
@@ -253,8 +256,6 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     _start_scheduler(c, opts, binaries)
     c.save()
 
-
-SCHEDULER_BINARIES = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}
 
 
 def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path], announce: bool = True) -> None:
