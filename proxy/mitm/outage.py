@@ -33,9 +33,24 @@ def close_client(handler: Any) -> bool:
     return True
 
 
+def abort_upstream(handler: Any) -> int:
+    """Abort a handler's upstream connections, as a crashed apiserver's would be: the apiserver
+    cancels the requests they carry that it has not yet committed, and no answer of theirs is
+    counted as given. Returns how many were aborted."""
+    aborted = 0
+    for conn, io in list(handler.transports.items()):
+        if conn is handler.client or io.writer is None:
+            continue
+        io.writer.transport.abort()
+        aborted += 1
+    return aborted
+
+
 class OutageController:
     """While an outage lasts: new client connections are refused (close, refuse or blackhole),
-    upstream connects fail; at its start every live client connection is closed."""
+    upstream connects fail; at its start every live client connection is closed, and so is every
+    upstream connection: requests the proxy had already forwarded die with the "apiserver" rather
+    than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -70,8 +85,11 @@ class OutageController:
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
                           clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds["succeeded"],
                           bindsFailed=self.runtime.binds["failed"])
+        aborted = 0
         for h in handlers:
-            close_client(h)
+            close_client(h)  # first: the upstream losses below then close no client a second time
+            aborted += abort_upstream(h)
+        self.counts["upstreamConnectionsAborted"] = aborted
         self._closed_ids = {h.client.id for h in handlers}
         if mode == "refuse":
             self.counts["listener"] = "stopped"

@@ -285,3 +285,55 @@ def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp
     finally:
         assert proxy.stop() == 0
         up.stop()
+
+
+def test_outage_kills_the_requests_already_forwarded_upstream(pki: Path, tmp_path: Path) -> None:
+    """kill -9 semantics on the apiserver's side: Bindings the proxy had forwarded but the upstream
+    had not yet committed are dropped with the upstream connection (the apiserver cancels a request
+    whose connection dies), instead of being committed behind the scheduler's back; the proxy counts
+    each as failed, as its client saw it."""
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy")
+    slow = 20
+
+    async def drive() -> list[str]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=20.0, limits=httpx.Limits(max_connections=1)) as c:
+            await c.get("/healthz")
+
+            async def bind(i: int) -> str:
+                name = f"slow-{i:02d}"
+                try:
+                    r = await c.post(f"/api/v1/namespaces/default/pods/{name}/binding", params={"delay": "3"},
+                                     json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
+                                           "target": {"kind": "Node", "name": "n1"}})
+                    return f"HTTP {r.status_code}"
+                except Exception as e:  # httpcore lets anyio.EndOfStream out of a connection closed mid-write
+                    return type(e).__name__
+
+            in_flight = [asyncio.create_task(bind(i)) for i in range(slow)]
+            await asyncio.sleep(1.0)  # all forwarded: the upstream holds them for 3 s
+            with pytest.raises(httpx.HTTPError):
+                await c.get("/outage-now")
+            return await asyncio.gather(*in_flight)
+
+    try:
+        with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
+            activate(control, "out", [{"name": "o", "match": {"paths": ["/outage-now"]}, "when": {"maxInjections": 1},
+                                       "fault": {"outage": {"seconds": 2, "refuse": "close"}}}])
+            outcomes = asyncio.run(drive())
+            assert not [o for o in outcomes if o.startswith("HTTP")], outcomes
+            time.sleep(3.0)  # past every delay: a Binding still alive upstream would be committed by now
+            ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+            ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
+            seen = httpx.get(f"https://127.0.0.1:{up.ready['port']}/debug/bindings", verify=ctx).json()
+            assert len(seen["posts"]) == slow, seen  # every one had reached the upstream
+            assert seen["bound"] == {} and len(seen["cancelled"]) == slow, seen
+            stats = control.get("/v1/stats").json()
+            assert stats["bindsTotal"] == {"succeeded": 0, "failed": slow}, stats["bindsTotal"]
+            end = next(r for r in control.get("/v1/journal", params={"since": 0}).json()["records"]
+                       if r["event"] == "outage-end")
+            assert end["upstreamConnectionsAborted"] >= 1, end
+    finally:
+        assert proxy.stop() == 0
+        up.stop()

@@ -2,7 +2,8 @@
 
 Run: python -m tests.support.fake_apiserver --certs DIR --ready-file FILE [--require-client-cert]
 It serves just enough of the API (bindings, a pod list, a watch, byte payloads, whoami) to
-observe on the wire what the proxy did. The real apiserver is used by the cluster tests.
+observe on the wire what the proxy did; a Binding POST with `?delay=S` is committed only if its
+client is still there S seconds later, as the apiserver drops a request whose connection died. The real apiserver is used by the cluster tests.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hypercorn.config import Config
 Scope = dict[str, Any]
 bindings: dict[str, str] = {}
 binding_posts: list[str] = []
+bindings_cancelled: list[str] = []
 
 
 def _status(code: int, reason: str, message: str) -> bytes:
@@ -45,6 +47,17 @@ async def _send(send: Any, status: int, body: bytes, ctype: str = "application/j
     headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _disconnected_within(receive: Any, seconds: float) -> bool:
+    """Wait up to `seconds` for the client to go away; whether it did."""
+    try:
+        async with asyncio.timeout(seconds):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+    except TimeoutError:
+        return False
+    return True
 
 
 def payload(size: int, seed: int) -> bytes:
@@ -72,11 +85,16 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             msg = (f'Operation cannot be fulfilled on pods/binding "{pod}": '
                    f'pod {pod} is already assigned to node "{node}"')
             return await _send(send, 409, _status(409, "Conflict", msg))
+        if "delay" in query and await _disconnected_within(receive, float(query["delay"])):
+            # Like the apiserver: a request whose connection died before it was committed is not.
+            bindings_cancelled.append(f"{ns}/{pod}")
+            return None
         bindings[f"{ns}/{pod}"] = target
         return await _send(send, 201, json.dumps(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
     if path == "/debug/bindings":
-        return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts}).encode())
+        return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts,
+                                                  "cancelled": bindings_cancelled}).encode())
     if path == "/whoami":
         cert = scope.get("extensions", {}).get("tls", {}).get("client_cert_name")
         who = {"authorization": headers.get("authorization"), "clientCert": cert,
