@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from proxy.check import INVARIANTS
+from proxy.report import timeline_svg
 from proxy.scenario import load_scenario
 from proxy.search.engine import Outcome
 from proxy.search.genome import Genome
@@ -76,10 +77,21 @@ def write(out: Outcome, argv: list[str]) -> Path:
         doc.update(minimal=json.loads(minimal.canonical()), replays=out.replays, reproduced=out.reproduced,
                    minimalControl=out.minimal_control,
                    shrinkSteps=[st.as_dict() for st in out.shrunk.steps] if out.shrunk else [])
+    if out.witness is not None and out.witness.samples:
+        (d / "timeline.svg").write_text(timeline_svg(witness_run(out)))
     (d / "search.json").write_text(json.dumps(doc, indent=1))
     report = d / "report.md"
     report.write_text(_markdown(out, doc))
     return report
+
+
+def witness_run(out: Outcome) -> dict[str, Any]:
+    """The first reproducing replay of the minimal case, shaped as a scenario run for timeline_svg."""
+    w = out.witness
+    assert w is not None
+    return {"scenario": "search minimal case", "scheduler": out.settings.scheduler, "seed": w.genome.seed,
+            "samples": w.samples, "events": w.events, "steps": w.steps, "check": w.check,
+            "load": {"requested": w.genome.pods}, "met": None}
 
 
 def _description(out: Outcome) -> str:
@@ -142,6 +154,9 @@ def _witnesses(out: Outcome) -> list[str]:
     if w is None:
         return ["## Witness pods", "", "No replay of the minimal case broke the invariants; no witness.", ""]
     lines = ["## Witness pods (from the first reproducing replay's journal)", ""]
+    if w.samples:
+        lines += ["![The first reproducing replay: pods bound and pending, binds/s, the profile's window]"
+                  "(timeline.svg)", ""]
     violations = w.check.get("violations", [])
     chosen: list[tuple[str, dict[str, Any]]] = []
     for v in violations:

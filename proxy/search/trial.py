@@ -98,6 +98,10 @@ class TrialResult:
     restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
     quiet: bool = True
     error: str | None = None
+    # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def hit(self) -> bool:
@@ -148,18 +152,24 @@ def _fetch(api: Any, yunikorn: str | None, attempts: int = 20) -> check.Snapshot
     raise ValueError(f"YuniKorn's REST API at {yunikorn} did not answer a partition")
 
 
-def _act(api: Any, action: str, namespace: str) -> None:
-    """The workload action: an informer update for every pod, or delete a fifth of them."""
+def _act(api: Any, action: str, namespace: str) -> str:
+    """The workload action: an informer update for every pod, or delete a fifth of them; what it did."""
     pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
+    done = 0
     if action == "touchPods":
         for p in pods:
             body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
             with contextlib.suppress(ApiError):
                 api.patch(Pod, p["metadata"]["name"], body, namespace=namespace, patch_type=PatchType.MERGE)
-    elif action == "deletePods":
-        for p in pods[::5]:
-            with contextlib.suppress(ApiError):
-                api.delete(Pod, p["metadata"]["name"], namespace=namespace, grace_period=0)
+                done += 1
+        return f"touched {done} pods"
+    if action != "deletePods":
+        raise ValueError(f"unknown workload action {action!r}")
+    for p in pods[::5]:
+        with contextlib.suppress(ApiError):
+            api.delete(Pod, p["metadata"]["name"], namespace=namespace, grace_period=0)
+            done += 1
+    return f"deleted {done} pods"
 
 
 def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, list[str]], set[str]]:
@@ -209,11 +219,18 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
             rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
             control.put(f"/v1/profiles/{profile}", json=genome.document(profile)).raise_for_status()
             control.put("/v1/active", json={"profile": profile, "seed": genome.seed}).raise_for_status()
+            wall0 = time.time()
+            result.events.append({"event": "activate", "t": 0.0, "profile": profile})
 
             def take() -> TrialSnapshot:
                 snap = _fetch(api, rig.yunikorn)
                 stats = control.get("/v1/stats").json()
                 binds = stats["bindsTotal"]
+                mine = [p for p in snap.pods if p["metadata"].get("namespace") == namespace]
+                bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+                result.samples.append({"t": round(time.time() - wall0, 2), "pods": len(mine), "bound": bound,
+                                       "pending": len(mine) - bound, "bindsSucceeded": binds["succeeded"],
+                                       "bindsFailed": binds["failed"]})
                 sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
                        tuple(sorted(stats.get("events", {}).items())))
                 return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, proxy=sig)
@@ -224,18 +241,23 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
 
             spec = load.LoadSpec(count=genome.pods, rate=LOAD_RATE, concurrency=8, namespace=namespace,
                                  scheduler_name=scheduler_name, timeout=60)
+            take()
             load.create_pods(kube, spec, progress=False)
             done = check.all_bound(namespace, load.LOAD_LABEL)
             snap, quiet1 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
             if genome.action is not None:
-                _act(api, genome.action, namespace)
+                result.steps.append({"t": round(time.time() - wall0, 2), "did": _act(api, genome.action, namespace)})
             control.delete("/v1/active").raise_for_status()  # every fault is over before the check
+            result.events.append({"event": "deactivate", "t": round(time.time() - wall0, 2)})
             snap, quiet2 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
             report = check.evaluate(snap, {scheduler_name}, grace=0, namespace=namespace)
             result.check, result.quiet = report.as_dict(), quiet1 and quiet2
             result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
             rig.cursor, records = journal_after(control, rig.cursor)
             result.injections = sum(1 for r in records if r["event"] == "inject")
+            result.events += [{"event": r["event"], "t": round(float(r["time"]) - wall0, 2)} for r in records
+                              if r["event"] in ("outage-start", "outage-end")]
+            result.events.sort(key=lambda e: float(e["t"]))
             result.history, phases = _history(records, namespace)
             final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
                      for p in snap.pods if p["metadata"].get("namespace") == namespace}

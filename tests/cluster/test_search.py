@@ -42,6 +42,11 @@ def test_search_finds_confirms_and_shrinks_a_yunikorn_violation(tmp_path: Path) 
     assert load_scenario(out / "replay-scenario.yaml").spec.timeline[0].activate == "search-minimal"
     report = (out / "report.md").read_text()
     assert "## Shrink log" in report and "## Witness pods" in report and f"search replay {out}" in report
+    # The first reproducing replay as a picture: sampled while it ran, with the profile's window.
+    svg = (out / "timeline.svg").read_text()
+    assert "(timeline.svg)" in report and svg.startswith("<svg") and "search-minimal" in svg
+    points = svg.split("<polyline points=\"")[1].split("\"")[0].split()
+    assert len(points) >= 3, points
     assert doc["trials"] >= 1 and doc["medianTrialSeconds"] <= 30
     # Both control planes are down.
     for scheduler in ("yunikorn", "kube-scheduler"):

@@ -12,11 +12,12 @@ import yaml
 from proxy.cli.main import main
 from proxy.profile_loader import load_text
 from proxy.scenario import load_scenario
-from proxy.search.engine import Search, Settings
+from proxy.search.engine import Hit, Outcome, Search, Settings
 from proxy.search.genome import Genome, fault_kind, simplicity, valid
 from proxy.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
-from proxy.search.output import scenario_doc
-from proxy.search.shrink import candidates, ddmin, shrink
+from proxy.search.output import scenario_doc, write
+from proxy.search.shrink import Shrunk, candidates, ddmin, shrink
+from proxy.search.trial import TrialResult
 
 
 def genomes(seed: int, n: int, kinds: tuple[str, ...] = ALL_KINDS) -> list[Genome]:
@@ -147,6 +148,35 @@ def test_the_replay_scenario_and_the_minimal_profile_load(tmp_path: Path) -> Non
     assert any(s.touchPods for s in scenario.spec.timeline)
     assert scenario.spec.expect["kube-scheduler"].verdict == "clean"
     assert main(["profiles", "validate", str(tmp_path / "minimal-profile.yaml")]) == 0
+
+
+def test_the_report_draws_the_reproducing_replay(tmp_path: Path) -> None:
+    g = Genome(rules=({"name": "r1-abort-binding", "match": dict(BINDING), "when": {"maxInjections": 2},
+                       "fault": {"abort": {"status": 403}}},), pods=20, seed=4)
+    # Two of 20 pods never bound: what the replay's samples (one per poll) recorded.
+    samples = [{"t": float(t), "pods": 20, "bound": b, "pending": 20 - b, "bindsSucceeded": b, "bindsFailed": f}
+               for t, b, f in ((0, 0, 0), (1, 12, 2), (2, 18, 2), (3, 18, 2), (4, 18, 2))]
+    check = {"verdict": "violations", "invariants": {"stranded": {"holds": False, "violations": 2}},
+             "violations": [{"invariant": "stranded", "objects": ["s-x/load-1"], "message": "Pending, no node"}]}
+    witness = TrialResult("replay-1", "yunikorn", g, broken=["stranded"], check=check, samples=samples,
+                          events=[{"event": "activate", "t": 0.0, "profile": "search-minimal"},
+                                  {"event": "deactivate", "t": 3.1}],
+                          history={"load-1": ["create pods/binding -> abort (403)"]})
+    out = Outcome(settings(tmp_path), confirmed=Hit(0, g, ["stranded"], ["stranded"], [], "confirmed"),
+                  target=["stranded"], shrunk=Shrunk(g, []), minimal_control=[], replays=[["stranded"]] * 5,
+                  witness=witness)
+    report = write(out, ["search"]).read_text()
+    svg = (tmp_path / "timeline.svg").read_text()
+    assert svg.startswith("<svg") and "search minimal case" in svg and "(stranded)" in svg
+    assert svg.count("<polyline") == 2  # bound and pending, over the five samples
+    assert "![The first reproducing replay" in report and "(timeline.svg)" in report
+    assert "**load-1**: stranded" in report and "create pods/binding -> abort (403)" in report
+
+
+def test_no_picture_without_a_reproducing_replay(tmp_path: Path) -> None:
+    out = Outcome(settings(tmp_path))
+    report = write(out, ["search"]).read_text()
+    assert "No confirmed violation" in report and not (tmp_path / "timeline.svg").exists()
 
 
 @pytest.mark.parametrize("argv", [
