@@ -48,19 +48,25 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError(str(e)) from None
     if args.pods < 20 or args.nodes < 1 or args.replays < 1:
         raise UsageError("--pods must be at least 20, --nodes and --replays at least 1")
+    if (args.yunikorn_patch or args.yunikorn_source) and args.scheduler != "yunikorn":
+        raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
+                         "they need --scheduler yunikorn")
     state = args.state_dir or default_state_dir().parent / "search"
     return Settings(scheduler=args.scheduler, control=args.control, budget=budget, seed=args.seed,
                     kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, replays=args.replays,
-                    max_trials=args.max_trials)
+                    max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
+                    yunikorn_source=args.yunikorn_source)
 
 
 def _search(args: argparse.Namespace) -> int:
     from proxy.search.output import write
 
     s = _settings(args)
+    yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
     build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
-                     *(["kube-scheduler"] if "kube-scheduler" in (s.scheduler, s.control) else [])])
+                     *(["kube-scheduler"] if "kube-scheduler" in (s.scheduler, s.control) else [])],
+                    overrides={"yunikorn-scheduler": yunikorn})
     console = stderr_console()
     with Progress("search trials", None, console=console) as bar:
         def progress(out: Outcome) -> None:
@@ -95,7 +101,8 @@ def _replay(args: argparse.Namespace) -> int:
     genome.profile()  # the strict loader, once more
     target = set(doc["target"])
     state = args.state_dir or default_state_dir().parent / "search-replay"
-    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], int(doc["nodes"]), args.profiles)
+    patch, source = (Path(doc[k]) if doc.get(k) else None for k in ("yunikornPatch", "yunikornSource"))
+    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], int(doc["nodes"]), args.profiles, patch, source)
     note = stderr_console().print
     try:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", CONFIRM, lambda m: note(m, markup=False))
@@ -118,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     except (ClusterError, build.BuildError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
-        return FAILED
+        return USAGE if isinstance(e, build.BuildInputError) else FAILED
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -138,6 +145,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
     p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
     p.add_argument("--state-dir", type=Path, help="where the search's control planes live")
+    p.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
+                   help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
+    p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
+                   help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
     ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
     r.add_argument("directory", type=Path)

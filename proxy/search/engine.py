@@ -36,6 +36,9 @@ class Settings:
     shrink_budget: float = 600.0
     replays: int = 5
     max_trials: int | None = None
+    # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
+    yunikorn_patch: Path | None = None
+    yunikorn_source: Path | None = None
 
 
 @dataclass
@@ -74,6 +77,7 @@ class Outcome:
     corpus: int = 0
     best_near_miss: int = 0
     fast_seconds: list[float] = field(default_factory=list)  # every search-tier run (search and shrink)
+    builds: dict[str, str] = field(default_factory=dict)  # scheduler -> its exact build, as the rig ran it
 
     @property
     def reproduced(self) -> int:
@@ -103,6 +107,7 @@ class Search:
         self.s, self.note, self.progress = settings, note, progress
         self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
+        self.builds: dict[str, str] = {}
         self.journal = settings.out / "trials.jsonl"
 
     def rig(self, scheduler: str) -> Rig:
@@ -110,7 +115,8 @@ class Search:
         if scheduler not in self.rigs:
             self.note(f"starting the control plane for {scheduler} ({self.s.nodes} nodes)")
             self.rigs[scheduler] = Rig.open(self.s.state_dir / scheduler, scheduler, self.s.nodes,
-                                            self.s.profiles_dir)
+                                            self.s.profiles_dir, self.s.yunikorn_patch, self.s.yunikorn_source)
+            self.builds[scheduler] = self.rigs[scheduler].build
         return self.rigs[scheduler]
 
     def close(self) -> None:
@@ -176,6 +182,7 @@ class Search:
             self.close()
         out.total_seconds = time.monotonic() - t_start
         out.fast_seconds = self.fast_seconds
+        out.builds = dict(self.builds)
         return out
 
     def confirm(self, number: int, g: Genome, first: TrialResult) -> Hit:

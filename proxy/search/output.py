@@ -58,6 +58,9 @@ def write(out: Outcome, argv: list[str]) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
         "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
+        "build": out.builds.get(s.scheduler), "controlBuild": out.builds.get(s.control or ""),
+        "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
+        "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
         "trials": len(out.trials), "medianTrialSeconds": round(out.median_trial(), 1),
         "trialsPerHour": round(out.trials_per_hour()),
@@ -90,6 +93,7 @@ def witness_run(out: Outcome) -> dict[str, Any]:
     w = out.witness
     assert w is not None
     return {"scenario": "search minimal case", "scheduler": out.settings.scheduler, "seed": w.genome.seed,
+            "build": out.builds.get(out.settings.scheduler),
             "samples": w.samples, "events": w.events, "steps": w.steps, "check": w.check,
             "load": {"requested": w.genome.pods}, "met": None}
 
@@ -103,7 +107,7 @@ def _description(out: Outcome) -> str:
 
 def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
     s = out.settings
-    lines = [f"# kube-fault-proxy search: {s.scheduler}", ""]
+    lines = [f"# kube-fault-proxy search: {doc['build'] or s.scheduler}", ""]
     lines += [f"- search seed {s.seed}, kinds {', '.join(s.kinds)}; {s.nodes} nodes, {s.pods} pods per trial; "
               f"rig commit {doc['commit']}",
               f"- {len(out.trials)} search trials; search phase {out.search_seconds:.0f} s (with control-plane "
@@ -129,7 +133,9 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
                   f"control under it: {', '.join(out.minimal_control or []) or 'clean'}", "",
                   "Reproduce:", "", "```sh", f"kube-fault-proxy search replay {s.out}",
                   f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
-                  f"--scheduler {s.scheduler} --seed {minimal.seed}", "```", "",
+                  f"--scheduler {s.scheduler} --seed {minimal.seed}"
+                  + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")
+                  + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else ""), "```", "",
                   "## Minimal profile (`minimal-profile.yaml`)", "", "```yaml",
                   (s.out / "minimal-profile.yaml").read_text().rstrip(), "```", "",
                   "What each invariant means: " + "; ".join(f"{i}: {INVARIANTS[i]}" for i in out.target), ""]

@@ -48,10 +48,19 @@ class Rig:
     cursor: int = 0  # the proxy journal's last record seen
 
     @classmethod
-    def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path) -> Rig:
-        """Bring the control plane up (raises ClusterError)."""
-        c = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True, profiles_dir=profiles_dir))
+    def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
+             yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> Rig:
+        """Bring the control plane up (raises ClusterError); a YuniKorn rig may run a patched or
+        source build (the other scheduler's rig ignores both)."""
+        patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
+        c = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True, profiles_dir=profiles_dir,
+                       yunikorn_patch=patch, yunikorn_source=source))
         return cls(c, scheduler)
+
+    @property
+    def build(self) -> str:
+        """The scheduler's exact build, as `cluster status` names it."""
+        return str(self.cluster.state.get("schedulerBuild") or self.scheduler)
 
     def close(self) -> None:
         """Stop everything the rig started; logs, journal and kubeconfigs stay, etcd's data goes."""

@@ -186,10 +186,19 @@ def test_no_picture_without_a_reproducing_replay(tmp_path: Path) -> None:
     ["search", "--scheduler", "yunikorn", "--budget", "60", "-o", "x"],
     ["search", "--scheduler", "yunikorn", "--control", "yunikorn", "--budget", "1m", "-o", "x"],
     ["search", "--scheduler", "yunikorn", "--budget", "1m", "-o", "x", "--kinds", "abort", "--exclude-kinds", "abort"],
+    ["search", "--scheduler", "kube-scheduler", "--budget", "1m", "-o", "x", "--yunikorn-patch", "fix.patch"],
 ])
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "kube-fault-proxy search:" in capsys.readouterr().err
+
+
+def test_a_patch_that_cannot_be_read_is_a_usage_error_naming_it(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-fix.patch"
+    assert main(["search", "--scheduler", "yunikorn", "--budget", "1m", "-o", str(tmp_path / "out"),
+                 "--yunikorn-patch", str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 def test_replay_of_a_directory_that_is_not_a_search_exits_2(tmp_path: Path) -> None:
