@@ -84,7 +84,8 @@ def _search(args: argparse.Namespace) -> int:
         return OK
     minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
     print(f"confirmed: {', '.join(out.target)} on {s.scheduler} (trial {out.confirmed.trial}); minimal profile "
-          f"{len(minimal.rules)} rules, {minimal.pods} pods, reproduced {out.reproduced}/{len(out.replays)}; "
+          f"{len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or s.nodes} nodes, "
+          f"reproduced {out.reproduced}/{len(out.replays)}; "
           f"{out.trials_per_hour():.0f} trials/hour, median {out.median_trial():.1f}s")
     print(f"report: {report}\nreproduce: kube-fault-proxy search replay {s.out}")
     return FAILED
@@ -97,7 +98,7 @@ def _replay(args: argparse.Namespace) -> int:
     except (OSError, KeyError, json.JSONDecodeError) as e:
         raise UsageError(f"{args.directory}: not a search directory with a minimal case ({e})") from None
     genome = Genome(rules=tuple(minimal["rules"]), pods=minimal["pods"], action=minimal["action"],
-                    seed=minimal["seed"])
+                    seed=minimal["seed"], nodes=minimal.get("nodes"))
     genome.profile()  # the strict loader, once more
     target = set(doc["target"])
     state = args.state_dir or default_state_dir().parent / "search-replay"

@@ -228,7 +228,8 @@ class Search:
         out.shrunk = shrink(out.confirmed.genome.with_(origin="confirmed"), still_fails, self.s.shrink_budget)
         out.shrink_seconds = time.monotonic() - t0
         minimal = out.shrunk.genome
-        self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods; replaying it {self.s.replays} times")
+        self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or self.s.nodes} nodes; "
+                  f"replaying it {self.s.replays} times")
         for k in range(self.s.replays):
             r = self.trial(self.s.scheduler, minimal, f"minimal-{k + 1}", CONFIRM)
             out.replays.append(r.broken)

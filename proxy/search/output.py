@@ -74,7 +74,8 @@ def write(out: Outcome, argv: list[str]) -> Path:
     if minimal is not None:
         (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
         scenario = d / "replay-scenario.yaml"
-        scenario.write_text(yaml.safe_dump(scenario_doc(minimal, s.scheduler, s.control, out.target, s.nodes),
+        scenario.write_text(yaml.safe_dump(scenario_doc(minimal, s.scheduler, s.control, out.target,
+                                                        minimal.nodes or s.nodes),
                                            sort_keys=False))
         load_scenario(scenario)  # it must load, as `scenario run` will load it
         doc.update(minimal=json.loads(minimal.canonical()), replays=out.replays, reproduced=out.reproduced,
@@ -127,7 +128,8 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
                   f"{', '.join(out.confirmed.replay or []) or 'nothing'}; control "
                   f"({s.control or 'none'}) {', '.join(out.confirmed.control or []) or 'clean'}",
                   f"- shrunk in {out.shrink_seconds:.0f} s from {len(out.confirmed.genome.rules)} rules to "
-                  f"**{len(minimal.rules)}** ({minimal.pods} pods){spent}",
+                  f"**{len(minimal.rules)}** ({minimal.pods} pods, "
+                  f"{minimal.nodes or s.nodes} of the rig's {s.nodes} nodes schedulable){spent}",
                   f"- minimal profile replayed {len(out.replays)} times: **{rate}** reproduce "
                   f"{', '.join(out.target)} (runs: {'; '.join(', '.join(r) or 'clean' for r in out.replays)}); "
                   f"control under it: {', '.join(out.minimal_control or []) or 'clean'}", "",

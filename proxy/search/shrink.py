@@ -113,7 +113,8 @@ def _fault_variants(rule: Rule) -> Iterator[Rule]:
         yield {**rule, "fault": {"abort": {"status": 500}}}
 
 
-def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20)) -> Iterator[tuple[str, Genome]]:
+def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
+               node_sizes: Sequence[int] = (5, 2, 1)) -> Iterator[tuple[str, Genome]]:
     """Every one-step simplification of a genome, in pass order (rules are ddmin's, not here)."""
     if g.action is not None:
         yield "drop the workload action", g.with_(action=None)
@@ -125,6 +126,11 @@ def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20)) -> Iterator[tupl
                                ("fault", _fault_variants), ("match", _match_variants)):
             for new in variants(rule):
                 yield f"rule {rule['name']}: simpler {what}", _with_rule(g, i, new)
+    # Last: the profile is what a reader needs minimal first; the rest of the rig's nodes are
+    # cordoned for the trial.
+    for nodes in node_sizes:
+        if g.nodes is None or nodes < g.nodes:
+            yield f"nodes {g.nodes or 'all'} -> {nodes}", g.with_(nodes=nodes)
 
 
 @dataclass

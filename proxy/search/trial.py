@@ -17,7 +17,7 @@ from lightkube.types import PatchType
 
 from proxy import check, load
 from proxy.cluster.control_plane import Cluster, ClusterError, Options, down, restart_scheduler, up
-from proxy.cluster.kubeapi import ApiError, HTTPError, Pod
+from proxy.cluster.kubeapi import ApiError, HTTPError, Node, Pod
 from proxy.runner import SCHEDULER_NAMES
 from proxy.search.genome import Genome
 
@@ -46,6 +46,7 @@ class Rig:
     scheduler: str
     trials: int = 0
     cursor: int = 0  # the proxy journal's last record seen
+    schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
 
     @classmethod
     def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
@@ -161,6 +162,18 @@ def _fetch(api: Any, yunikorn: str | None, attempts: int = 20) -> check.Snapshot
     raise ValueError(f"YuniKorn's REST API at {yunikorn} did not answer a partition")
 
 
+def set_schedulable(api: Any, keep: int | None) -> int:
+    """Cordon every node but the first `keep` by name (None: uncordon all), as `kubectl cordon`
+    does; returns how many nodes are schedulable now."""
+    nodes = sorted(api.list(Node), key=lambda n: n["metadata"]["name"])
+    for i, node in enumerate(nodes):
+        cordon = keep is not None and i >= keep
+        if bool((node.get("spec") or {}).get("unschedulable")) != cordon:
+            api.patch(Node, node["metadata"]["name"], {"spec": {"unschedulable": cordon or None}},
+                      patch_type=PatchType.MERGE)
+    return len(nodes) if keep is None else min(keep, len(nodes))
+
+
 def _act(api: Any, action: str, namespace: str) -> str:
     """The workload action: an informer update for every pod, or delete a fifth of them; what it did."""
     pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
@@ -222,6 +235,9 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
     with httpx.Client(base_url=rig.control, timeout=15) as control, kube.client() as api:
         profile = f"search-{name}"[:63].rstrip("-")
         try:
+            if genome.nodes != rig.schedulable:  # before the restart: the fresh scheduler lists them so
+                set_schedulable(api, genome.nodes)
+                rig.schedulable = genome.nodes
             # A fresh scheduler per trial: nothing an earlier trial's faults left in its cache or its
             # informers' backoff leaks into this one.
             result.restart_seconds = restart_scheduler(rig.cluster)

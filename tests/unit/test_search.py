@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,7 +18,7 @@ from proxy.search.genome import Genome, fault_kind, simplicity, valid
 from proxy.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
 from proxy.search.output import scenario_doc, write
 from proxy.search.shrink import Shrunk, candidates, ddmin, shrink
-from proxy.search.trial import TrialResult
+from proxy.search.trial import TrialResult, set_schedulable
 
 
 def genomes(seed: int, n: int, kinds: tuple[str, ...] = ALL_KINDS) -> list[Genome]:
@@ -99,6 +100,24 @@ def test_every_accepted_shrink_step_keeps_validity_and_gets_simpler() -> None:
     later = chain[1:]
     assert all(simplicity(b) < simplicity(a) for a, b in itertools.pairwise(later))
     assert len(result.genome.rules) == 1 and result.genome.action is None and result.genome.pods == 20
+    assert result.genome.nodes == 1  # node counts shrink too, once the profile is minimal
+
+
+def test_node_shrinking_stops_at_the_smallest_node_count_that_still_fails() -> None:
+    """The oracle: the invariant breaks only while at least 2 nodes are schedulable."""
+    start = Genome(rules=({"name": "r1-abort-binding", "match": dict(BINDING), "when": {"maxInjections": 1},
+                           "fault": {"abort": {"status": 500}}},), pods=20, seed=2)
+
+    def oracle(cand: Genome) -> tuple[bool, list[list[str]]]:
+        hit = cand.nodes is None or cand.nodes >= 2
+        return hit, [["stranded"] if hit else []]
+
+    result = shrink(start, oracle, budget=60)
+    assert result.genome.nodes == 2 and result.genome.rules == start.rules
+    tried = [st.what for st in result.steps]
+    assert "nodes all -> 5" in tried and "nodes 2 -> 1" in tried
+    assert Genome(rules=start.rules, pods=20, seed=2).digest() == start.digest()  # unset: digest as before
+    assert '"nodes":2' in result.genome.canonical()
 
 
 def test_ddmin_reaches_the_known_minimum() -> None:
@@ -203,3 +222,34 @@ def test_a_patch_that_cannot_be_read_is_a_usage_error_naming_it(tmp_path: Path,
 
 def test_replay_of_a_directory_that_is_not_a_search_exits_2(tmp_path: Path) -> None:
     assert main(["search", "replay", str(tmp_path)]) == 2
+
+
+class _Nodes:
+    """The two calls set_schedulable makes, on plain node dicts."""
+
+    def __init__(self, n: int) -> None:
+        self.nodes = {f"kfp-node-{i:04d}": {"metadata": {"name": f"kfp-node-{i:04d}"}, "spec": {}}
+                      for i in range(n, 0, -1)}
+        self.patches: list[str] = []
+
+    def list(self, kind: object) -> list[dict[str, Any]]:
+        return list(self.nodes.values())
+
+    def patch(self, kind: object, name: str, body: dict[str, Any], patch_type: object) -> None:
+        self.patches.append(name)
+        spec = self.nodes[name]["spec"]
+        if body["spec"]["unschedulable"] is None:
+            spec.pop("unschedulable", None)
+        else:
+            spec["unschedulable"] = body["spec"]["unschedulable"]
+
+
+def test_set_schedulable_cordons_all_but_the_first_nodes_by_name_and_undoes_it() -> None:
+    api = _Nodes(5)
+    assert set_schedulable(api, 2) == 2
+    cordoned = sorted(n for n, node in api.nodes.items() if node["spec"].get("unschedulable"))
+    assert cordoned == ["kfp-node-0003", "kfp-node-0004", "kfp-node-0005"]
+    api.patches.clear()
+    assert set_schedulable(api, 2) == 2 and api.patches == []  # nothing to change: no write
+    assert set_schedulable(api, None) == 5
+    assert not any(node["spec"] for node in api.nodes.values()) and len(api.patches) == 3
