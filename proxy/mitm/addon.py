@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Sequence
 
 from mitmproxy import connection, ctx, http
@@ -22,6 +23,7 @@ IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
 COUNTED = "kfp.bind-counted"
+OUTAGE_FAILED = "kfp.outage-failed"  # a Binding in flight when an outage began: its client got no answer
 OPEN = "kfp.request-open"  # reported to the connection timeouts as started, not yet as ended
 JSON_TYPES = ("application/json",)
 POLL_SECONDS = 0.2
@@ -55,6 +57,9 @@ class FaultAddon:
         self.runtime = runtime
         self.outage = outage
         self.timeouts = timeouts
+        # Binding POSTs read but not yet counted: an outage fails them all at once, as their client
+        # sees it (mitmproxy runs no hook for a flow whose connection it has already dropped).
+        self._binds: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.timeouts is not None and OPEN not in flow.metadata:
@@ -81,11 +86,14 @@ class FaultAddon:
             req.headers.get("accept", ""),
         )
         flow.metadata[IDENT] = ident
+        if ident.subresource == "binding" and ident.verb == "create":
+            self._binds[flow.id] = flow
         if self.outage.active:
             # The apiserver is "down": a request already read from a connection the outage is
             # closing (a burst arrives in one read) must not reach it, as none would after a kill -9.
             self.outage.drop_request()
             flow.kill()
+            self._count_bind(flow)
             return None
         decision = self.runtime.decide(ident)
         if decision is None:
@@ -154,7 +162,8 @@ class FaultAddon:
         if ident is None or ident.subresource != "binding" or ident.verb != "create" or COUNTED in flow.metadata:
             return
         flow.metadata[COUNTED] = True
-        ok = flow.error is None and flow.response is not None
+        self._binds.pop(flow.id, None)
+        ok = flow.error is None and flow.response is not None and OUTAGE_FAILED not in flow.metadata
         self.runtime.bind_outcome(flow.response.status_code if ok and flow.response else None)
 
     def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
@@ -231,6 +240,9 @@ class FaultAddon:
                     return
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
-                    self.outage.start(seconds, refuse, **decision.stamp())
+                    if self.outage.start(seconds, refuse, **decision.stamp()):
+                        for bind in list(self._binds.values()):  # every one in flight dies with it
+                            bind.metadata[OUTAGE_FAILED] = True
+                            self._count_bind(bind)
                     flow.kill()
                     return
