@@ -100,10 +100,19 @@ def _replay(args: argparse.Namespace) -> int:
     genome = Genome(rules=tuple(minimal["rules"]), pods=minimal["pods"], action=minimal["action"],
                     seed=minimal["seed"], nodes=minimal.get("nodes"))
     genome.profile()  # the strict loader, once more
+    if (args.pods is not None and args.pods < 1) or (args.nodes is not None and args.nodes < 1):
+        raise UsageError("--pods and --nodes must be at least 1")
+    nodes = int(doc["nodes"])
+    if args.nodes is not None:  # at another size: every node of the fresh control plane schedulable
+        genome, nodes = genome.with_(nodes=None), args.nodes
+    if args.pods is not None:
+        genome = genome.with_(pods=args.pods)
     target = set(doc["target"])
     state = args.state_dir or default_state_dir().parent / "search-replay"
     patch, source = (Path(doc[k]) if doc.get(k) else None for k in ("yunikornPatch", "yunikornSource"))
-    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], int(doc["nodes"]), args.profiles, patch, source)
+    stderr_console().print(f"replaying {len(genome.rules)} rules, {genome.pods} pods on "
+                           f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
+    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source)
     note = stderr_console().print
     try:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", CONFIRM, lambda m: note(m, markup=False))
@@ -154,5 +163,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
     r.add_argument("directory", type=Path)
     r.add_argument("--times", type=int, default=5, help="replays (default 5)")
+    r.add_argument("--pods", type=int, help="replay at this load instead of the minimal case's (e.g. full size)")
+    r.add_argument("--nodes", type=int, help="on a control plane of this many nodes, all schedulable")
     r.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
     r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")

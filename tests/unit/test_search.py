@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,18 @@ def test_a_patch_that_cannot_be_read_is_a_usage_error_naming_it(tmp_path: Path,
 
 def test_replay_of_a_directory_that_is_not_a_search_exits_2(tmp_path: Path) -> None:
     assert main(["search", "replay", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize("size", [["--pods", "0"], ["--nodes", "0"]])
+def test_replay_at_a_size_below_one_exits_2_before_starting_anything(tmp_path: Path, size: list[str],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    minimal = {"rules": [{"name": "r1-abort-binding", "match": dict(BINDING), "when": {"maxInjections": 1},
+                          "fault": {"abort": {"status": 500}}}], "pods": 20, "action": None, "seed": 1, "nodes": 2}
+    (tmp_path / "search.json").write_text(json.dumps({"minimal": minimal, "target": ["stranded"],
+                                                      "scheduler": "yunikorn", "nodes": 20}))
+    state = tmp_path / "state"
+    assert main(["search", "replay", str(tmp_path), *size, "--state-dir", str(state)]) == 2
+    assert "at least 1" in capsys.readouterr().err and not state.exists()
 
 
 class _Nodes:
