@@ -54,6 +54,11 @@ class RequestIdentity:
         return self.verb == "watch"
 
     @property
+    def binding(self) -> bool:
+        """A Binding POST: what schedulers send to bind a pod."""
+        return self.verb == "create" and self.subresource == "binding"
+
+    @property
     def object_key(self) -> str:
         """The object this request is about: resource/namespace/name (pods/binding → the pod)."""
         return f"{self.resource}/{self.namespace}/{self.name}"

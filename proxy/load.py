@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightkube import Client
+from lightkube.types import PatchType
 
 from proxy.cluster.kubeapi import (
     SYSTEM_NAMESPACES,
@@ -23,6 +24,14 @@ from proxy.cluster.kubeapi import (
 from proxy.console import Progress
 
 LOAD_LABEL = "kube-fault-proxy/load"
+TOUCHED = "kube-fault-proxy/touched"
+
+
+def touch_pod(api: Client, name: str, namespace: str) -> None:
+    """An informer update for one pod, and nothing else: a fresh annotation, as any label change
+    or relist would cause (the path on which YuniKorn's shim re-stamps a stale node)."""
+    api.patch(Pod, name, {"metadata": {"annotations": {TOUCHED: str(time.time())}}}, namespace=namespace,
+              patch_type=PatchType.MERGE)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 from lightkube import Client
-from lightkube.types import PatchType
 
 from proxy import check, load
 from proxy.check import Report
@@ -160,9 +159,7 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str,
         for n, p in enumerate(pods):
             if stop is not None and stop.is_set():
                 return f"touched {n} of {len(pods)} pods (stopped: the run had ended)"
-            body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
-            _retry(lambda name=p["metadata"]["name"], body=body: api.patch(
-                Pod, name, body, namespace=namespace, patch_type=PatchType.MERGE))
+            _retry(lambda name=p["metadata"]["name"]: load.touch_pod(api, name, namespace))
     return f"touched {len(pods)} pods"
 
 

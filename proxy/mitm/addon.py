@@ -86,7 +86,7 @@ class FaultAddon:
             req.headers.get("accept", ""),
         )
         flow.metadata[IDENT] = ident
-        if ident.subresource == "binding" and ident.verb == "create":
+        if ident.binding:
             self._binds[flow.id] = flow
         if self.outage.active:
             # The apiserver is "down": a request already read from a connection the outage is
@@ -159,7 +159,7 @@ class FaultAddon:
     def _count_bind(self, flow: http.HTTPFlow) -> None:
         """Count a Binding POST once, by the answer its client finally got (None: no answer)."""
         ident: RequestIdentity | None = flow.metadata.get(IDENT)
-        if ident is None or ident.subresource != "binding" or ident.verb != "create" or COUNTED in flow.metadata:
+        if ident is None or not ident.binding or COUNTED in flow.metadata:
             return
         flow.metadata[COUNTED] = True
         self._binds.pop(flow.id, None)

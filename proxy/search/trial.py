@@ -180,9 +180,8 @@ def _act(api: Any, action: str, namespace: str) -> str:
     done = 0
     if action == "touchPods":
         for p in pods:
-            body = {"metadata": {"annotations": {"kube-fault-proxy/touched": str(time.time())}}}
             with contextlib.suppress(ApiError):
-                api.patch(Pod, p["metadata"]["name"], body, namespace=namespace, patch_type=PatchType.MERGE)
+                load.touch_pod(api, p["metadata"]["name"], namespace)
                 done += 1
         return f"touched {done} pods"
     if action != "deletePods":

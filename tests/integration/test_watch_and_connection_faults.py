@@ -8,6 +8,7 @@ import json
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +26,25 @@ def watch_lines(client: httpx.Client, **params: str) -> list[dict[str, object]]:
 
 def names(events: list[dict[str, object]]) -> list[str]:
     return [f"{e['type']} {e['object']['metadata'].get('name', '')}" for e in events]  # type: ignore[index]
+
+
+async def post_binding(c: httpx.AsyncClient, name: str, **params: str) -> str:
+    """One Binding POST through the proxy: `HTTP <status>`, or the error's type name."""
+    try:
+        r = await c.post(f"/api/v1/namespaces/default/pods/{name}/binding", params=params,
+                         json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
+                               "target": {"kind": "Node", "name": "n1"}})
+        return f"HTTP {r.status_code}"
+    except Exception as e:  # httpcore lets anyio.EndOfStream out of a connection closed mid-write
+        return type(e).__name__
+
+
+def upstream_bindings(pki: Path, up: Started) -> dict[str, Any]:
+    """What the stand-in saw of Bindings (bound, posts, cancelled), asked directly."""
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
+    seen: dict[str, Any] = httpx.get(f"https://127.0.0.1:{up.ready['port']}/debug/bindings", verify=ctx).json()
+    return seen
 
 
 def test_expire_sends_the_410_error_event_and_never_reaches_upstream(h2: httpx.Client, control: httpx.Client) -> None:
@@ -255,17 +275,7 @@ def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp
                                      timeout=20.0, limits=httpx.Limits(max_connections=1)) as c:
             await c.get("/healthz")
 
-            async def one(i: int) -> str:
-                name = f"burst-{i:04d}"
-                try:
-                    r = await c.post(f"/api/v1/namespaces/default/pods/{name}/binding",
-                                     json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
-                                           "target": {"kind": "Node", "name": "n1"}})
-                    return f"HTTP {r.status_code}"
-                except Exception as e:  # httpcore lets anyio.EndOfStream out of a connection closed mid-write
-                    return type(e).__name__
-
-            return await asyncio.gather(*(one(i) for i in range(300)))
+            return await asyncio.gather(*(post_binding(c, f"burst-{i:04d}") for i in range(300)))
 
     try:
         with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
@@ -273,9 +283,7 @@ def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp
                                        "when": {"trigger": {"match": bind_match, "count": 50}, "maxInjections": 1},
                                        "fault": {"outage": {"seconds": 2, "refuse": "close"}}}])
             outcomes = asyncio.run(burst())
-            ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-            ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
-            posts = httpx.get(f"https://127.0.0.1:{up.ready['port']}/debug/bindings", verify=ctx).json()["posts"]
+            posts = upstream_bindings(pki, up)["posts"]
             assert len(posts) <= 49, f"{len(posts)} Bindings reached the upstream; the outage began at the 50th"
             assert outcomes.count("HTTP 201") <= len(posts)
             time.sleep(2.5)
@@ -309,17 +317,7 @@ def test_outage_kills_the_requests_already_forwarded_upstream(pki: Path, tmp_pat
                                      timeout=20.0, limits=httpx.Limits(max_connections=1)) as c:
             await c.get("/healthz")
 
-            async def bind(i: int) -> str:
-                name = f"slow-{i:02d}"
-                try:
-                    r = await c.post(f"/api/v1/namespaces/default/pods/{name}/binding", params={"delay": "3"},
-                                     json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
-                                           "target": {"kind": "Node", "name": "n1"}})
-                    return f"HTTP {r.status_code}"
-                except Exception as e:  # httpcore lets anyio.EndOfStream out of a connection closed mid-write
-                    return type(e).__name__
-
-            in_flight = [asyncio.create_task(bind(i)) for i in range(slow)]
+            in_flight = [asyncio.create_task(post_binding(c, f"slow-{i:02d}", delay="3")) for i in range(slow)]
             await asyncio.sleep(1.0)  # all forwarded: the upstream holds them for 3 s
             with pytest.raises(httpx.HTTPError):
                 await c.get("/outage-now")
@@ -332,9 +330,7 @@ def test_outage_kills_the_requests_already_forwarded_upstream(pki: Path, tmp_pat
             outcomes = asyncio.run(drive())
             assert not [o for o in outcomes if o.startswith("HTTP")], outcomes
             time.sleep(3.0)  # past every delay: a Binding still alive upstream would be committed by now
-            ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-            ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
-            seen = httpx.get(f"https://127.0.0.1:{up.ready['port']}/debug/bindings", verify=ctx).json()
+            seen = upstream_bindings(pki, up)
             assert len(seen["posts"]) == slow, seen  # every one had reached the upstream
             assert seen["bound"] == {} and len(seen["cancelled"]) == slow, seen
             stats = control.get("/v1/stats").json()
