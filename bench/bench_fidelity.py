@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_proxy import NGINX, PROFILE, free_port, h2load, rss_mb, wait_port  # noqa: E402
+from kube_fault_proxy.kube.kubeapi import ensure_namespace  # noqa: E402
+from kube_fault_proxy.rig.cluster.build import build, burst_client  # noqa: E402
+from kube_fault_proxy.rig.cluster.control_plane import Options, down, up  # noqa: E402
 from lightkube.models.meta_v1 import ObjectMeta  # noqa: E402
 from lightkube.resources.core_v1 import ConfigMap  # noqa: E402
 
-from proxy.cluster.build import build, burst_client  # noqa: E402
-from proxy.cluster.control_plane import Options, down, up  # noqa: E402
-from proxy.cluster.kubeapi import ensure_namespace  # noqa: E402
 from tests.support.certs import make_pki  # noqa: E402
 from tests.support.processes import Started, start_proxy  # noqa: E402
 

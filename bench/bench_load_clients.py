@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from proxy.cluster.kubeapi import Kube, Pod, ensure_namespace
-from proxy.load import LoadSpec, pod_manifest
+from kube_fault_proxy.kube.kubeapi import Kube, Pod, ensure_namespace
+from kube_fault_proxy.rig.load import LoadSpec, pod_manifest
 
 Create = Callable[[dict[str, Any]], Awaitable[bool]]
 

@@ -36,9 +36,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from proxy import load  # noqa: E402
-from proxy.cluster.control_plane import Cluster, Options, down, up  # noqa: E402
-from proxy.cluster.kubeapi import HTTPError, Kube, Pod  # noqa: E402
+from kube_fault_proxy.kube.kubeapi import HTTPError, Kube, Pod  # noqa: E402
+from kube_fault_proxy.rig import load  # noqa: E402
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, up  # noqa: E402
 
 PROFILE = """apiVersion: kube-fault-proxy/v1
 kind: FaultProfile

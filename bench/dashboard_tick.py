@@ -17,12 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from proxy.control.app import build_app  # noqa: E402
-from proxy.control.feed import Feed  # noqa: E402
-from proxy.control.server import ControlServer  # noqa: E402
-from proxy.journal import Journal  # noqa: E402
-from proxy.library import Library, load_dir  # noqa: E402
-from proxy.runtime import Runtime  # noqa: E402
+from kube_fault_proxy.proxy.control.app import build_app  # noqa: E402
+from kube_fault_proxy.proxy.control.feed import Feed  # noqa: E402
+from kube_fault_proxy.proxy.control.server import ControlServer  # noqa: E402
+from kube_fault_proxy.proxy.journal import Journal  # noqa: E402
+from kube_fault_proxy.proxy.profiles.library import Library, load_dir  # noqa: E402
+from kube_fault_proxy.proxy.runtime import Runtime  # noqa: E402
+
 from tests.unit.helpers import bind  # noqa: E402
 
 READERS = """

@@ -98,7 +98,7 @@ def test_an_invalid_upload_shows_the_loaders_errors_as_the_cli_prints_them(
     wait_until(browser, "the upload's answer", lambda d: d.find_element(By.ID, "upload-result").is_displayed())
     shown = text(browser, "#upload-result")
     (tmp_path / "bad.yaml").write_text(BAD)
-    cli = subprocess.run([sys.executable, "-m", "proxy", "profiles", "validate", str(tmp_path / "bad.yaml")],
+    cli = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "profiles", "validate", str(tmp_path / "bad.yaml")],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert cli.returncode == 2
     assert shown == cli.stderr.strip().replace(str(tmp_path / "bad.yaml"), "PUT /v1/profiles/bad")

@@ -36,7 +36,7 @@ def test_dashboard_during_a_real_bind_fail_run(browser: WebDriver, tmp_path: Pat
         assert control.http.get("/v1/active").json()["seed"] == 7
 
         load = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "load", "pods", "--kubeconfig", str(c.kubeconfig("admin")),
+            [sys.executable, "-m", "kube_fault_proxy", "load", "pods", "--kubeconfig", str(c.kubeconfig("admin")),
              "--count", str(PODS), "--rate", "10", "--namespace", "default"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         injected = 'tr[data-rule="fail-binds"] td.injected'

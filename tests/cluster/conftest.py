@@ -13,12 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from kube_fault_proxy.kube.kubeapi import delete_namespace
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.processes import group_alive
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from proxy.cluster.control_plane import Cluster
-from proxy.cluster.kubeapi import delete_namespace
-from proxy.cluster.processes import group_alive
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.cluster
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cluster
 
 def kfp(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """Run the kube-fault-proxy command."""
-    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kube_fault_proxy", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -137,7 +137,7 @@ class Control:
 
 def kubectl(c: Cluster, kubeconfig: str, *args: str) -> str:
     """The real kubectl (built with the cluster), against one of the cluster's kubeconfigs."""
-    from proxy.cluster.build import kubernetes
+    from kube_fault_proxy.rig.cluster.build import kubernetes
 
     r = subprocess.run([str(kubernetes("kubectl").binary), "--kubeconfig", str(c.kubeconfig(kubeconfig)), *args],
                        capture_output=True, text=True, timeout=60)

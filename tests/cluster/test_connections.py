@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from kube_fault_proxy.rig.cluster.build import build, burst_client
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from proxy.cluster.build import build, burst_client
-from proxy.cluster.control_plane import Cluster
 from tests.support.processes import Started, start
 
 BURST = 1500  # concurrent GETs, on top of 15 held watches, like a scheduler's informers
@@ -47,7 +47,7 @@ def test_at_the_apiservers_default_of_100_streams_the_same_burst_storms(kube_sch
     proxy = start_storming_proxy(kube_scheduler_cluster, tmp_path)
     try:
         kc = tmp_path / "via-proxy-100.kubeconfig"
-        subprocess.run([sys.executable, "-m", "proxy", "kubeconfig", "--kubeconfig",
+        subprocess.run([sys.executable, "-m", "kube_fault_proxy", "kubeconfig", "--kubeconfig",
                         str(kube_scheduler_cluster.kubeconfig("admin")), "--proxy-url", proxy.ready["proxyUrl"],
                         "--ca", proxy.ready["caFile"], "-o", str(kc)], check=True, capture_output=True)
         before = connections(proxy.ready["controlUrl"])
@@ -63,7 +63,7 @@ def test_at_the_apiservers_default_of_100_streams_the_same_burst_storms(kube_sch
 
 
 def start_storming_proxy(c: Cluster, workdir: Path) -> Started:
-    args = ["-m", "proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")), "--listen", "127.0.0.1:0",
+    args = ["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")), "--listen", "127.0.0.1:0",
             "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
             "--confdir", str(workdir / "ca"), "--ready-file", str(workdir / "proxy.json"),
             "--max-concurrent-streams", "100"]

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.processes import live_groups
 
-from proxy.cluster.control_plane import Cluster
-from proxy.cluster.processes import live_groups
 from tests.cluster.conftest import kfp, start_cluster
 from tests.support.processes import ROOT
 
@@ -70,7 +70,7 @@ def test_env_exports_only_paths_that_exist_and_kubectl_works(small: Cluster) -> 
 
 @pytest.mark.parametrize("scheduler", ["bogus"])
 def test_unknown_scheduler_is_a_usage_error(scheduler: str, tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "proxy", "cluster", "--state-dir", str(tmp_path), "up",
+    r = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "cluster", "--state-dir", str(tmp_path), "up",
                         "--scheduler", scheduler], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 import uuid
 
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import client as k8s
 
-from proxy.cluster.control_plane import Cluster
 from tests.cluster.conftest import all_running, api_client, create_pods, kubectl, make_namespace, pod_manifest, wait_for
 
 

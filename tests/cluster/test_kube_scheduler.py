@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import watch
 
-from proxy.cluster.control_plane import Cluster
 from tests.cluster.conftest import (
     Control,
     all_running,
@@ -138,7 +138,7 @@ def test_the_proxy_presents_a_client_certificate(kube_scheduler_cluster: Cluster
     """serve --kubeconfig with a client-certificate user: the apiserver sees that identity."""
     c = kube_scheduler_cluster
     ready = tmp_path / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "proxy", "serve", "--kubeconfig", str(c.kubeconfig("admin-cert")),
+    proc = subprocess.Popen([sys.executable, "-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("admin-cert")),
                              "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", str(ready),
                              "--journal", str(tmp_path / "j.jsonl"), "--confdir", str(tmp_path / "ca")],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -146,7 +146,7 @@ def test_the_proxy_presents_a_client_certificate(kube_scheduler_cluster: Cluster
         wait_for("proxy ready", ready.exists, 30, 0.1)
         info = json.loads(ready.read_text())
         out = tmp_path / "via.kubeconfig"
-        r = subprocess.run([sys.executable, "-m", "proxy", "kubeconfig",
+        r = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "kubeconfig",
                             "--kubeconfig", str(c.kubeconfig("admin-cert")),
                             "--proxy-url", info["proxyUrl"], "--ca", info["caFile"], "-o", str(out)],
                            cwd=ROOT, capture_output=True, text=True)

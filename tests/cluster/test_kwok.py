@@ -6,10 +6,10 @@ import datetime
 import ipaddress
 import time
 
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.kwok import NODE_LEASE_SECONDS, lease_age
 from kubernetes import client as k8s
 
-from proxy.cluster.control_plane import Cluster
-from proxy.cluster.kwok import NODE_LEASE_SECONDS, lease_age
 from tests.cluster.conftest import Control, all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for
 
 

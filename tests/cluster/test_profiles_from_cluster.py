@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from kube_fault_proxy.proxy.crd.source import ACCESS
+from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from proxy.cluster import build
-from proxy.cluster.control_plane import Cluster
-from proxy.crd.source import ACCESS
 from tests.cluster.conftest import kubectl, start_cluster, stop_cluster, wait_for
 from tests.support.crd_examples import REJECTED
 from tests.support.processes import ROOT, Started, start
@@ -83,7 +83,7 @@ class Replica:
 
     def start(self) -> None:
         d = self.workdir
-        self.started = start(["-m", "proxy", "serve", "--kubeconfig", str(self.kubeconfig), "--listen", "127.0.0.1:0",
+        self.started = start(["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(self.kubeconfig), "--listen", "127.0.0.1:0",
                               "--control", "127.0.0.1:0", "--journal", str(d / "journal.jsonl"),
                               "--confdir", str(d / "ca"), "--ready-file", str(d / "ready.json"),
                               "--profiles-from-cluster", "--namespace", NS, "--proxy-name", self.name,
@@ -183,7 +183,7 @@ def fleet(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     token.write_text(kubectl(c, "admin", "-n", NS, "create", "token", "kube-fault-proxy", "--duration", "2h").strip())
     token.chmod(0o600)
     admin = c.state["tokens"]["admin"]
-    relay = start(["-m", "proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
+    relay = start(["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
                    "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--journal", str(work / "relay.jsonl"),
                    "--confdir", str(work / "relay-ca"), "--ready-file", str(work / "relay.json")],
                   work / "relay.json", work / "relay.log", timeout=60, env={"KFP_STATE_DIR": str(work / "relay")})
@@ -215,7 +215,7 @@ def test_deploy_manifests_pass_the_real_apiserver_and_the_role_is_all_the_proxy_
 
 def test_the_shipped_profiles_as_manifests_pass_the_apiserver_and_load_on_both_replicas(fleet: Fleet) -> None:
     files = sorted((ROOT / "fault_profiles").glob("*.yaml"))
-    manifests = subprocess.run([sys.executable, "-m", "proxy", "profiles", "manifests", *map(str, files)],
+    manifests = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "profiles", "manifests", *map(str, files)],
                                cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
     r = kubectl_run(fleet.c, "-n", NS, "apply", "-f", "-", stdin=manifests)  # kubectl's default: strict validation
     assert r.returncode == 0, r.stderr

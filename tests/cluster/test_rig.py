@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
+from kube_fault_proxy.kube.informer import Informer
+from kube_fault_proxy.kube.kubeapi import Kube, Pod, ensure_namespace
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from proxy.cluster.control_plane import Cluster
-from proxy.cluster.informer import Informer
-from proxy.cluster.kubeapi import Kube, Pod, ensure_namespace
 from tests.cluster.conftest import Control
 from tests.support.terminal import in_pty, piped
 
-KFP = [sys.executable, "-m", "proxy"]
+KFP = [sys.executable, "-m", "kube_fault_proxy"]
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proxy.cli.scenarios import DEMO_FIX, Contender, run_scenarios
-from proxy.cluster import build
+from kube_fault_proxy.cli.scenarios import DEMO_FIX, Contender, run_scenarios
+from kube_fault_proxy.rig.cluster import build
+
 from tests.cluster.conftest import start_cluster, stop_cluster
 from tests.support.processes import ROOT
 
@@ -80,7 +81,7 @@ def test_the_fix_closes_yunikorn_3355(tmp_path: Path) -> None:
 
 
 def kfp(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "kube_fault_proxy", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_load_check_and_clean_commands(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import yaml
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.processes import group_alive
+from kube_fault_proxy.rig.scenario import load_scenario
 
-from proxy.cluster.control_plane import Cluster
-from proxy.cluster.processes import group_alive
-from proxy.scenario import load_scenario
 from tests.cluster.conftest import kfp
 
 

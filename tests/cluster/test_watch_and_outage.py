@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from proxy.cluster.control_plane import Cluster
 from tests.cluster.conftest import (
     Control,
     all_running,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import httpx
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from proxy.cluster.control_plane import Cluster
 from tests.cluster.conftest import Control, all_running, api_client, create_pods, kfp, pods, wait_for
 
 

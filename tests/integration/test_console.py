@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 # 60 updates over 6 s, as the load's and the settle's reporters make them
 SNIPPET = """
 import time
-from proxy.console import Progress
+from kube_fault_proxy.rig.console import Progress
 with Progress("pods", 60) as bar:
     for n in range(1, 61):
         bar.update(n, status="created")

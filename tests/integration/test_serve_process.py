@@ -52,7 +52,7 @@ def test_upstream_restart_does_not_leave_sticky_502s(pki: Path, tmp_path: Path) 
 
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kube_fault_proxy", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60)
 
 

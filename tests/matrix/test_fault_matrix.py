@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from proxy import check, load
-from proxy.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
-from proxy.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
+from kube_fault_proxy.rig import invariants as check
+from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
+from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-slow", "apf-throttle-binds",

@@ -46,7 +46,7 @@ def test_no_proxy_configured_is_a_clear_usage_error(pytester: pytest.Pytester) -
 INNER = '''
 import httpx
 import pytest
-from proxy.pytest_plugin import profiles_in
+from kube_fault_proxy.rig.pytest_plugin import profiles_in
 
 BIND = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 
@@ -144,8 +144,8 @@ def test_a_proxy_the_plugin_starts_from_a_kubeconfig(pytester: pytest.Pytester, 
 
 
 def test_assert_helpers_name_the_broken_invariants() -> None:
-    from proxy.check import Report, Violation
-    from proxy.pytest_plugin import assert_clean, assert_violates
+    from kube_fault_proxy.rig.invariants import Report, Violation
+    from kube_fault_proxy.rig.pytest_plugin import assert_clean, assert_violates
 
     clean = Report(checked=["stranded", "I2"])
     broken = Report(violations=[Violation("I2", "phantom allocation: ns/p", ("ns/p",))], checked=["stranded", "I2"])

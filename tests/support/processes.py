@@ -71,7 +71,7 @@ def start_fake_apiserver(pki: Path, workdir: Path, port: int = 0,
 def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str,
                 env: dict[str, str] | None = None) -> Started:
     """`kube-fault-proxy serve` in front of an upstream, on free ports, with its own state dir."""
-    args = ["-m", "proxy", "serve", "--upstream", upstream_url,
+    args = ["-m", "kube_fault_proxy", "serve", "--upstream", upstream_url,
             "--upstream-ca", str(pki / "ca.pem"), "--client-cert", str(pki / "client.pem"),
             "--client-key", str(pki / "client.key"), "--listen", "127.0.0.1:0",
             "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from proxy.identity import RequestIdentity, parse
-from proxy.profile import FaultProfile
-from proxy.profile_loader import validate
+from kube_fault_proxy.proxy.profiles.loader import validate
+from kube_fault_proxy.proxy.profiles.profile import FaultProfile
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity, parse
 
 BIND_MATCH = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 

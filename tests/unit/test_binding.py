@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from proxy.binding import PROTOBUF_MAGIC, read_target, target_node
+from kube_fault_proxy.proxy.requests.binding import PROTOBUF_MAGIC, read_target, target_node
 
 
 def _len_field(number: int, payload: bytes) -> bytes:

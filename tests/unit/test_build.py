@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from proxy.cluster import build, versions
-from proxy.cluster.control_plane import Options, up
+from kube_fault_proxy.rig.cluster import build, versions
+from kube_fault_proxy.rig.cluster.control_plane import Options, up
 
 CACHE_GO = textwrap.dedent("""\
     package external
@@ -214,7 +213,7 @@ def test_our_module_replaces_the_shim_by_a_tree(tmp_path: Path) -> None:
 ])
 def test_build_command_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                            message: str) -> None:
-    from proxy.cli.main import main
+    from kube_fault_proxy.cli.main import main
 
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     assert message.format(tmp=tmp_path) in capsys.readouterr().err

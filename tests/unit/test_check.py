@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from proxy.check import Report, Snapshot, evaluate, render
+from kube_fault_proxy.rig.invariants import Report, Snapshot, evaluate, render
 
 DATA = Path(__file__).parent / "data"
 NOW = 1796011400.0  # some minutes after both recordings
@@ -164,7 +163,7 @@ def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
 
 
 def test_all_bound_ends_a_wait_early_only_when_the_work_is_done() -> None:
-    from proxy.check import all_bound
+    from kube_fault_proxy.rig.invariants import all_bound
 
     assert all_bound("default")(snapshot(load("clean")))
     assert not all_bound("default")(snapshot(load("3355")))

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from proxy.crd.objects import profile_from_object
-from proxy.profile_loader import load_file
+from kube_fault_proxy.proxy.crd.objects import profile_from_object
+from kube_fault_proxy.proxy.profiles.loader import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def kfp(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "kube_fault_proxy", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
 def test_profiles_manifests_prints_objects_that_load_back_as_the_files() -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from proxy.cli.main import parser
+from kube_fault_proxy.cli.main import parser
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from kube_fault_proxy.rig.console import Progress, show_table
 from rich.console import Console
-
-from proxy.console import Progress, show_table
 
 
 class FakeClock:

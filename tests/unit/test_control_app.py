@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from kube_fault_proxy import __version__
+from kube_fault_proxy.proxy.control import parsing
+from kube_fault_proxy.proxy.control.app import build_app
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Library, load_dir
+from kube_fault_proxy.proxy.profiles.loader import LIMITS, load_text
+from kube_fault_proxy.proxy.profiles.profile import FaultProfile
+from kube_fault_proxy.proxy.runtime import Runtime
 
-from proxy import __version__
-from proxy.control import parsing
-from proxy.control.app import build_app
-from proxy.journal import Journal
-from proxy.library import Library, load_dir
-from proxy.profile import FaultProfile
-from proxy.profile_loader import LIMITS, load_text
-from proxy.runtime import Runtime
 from tests.unit.helpers import bind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,8 +287,7 @@ def test_every_route_and_dependency_runs_on_the_proxys_event_loop(runtime: Runti
     import inspect
 
     from fastapi.routing import APIRoute
-
-    from proxy.control import active, deps, events, observe, profiles, ui
+    from kube_fault_proxy.proxy.control import active, deps, events, observe, profiles, ui
 
     def calls(dependant: object) -> list[object]:
         found = [getattr(dependant, "call", None)]

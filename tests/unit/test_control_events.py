@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from kube_fault_proxy.proxy.control.app import build_app
+from kube_fault_proxy.proxy.control.feed import Feed
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Library, load_dir
+from kube_fault_proxy.proxy.runtime import Runtime
 
-from proxy.control.app import build_app
-from proxy.control.feed import Feed
-from proxy.journal import Journal
-from proxy.library import Library, load_dir
-from proxy.runtime import Runtime
 from tests.unit.helpers import get_pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +196,7 @@ def test_ui_is_served_from_the_package_without_a_token(runtime: Runtime) -> None
 
 
 def test_every_dashboard_file_is_served_and_shipped() -> None:
-    from proxy.control import ui
+    from kube_fault_proxy.proxy.control import ui
 
     on_disk = {p.name for p in ui.UI_DIR.iterdir()}
     assert on_disk == set(ui.FILES)

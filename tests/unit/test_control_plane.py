@@ -9,10 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from proxy.cluster.build import kubernetes
-from proxy.cluster.control_plane import Cluster, ClusterError, _wait, down, env, needed_components
-from proxy.cluster.processes import spawn
+from kube_fault_proxy.rig.cluster.build import kubernetes
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, _wait, down, env, needed_components
+from kube_fault_proxy.rig.cluster.processes import spawn
 
 
 def test_a_readiness_timeout_names_the_last_error(tmp_path: Path) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kube_fault_proxy.proxy.crd import API_VERSION
+from kube_fault_proxy.proxy.crd.reconciler import Key, ProxyIdentity, Reconciler, rfc3339, uid_seed
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Entry, Library
+from kube_fault_proxy.proxy.runtime import Runtime
 
-from proxy.crd import API_VERSION
-from proxy.crd.reconciler import Key, ProxyIdentity, Reconciler, rfc3339, uid_seed
-from proxy.journal import Journal
-from proxy.library import Entry, Library
-from proxy.runtime import Runtime
 from tests.unit.helpers import BIND_MATCH, bind, profile
 
 T0 = 1_800_000_000.0

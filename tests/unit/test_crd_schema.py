@@ -12,13 +12,18 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kube_fault_proxy.proxy.crd import API_VERSION
+from kube_fault_proxy.proxy.crd.definitions import activation_crd, crds_yaml, profile_crd
+from kube_fault_proxy.proxy.crd.objects import (
+    DESCRIPTION,
+    activation_from_object,
+    profile_from_object,
+    profile_to_object,
+)
+from kube_fault_proxy.proxy.crd.schema import NotStructural, structural
+from kube_fault_proxy.proxy.profiles.library import load_dir
+from kube_fault_proxy.proxy.profiles.problems import ProfileError
 
-from proxy.crd import API_VERSION
-from proxy.crd.definitions import activation_crd, crds_yaml, profile_crd
-from proxy.crd.objects import DESCRIPTION, activation_from_object, profile_from_object, profile_to_object
-from proxy.crd.schema import NotStructural, structural
-from proxy.library import load_dir
-from proxy.problems import ProfileError
 from tests.support.crd_examples import REJECTED, apiserver_errors, pruned
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +71,7 @@ def test_the_schema_is_structural(crd: dict[str, Any]) -> None:
 
 
 def test_deploy_holds_what_the_crds_command_prints() -> None:
-    printed = subprocess.run([sys.executable, "-m", "proxy", "crds"], cwd=ROOT, capture_output=True, text=True,
+    printed = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "crds"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout
     assert printed == crds_yaml() == (ROOT / "deploy" / "crds.yaml").read_text()
     assert [d["metadata"]["name"] for d in yaml.safe_load_all(printed)] == [

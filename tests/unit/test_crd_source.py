@@ -7,16 +7,16 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from kube_fault_proxy.kube.kubeapi import ApiError, TransportError
+from kube_fault_proxy.proxy.crd import API_VERSION
+from kube_fault_proxy.proxy.crd.reconciler import ProxyIdentity, rfc3339
+from kube_fault_proxy.proxy.crd.source import ClusterSource, FaultActivationObject, FaultProfileObject
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Library
+from kube_fault_proxy.proxy.runtime import Runtime
 from lightkube.models.meta_v1 import Status
 from lightkube.types import PatchType
 
-from proxy.cluster.kubeapi import ApiError, TransportError
-from proxy.crd import API_VERSION
-from proxy.crd.reconciler import ProxyIdentity, rfc3339
-from proxy.crd.source import ClusterSource, FaultActivationObject, FaultProfileObject
-from proxy.journal import Journal
-from proxy.library import Library
-from proxy.runtime import Runtime
 from tests.unit.helpers import BIND_MATCH, Listing
 
 EXPIRED = ApiError(status=Status(code=410, reason="Expired", message="too old resource version: 1 (20)"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.crd.objects import Condition, ProxyStatus
-from proxy.crd.status import StatusThrottle, Write, as_entry
+from kube_fault_proxy.proxy.crd.objects import Condition, ProxyStatus
+from kube_fault_proxy.proxy.crd.status import StatusThrottle, Write, as_entry
 
 KEY = ("ns", "act")
 

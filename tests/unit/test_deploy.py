@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from proxy.cli.main import parser
-from proxy.crd.source import ACCESS
+from kube_fault_proxy.cli.main import parser
+from kube_fault_proxy.proxy.crd.source import ACCESS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

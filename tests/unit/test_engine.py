@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kube_fault_proxy.proxy.engine import Engine
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
-from proxy.engine import Engine
-from proxy.identity import RequestIdentity
 from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile, watch_pods
 
 ABORT = {"abort": {"status": 500}}
@@ -168,7 +168,7 @@ def test_selector_globs(match: dict[str, Any], hits: list[str]) -> None:
 
 
 def test_expire_with_fail_relist_fails_the_next_relist_of_that_resource() -> None:
-    from proxy.identity import parse
+    from kube_fault_proxy.proxy.requests.identity import parse
 
     e = engine({"name": "x", "match": {"resources": ["pods"]}, "when": {"maxInjections": 1},
                 "fault": {"expire": {"failRelist": True}}})
@@ -182,7 +182,7 @@ def test_expire_with_fail_relist_fails_the_next_relist_of_that_resource() -> Non
 
 
 def test_the_relist_may_be_a_watch_list() -> None:
-    from proxy.identity import parse
+    from kube_fault_proxy.proxy.requests.identity import parse
 
     e = engine({"name": "x", "match": {"resources": ["pods"]}, "when": {"maxInjections": 1},
                 "fault": {"expire": {"failRelist": True}}})

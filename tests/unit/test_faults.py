@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import random
 
-from proxy.faults import Abort, CommitThenFail, Delay, Hang, Reset, Throttle
-from proxy.faults.plan import Reset as ResetStep
-from proxy.faults.plan import Respond, Wait
-from proxy.status import APF_429_BODY, TIMEOUT_MESSAGE
+from kube_fault_proxy.proxy.faults import Abort, CommitThenFail, Delay, Hang, Reset, Throttle
+from kube_fault_proxy.proxy.faults.plan import Reset as ResetStep
+from kube_fault_proxy.proxy.faults.plan import Respond, Wait
+from kube_fault_proxy.proxy.requests.status import APF_429_BODY, TIMEOUT_MESSAGE
+
 from tests.unit.helpers import bind
 
 RNG = random.Random(0)
@@ -97,8 +98,8 @@ def test_commit_then_fail_acts_after_upstream() -> None:
 
 
 def test_expire_answers_a_json_watch_with_the_error_event() -> None:
-    from proxy.faults import Expire
-    from proxy.identity import parse
+    from kube_fault_proxy.proxy.faults import Expire
+    from kube_fault_proxy.proxy.requests.identity import parse
 
     ident = parse("GET", "/api/v1/pods", "watch=1&resourceVersion=120", accept="application/json")
     status, headers, body = reply_of(Expire().plan(ident, RNG).before[0])
@@ -109,8 +110,8 @@ def test_expire_answers_a_json_watch_with_the_error_event() -> None:
 
 
 def test_expire_answers_a_protobuf_watch_with_http_410() -> None:
-    from proxy.faults import Expire
-    from proxy.identity import parse
+    from kube_fault_proxy.proxy.faults import Expire
+    from kube_fault_proxy.proxy.requests.identity import parse
 
     ident = parse("GET", "/api/v1/pods", "watch=1", accept="application/vnd.kubernetes.protobuf;stream=watch")
     status, _, body = reply_of(Expire().plan(ident, RNG).before[0])
@@ -118,8 +119,8 @@ def test_expire_answers_a_protobuf_watch_with_http_410() -> None:
 
 
 def test_expire_applies_only_to_watches_and_chosen_resource_versions() -> None:
-    from proxy.faults import Expire
-    from proxy.identity import parse
+    from kube_fault_proxy.proxy.faults import Expire
+    from kube_fault_proxy.proxy.requests.identity import parse
 
     watch, rewatch = parse("GET", "/api/v1/pods", "watch=1"), parse("GET", "/api/v1/pods", "watch=1&resourceVersion=5")
     relist = parse("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
@@ -130,8 +131,8 @@ def test_expire_applies_only_to_watches_and_chosen_resource_versions() -> None:
 
 
 def test_connection_faults_plan_connection_steps() -> None:
-    from proxy.faults import Outage, ResetUpstream
-    from proxy.faults.plan import CloseUpstream, StartOutage
+    from kube_fault_proxy.proxy.faults import Outage, ResetUpstream
+    from kube_fault_proxy.proxy.faults.plan import CloseUpstream, StartOutage
 
     plan = Outage(seconds=10).plan(bind("p"), RNG)
     assert plan.before == (StartOutage(10, "close"),) and not plan.forwards
@@ -140,8 +141,8 @@ def test_connection_faults_plan_connection_steps() -> None:
 
 
 def test_cut_plans() -> None:
-    from proxy.faults import Cut
-    from proxy.faults.plan import EditEvents, LimitWatch
+    from kube_fault_proxy.proxy.faults import Cut
+    from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch
 
     assert Cut(afterSeconds=30).plan(bind("p"), RNG).before == (LimitWatch(30),)
     steps = Cut(afterSeconds=5, error="internal").plan(bind("p"), RNG).before

@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from kube_fault_proxy.proxy.control.feed import Feed, Sampler, sse
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Entry, Library
+from kube_fault_proxy.proxy.runtime import Runtime
 
-from proxy.control.feed import Feed, Sampler, sse
-from proxy.journal import Journal
-from proxy.library import Entry, Library
-from proxy.runtime import Runtime
 from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile
 
 

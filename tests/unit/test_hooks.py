@@ -7,10 +7,9 @@ import logging
 from typing import Any
 
 import pytest
+from kube_fault_proxy.proxy.mitm import hooks as lean
 from mitmproxy import exceptions, hooks, master, options
 from mitmproxy.test import tflow
-
-from proxy.mitm import hooks as lean
 
 
 class Recorder:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from proxy import identity
-from proxy.identity import parse, parse_untrusted
+from kube_fault_proxy.proxy.requests import identity
+from kube_fault_proxy.proxy.requests.identity import parse, parse_untrusted
 
 # method, path?query, verb, group, version, namespace, resource, subresource, name
 RESOURCE_CASES = [

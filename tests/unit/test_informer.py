@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx2
 import pytest
+from kube_fault_proxy.kube.informer import Informer, expired
+from kube_fault_proxy.kube.kubeapi import ApiError, Pod
 from lightkube.models.meta_v1 import Status
 from lightkube.types import OnErrorAction
 
-from proxy.cluster.informer import Informer, expired
-from proxy.cluster.kubeapi import ApiError, Pod
 from tests.unit.helpers import Listing
 
 

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from proxy.journal import Journal, repair_torn_tail
+from kube_fault_proxy.proxy.journal import Journal, repair_torn_tail
 
 R1 = b'{"seq":1,"time":1.0,"event":"activate"}\n'
 R2 = b'{"seq":2,"time":1.0,"event":"inject"}'

@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx2
 import pytest
+from kube_fault_proxy.kube.kubeapi import ApiError, Kube, Node, Pod, WaitTimeout, delete_namespace, ensure_namespace
+from kube_fault_proxy.rig.cluster import pki
 from lightkube import ConfigError
 from lightkube.models.meta_v1 import Status
 
-from proxy.cluster import pki
-from proxy.cluster.kubeapi import ApiError, Kube, Node, Pod, WaitTimeout, delete_namespace, ensure_namespace
 from tests.unit.test_upstream import write_kubeconfig
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from proxy.cluster import build, kwok
+from kube_fault_proxy.rig.cluster import build, kwok
 
 
 def test_every_node_gets_a_pod_range_of_its_own() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "proxy"
+PACKAGE = Path(__file__).resolve().parents[2] / "proxy" / "kube_fault_proxy" / "proxy"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -39,9 +39,9 @@ def test_only_the_addon_touches_flows() -> None:
     assert users == ["addon.py"]
 
 
-PURE = ["identity.py", "binding.py", "status.py", "strict.py", "profile.py", "profile_loader.py",
-        "problems.py", "yaml_reader.py",
-        "match.py", "engine.py", "runtime.py", "journal.py", "library.py", "faults",
+PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "profiles/strict.py",
+        "profiles/profile.py", "profiles/loader.py", "profiles/problems.py", "profiles/yaml_reader.py",
+        "profiles/match.py", "engine.py", "runtime.py", "journal.py", "profiles/library.py", "faults",
         "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py"]
 
 

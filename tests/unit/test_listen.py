@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from proxy.mitm import listen
+from kube_fault_proxy.proxy.mitm import listen
 
 BURST = 250  # more than asyncio's default backlog of 100
 

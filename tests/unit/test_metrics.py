@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from kube_fault_proxy.proxy.control import metrics
+from kube_fault_proxy.proxy.control.app import build_app
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Library, load_dir
+from kube_fault_proxy.proxy.runtime import Runtime
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.control import metrics
-from proxy.control.app import build_app
-from proxy.journal import Journal
-from proxy.library import Library, load_dir
-from proxy.runtime import Runtime
 from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,8 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-
-from proxy.control.parsing import ProcessParser, ThreadParser
-from proxy.profile_loader import ProfileError, load_text
+from kube_fault_proxy.proxy.control.parsing import ProcessParser, ThreadParser
+from kube_fault_proxy.proxy.profiles.loader import ProfileError, load_text
 
 GOOD = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: g}\nspec: {seed: 3}\n"
 BAD = GOOD.replace("seed: 3", "seed: -1, colour: red")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from proxy.cluster import patches
+from kube_fault_proxy.rig.cluster import patches
 
 GO = "package a\n\nfunc one() int {\n\treturn 1\n}\n\nfunc two() int {\n\treturn 2\n}\n"
 

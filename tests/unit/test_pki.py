@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-
-from proxy.cluster import pki
+from kube_fault_proxy.rig.cluster import pki
 
 
 def strict(ctx: ssl.SSLContext) -> ssl.SSLContext:

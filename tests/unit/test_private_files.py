@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proxy.private_files import PrivateFiles, clean_stale
+from kube_fault_proxy.private_files import PrivateFiles, clean_stale
 
 
 def test_in_memory_secrets_touch_no_disk(tmp_path: Path) -> None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from proxy.problems import MAX_REPORTED, Problem, ProfileError, format_path
+from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, ProfileError, format_path
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from proxy.cluster.processes import group_alive, live_groups, spawn, stop_groups
+from kube_fault_proxy.rig.cluster.processes import group_alive, live_groups, spawn, stop_groups
 
 # A leader that ignores SIGTERM, with a child that ignores it too: only SIGKILL of the group ends both.
 STUBBORN = "trap '' TERM; (trap '' TERM; sleep 60) & sleep 60; wait"

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from proxy.library import load_dir
-from proxy.profile import FaultProfile
-from proxy.profile_loader import LIMITS, ProfileError, load_file, load_text, to_yaml
+from kube_fault_proxy.proxy.profiles.library import load_dir
+from kube_fault_proxy.proxy.profiles.loader import LIMITS, ProfileError, load_file, load_text, to_yaml
+from kube_fault_proxy.proxy.profiles.profile import FaultProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: p}\n"

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from proxy import report
+from kube_fault_proxy.rig import report
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -77,7 +76,7 @@ def test_written_reports_agree(tmp_path: Path) -> None:
 
 def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from proxy.cli.main import main
+    from kube_fault_proxy.cli.main import main
 
     report.write_summary(tmp_path, [{**a_run(), "dir": "yunikorn-seed-3"}])
     assert main(["report", str(tmp_path)]) == 0
@@ -93,7 +92,7 @@ def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
 
 
 def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage() -> None:
-    from proxy.runner import RunResult, bind_outcomes
+    from kube_fault_proxy.rig.runner import RunResult, bind_outcomes
 
     run = RunResult("s", "yunikorn", 3)
     run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsFailed": 1, "clientConnectionsAccepted": 2},

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Entry, Library
+from kube_fault_proxy.proxy.requests.identity import parse
+from kube_fault_proxy.proxy.runtime import ProfileInUse, Runtime, UnknownProfile
 
-from proxy.identity import parse
-from proxy.journal import Journal
-from proxy.library import Entry, Library
-from proxy.runtime import ProfileInUse, Runtime, UnknownProfile
 from tests.unit.helpers import BIND_MATCH, bind, profile
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from proxy.check import Report, Violation
-from proxy.profile_loader import ProfileError
-from proxy.runner import meets
-from proxy.scenario import Expectation, load_scenario
+from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig.invariants import Report, Violation
+from kube_fault_proxy.rig.runner import meets
+from kube_fault_proxy.rig.scenario import Expectation, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
@@ -27,7 +26,7 @@ def test_shipped_scenarios_are_valid() -> None:
 def test_the_founding_scenario() -> None:
     s = load_scenario(ROOT / "scenarios" / "yunikorn-3355.yaml")
     assert s.spec.timeline[0].activate == "apiserver-outage-after-200-binds"
-    from proxy.library import load_dir
+    from kube_fault_proxy.proxy.profiles.library import load_dir
 
     outage = load_dir(ROOT / "fault_profiles")[str(s.spec.timeline[0].activate)].profile
     trigger = outage.spec.rules[0].when.trigger
@@ -101,8 +100,8 @@ def test_a_touch_stops_once_the_run_has_ended() -> None:
     from contextlib import contextmanager
     from typing import Any
 
-    from proxy.runner import Target, _perform
-    from proxy.scenario import Step
+    from kube_fault_proxy.rig.runner import Target, _perform
+    from kube_fault_proxy.rig.scenario import Step
 
     stop = threading.Event()
     patched: list[str] = []

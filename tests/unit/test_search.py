@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-
-from proxy.cli.main import main
-from proxy.profile_loader import load_text
-from proxy.scenario import load_scenario
-from proxy.search.engine import Hit, Outcome, Search, Settings
-from proxy.search.genome import Genome, fault_kind, simplicity, valid
-from proxy.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
-from proxy.search.output import scenario_doc, write
-from proxy.search.shrink import Shrunk, candidates, ddmin, shrink
-from proxy.search.trial import TrialResult, set_schedulable
+from kube_fault_proxy.cli.main import main
+from kube_fault_proxy.proxy.profiles.loader import load_text
+from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.search.engine import Hit, Outcome, Search, Settings
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
+from kube_fault_proxy.rig.search.output import scenario_doc, write
+from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
+from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable
 
 
 def genomes(seed: int, n: int, kinds: tuple[str, ...] = ALL_KINDS) -> list[Genome]:

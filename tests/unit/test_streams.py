@@ -10,13 +10,12 @@ import h2.connection
 import h2.settings
 import hyperframe.frame
 import pytest
+from kube_fault_proxy.proxy.mitm import streams
 from mitmproxy.addons import proxyserver
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import _http2
 from mitmproxy.test import taddons, tflow
-
-from proxy.mitm import streams
 
 MAX_CONCURRENT_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from proxy.mitm.timeouts import ConnectionTimeouts
+from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 
 
 class Clock:

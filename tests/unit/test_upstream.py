@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from proxy.private_files import PrivateFiles
-from proxy.upstream import KubeconfigError, proxied, read, upstream_from
+from kube_fault_proxy.private_files import PrivateFiles
+from kube_fault_proxy.proxy.upstream import KubeconfigError, proxied, read, upstream_from
 
 
 def write_kubeconfig(tmp_path: Path, user: dict[str, object]) -> Path:

@@ -6,11 +6,10 @@ import json
 import random
 
 import pytest
-
-from proxy.faults.cut import CutEditor
-from proxy.faults.drop_events import DropEditor
-from proxy.faults.duplicate_events import DuplicateEditor
-from proxy.watch import EventSelector, EventStream, parse_event
+from kube_fault_proxy.proxy.faults.cut import CutEditor
+from kube_fault_proxy.proxy.faults.drop_events import DropEditor
+from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEditor
+from kube_fault_proxy.proxy.requests.watch import EventSelector, EventStream, parse_event
 
 
 def ev(kind: str, name: str, rv: int, node: str | None = None) -> bytes:

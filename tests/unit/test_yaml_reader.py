@@ -7,9 +7,8 @@ import tracemalloc
 from collections.abc import Callable
 
 import pytest
-
-from proxy.profile_loader import ProfileError, load_text
-from proxy.yaml_reader import LIMITS, Limits, compose
+from kube_fault_proxy.proxy.profiles.loader import ProfileError, load_text
+from kube_fault_proxy.proxy.profiles.yaml_reader import LIMITS, Limits, compose
 
 HEADER = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: p}\n"
 

@@ -1,0 +1,5 @@
+"""python -m proxy → the kube-fault-proxy command."""
+
+from kube_fault_proxy.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""`scenario run`, `report` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
+from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig import invariants as check
+from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
+from kube_fault_proxy.rig.console import show_table
+from kube_fault_proxy.rig.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
+from kube_fault_proxy.rig.runner import Target, run_local, run_on
+from kube_fault_proxy.rig.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+# The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
+# runs are clean (docs/yunikorn-3355-fixes.md has the verdict for each).
+DEMO_FIX = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
+
+
+class UsageError(Exception):
+    """Flags that do not fit together."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One scheduler to run the scenario with; for YuniKorn, optionally a patched or source-tree build."""
+
+    scheduler: str
+    patch: Path | None = None
+    source: Path | None = None
+
+    def component(self) -> build.Component | None:
+        """The scheduler's binary."""
+        if self.scheduler == "yunikorn":
+            return build.yunikorn(self.patch, self.source)
+        return build.ALL["kube-scheduler"] if self.scheduler == "kube-scheduler" else None
+
+
+def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with_release: bool) -> list[Contender]:
+    """The runs in order: each scheduler once; YuniKorn as each given build (after the release, if asked)."""
+    out: list[Contender] = []
+    for s in schedulers:
+        if s == "yunikorn" and yunikorn_builds:
+            out += ([Contender("yunikorn")] if with_release else []) + yunikorn_builds
+        else:
+            out.append(Contender(s))
+    return out
+
+
+def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
+                  profiles: Path, state_dir: Path, existing: Target | None = None,
+                  yunikorn_builds: list[Contender] | None = None, with_release: bool = False) -> tuple[int, str, Path]:
+    """Every requested run; (exit code, summary table, report directory).
+
+    With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
+    of a fresh local control plane each. YuniKorn runs once per build in `yunikorn_builds`
+    (patched or source-tree), after the release if `with_release`; without builds, the release."""
+    scenario = load_scenario(path)
+    chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
+    contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
+    out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if existing is None:
+        base = [build.ALL[n] for n in needed_components("none")]  # etcd, apiserver, controller-manager, KWOK, kubectl
+        for c in [c.component() for c in contenders] + base:
+            if c is not None:  # one at a time, before any run: a patch that does not apply stops everything
+                build.build(c)
+    runs = []
+    for contender in contenders:
+        scheduler, variant = contender.scheduler, getattr(contender.component(), "variant", None)
+        name = f"{scheduler}+{variant}" if variant else scheduler
+        for k in range(repeat):
+            s = seed + k
+            print(f"==> {scenario.metadata.name}: {name}, seed {s} ({k + 1}/{repeat})",
+                  file=sys.stderr, flush=True)
+            if existing is None:
+                result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
+                                   yunikorn_patch=contender.patch, yunikorn_source=contender.source)
+            else:
+                result = run_on(existing, scenario, scheduler, s)
+            d = out / f"{name}-seed-{s}"
+            doc = {**result.as_dict(), "dir": d.name}
+            write_run(d, doc, result.table)
+            if result.report is not None:
+                show_table(check.TABLE_HEADERS, check.table_rows(result.report), result.table, file=sys.stderr,
+                           caption=check.verdict_line(result.report))
+            runs.append(doc)
+    table = write_summary(out, runs)
+    code = OK if all(r["met"] is not False for r in runs) else FAILED
+    return code, table, out
+
+
+def _report(directory: Path) -> int:
+    """Print a report directory's summary again (the side-by-side table of a multi-run report)."""
+    try:
+        doc = json.loads((directory / "report.json").read_text())
+        if "runs" in doc:
+            print(write_summary(directory, doc["runs"]))
+        else:
+            print((directory / "summary.md").read_text())
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        print(f"kube-fault-proxy report: {directory}: not a scenario report ({type(e).__name__}: {e})",
+              file=sys.stderr)
+        return USAGE
+    return OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch scenario, report and demo."""
+    state_dir = args.state_dir or default_state_dir().parent / "scenarios"
+    try:
+        if args.command == "report":
+            return _report(args.directory)
+        builds = ([Contender("yunikorn", patch=p) for p in args.yunikorn_patch or []]
+                  + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []])
+        if args.command == "demo":  # kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 with the fix
+            path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
+            builds, with_release = builds or [Contender("yunikorn", patch=DEMO_FIX)], True
+        else:
+            path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
+            with_release = args.with_release
+        existing = None
+        if getattr(args, "kubeconfig", None) is not None:
+            if not args.control_url or not schedulers or len(schedulers) != 1:
+                raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
+                                 "--scheduler (the one already running behind the proxy)")
+            existing = Target(Kube.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+        if existing is not None and builds:
+            raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
+                             "not for --kubeconfig")
+        code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
+                                         existing, builds, with_release)
+    except ProfileError as e:
+        print(e, file=sys.stderr)
+        return USAGE
+    except (UsageError, ConfigError) as e:
+        print(f"kube-fault-proxy scenario: {e}", file=sys.stderr)
+        return USAGE
+    except (ClusterError, build.BuildError) as e:
+        print(f"kube-fault-proxy: {e}", file=sys.stderr)
+        return USAGE if isinstance(e, build.BuildInputError) else FAILED
+    except OSError as e:
+        print(f"kube-fault-proxy: {e}", file=sys.stderr)
+        return USAGE
+    runs = json.loads((out / "report.json").read_text())["runs"]
+    show_table(SUMMARY_HEADERS, summary_rows(runs, no="no"), table)
+    print(f"report: {out}/summary.md, timelines: {out}/*/timeline.html")
+    return code
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The `scenario`, `report` and `demo` subcommands."""
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seed", type=int, default=1, help="first seed (runs k use seed + k)")
+        p.add_argument("-o", "--output", type=Path, help="report directory (default: reports/<name>-<time>)")
+        p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+        p.add_argument("--state-dir", type=Path, help="where the runs' clusters live")
+        p.add_argument("--yunikorn-patch", type=Path, metavar="FILE", nargs="+", action="extend",
+                       help="YuniKorn runs use v1.9.0 with this unified diff applied (built once, cached by its "
+                            "hash); several: one set of runs per patch"
+                       + (f"; default {DEMO_FIX.relative_to(ROOT)}" if p.prog.endswith("demo") else ""))
+        p.add_argument("--yunikorn-source", type=Path, metavar="DIR", nargs="+", action="extend",
+                       help="YuniKorn runs use this yunikorn-k8shim checkout (built once per content hash)")
+
+    sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
+    ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")
+    r = ssub.add_parser("run", help="run a scenario file")
+    r.add_argument("file", type=Path)
+    r.add_argument("--scheduler", action="append", choices=["kube-scheduler", "yunikorn"],
+                   help="run with this scheduler (repeatable; default: every scheduler the scenario expects)")
+    r.add_argument("--repeat", type=int, default=1, help="runs per scheduler, with seeds seed..seed+K-1")
+    r.add_argument("--kubeconfig", type=Path, help="run on this existing cluster instead of a local one "
+                                                   "(admin access; its scheduler already behind the proxy)")
+    r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane")
+    r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5)")
+    r.add_argument("--with-release", action="store_true",
+                   help="with --yunikorn-patch/--yunikorn-source: run YuniKorn as released too, first")
+    common(r)
+    rp = sub.add_parser("report", help="print (and re-render) a report directory's summary")
+    rp.add_argument("directory", type=Path)
+    rp.add_argument("--state-dir", type=Path)
+    dp = sub.add_parser("demo", help="YUNIKORN-3355 on the local control plane: kube-scheduler, YuniKorn v1.9.0 and "
+                                     "v1.9.0 with the fix, side by side")
+    common(dp)

@@ -1,0 +1,169 @@
+"""`search` (find, confirm and shrink a fault profile that breaks an invariant) and `search replay DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.proxy.profiles.strict import parse_duration
+from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
+from kube_fault_proxy.rig.console import Progress, stderr_console
+from kube_fault_proxy.rig.search.engine import Outcome, Search, Settings
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS
+from kube_fault_proxy.rig.search.trial import CONFIRM, Rig, run_trial
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEDULERS = ("yunikorn", "kube-scheduler")
+
+
+class UsageError(Exception):
+    """Flags that do not fit together."""
+
+
+def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
+    kinds = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(ALL_KINDS) | set(args.exclude_kinds or []) - set(ALL_KINDS))
+    if unknown:
+        raise UsageError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(ALL_KINDS)}")
+    kept = tuple(k for k in kinds if k not in set(args.exclude_kinds or []))
+    if not kept:
+        raise UsageError("no fault kind left to search")
+    return kept
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if args.scheduler is None or args.budget is None or args.output is None:
+        raise UsageError("search needs --scheduler, --budget and -o DIR (or: search replay DIR)")
+    if args.control == args.scheduler:
+        raise UsageError("--control must be another scheduler than --scheduler")
+    try:
+        budget, shrink_budget = parse_duration(args.budget), parse_duration(args.shrink_budget)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if args.pods < 20 or args.nodes < 1 or args.replays < 1:
+        raise UsageError("--pods must be at least 20, --nodes and --replays at least 1")
+    if (args.yunikorn_patch or args.yunikorn_source) and args.scheduler != "yunikorn":
+        raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
+                         "they need --scheduler yunikorn")
+    state = args.state_dir or default_state_dir().parent / "search"
+    return Settings(scheduler=args.scheduler, control=args.control, budget=budget, seed=args.seed,
+                    kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
+                    nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, replays=args.replays,
+                    max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
+                    yunikorn_source=args.yunikorn_source)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from kube_fault_proxy.rig.search.output import write
+
+    s = _settings(args)
+    yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
+    build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
+                     *(["kube-scheduler"] if "kube-scheduler" in (s.scheduler, s.control) else [])],
+                    overrides={"yunikorn-scheduler": yunikorn})
+    console = stderr_console()
+    with Progress("search trials", None, console=console) as bar:
+        def progress(out: Outcome) -> None:
+            minutes = (time.monotonic() - started) / 60
+            broke: list[list[str]] = sorted((t.broken for t in out.trials if t.broken), key=len)
+            best = ", ".join(broke[-1]) if broke else f"near miss {out.best_near_miss}"
+            bar.update(len(out.trials), status=f"{len(out.trials) / minutes if minutes else 0:.1f}/min, "
+                                               f"corpus {out.corpus}, best: {best}")
+
+        started = time.monotonic()
+        out = Search(s, bar.note, progress).run()
+    report = write(out, sys.argv)
+    if out.confirmed is None:
+        print(f"no confirmed violation in {len(out.trials)} trials ({out.search_seconds:.0f}s); report: {report}")
+        return OK
+    minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
+    print(f"confirmed: {', '.join(out.target)} on {s.scheduler} (trial {out.confirmed.trial}); minimal profile "
+          f"{len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or s.nodes} nodes, "
+          f"reproduced {out.reproduced}/{len(out.replays)}; "
+          f"{out.trials_per_hour():.0f} trials/hour, median {out.median_trial():.1f}s")
+    print(f"report: {report}\nreproduce: kube-fault-proxy search replay {s.out}")
+    return FAILED
+
+
+def _replay(args: argparse.Namespace) -> int:
+    try:
+        doc = json.loads((args.directory / "search.json").read_text())
+        minimal = doc["minimal"]
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        raise UsageError(f"{args.directory}: not a search directory with a minimal case ({e})") from None
+    genome = Genome(rules=tuple(minimal["rules"]), pods=minimal["pods"], action=minimal["action"],
+                    seed=minimal["seed"], nodes=minimal.get("nodes"))
+    genome.profile()  # the strict loader, once more
+    if (args.pods is not None and args.pods < 1) or (args.nodes is not None and args.nodes < 1):
+        raise UsageError("--pods and --nodes must be at least 1")
+    nodes = int(doc["nodes"])
+    if args.nodes is not None:  # at another size: every node of the fresh control plane schedulable
+        genome, nodes = genome.with_(nodes=None), args.nodes
+    if args.pods is not None:
+        genome = genome.with_(pods=args.pods)
+    target = set(doc["target"])
+    state = args.state_dir or default_state_dir().parent / "search-replay"
+    patch, source = (Path(doc[k]) if doc.get(k) else None for k in ("yunikornPatch", "yunikornSource"))
+    stderr_console().print(f"replaying {len(genome.rules)} rules, {genome.pods} pods on "
+                           f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
+    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source)
+    note = stderr_console().print
+    try:
+        runs = [run_trial(rig, genome, f"replay-{k + 1}", CONFIRM, lambda m: note(m, markup=False))
+                for k in range(args.times)]
+    finally:
+        rig.close()
+    hits = sum(1 for r in runs if target <= set(r.broken))
+    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc['scheduler']}")
+    return FAILED if hits else OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch `search` and `search replay`."""
+    try:
+        if args.search_command == "replay":
+            return _replay(args)
+        return _search(args)
+    except UsageError as e:
+        print(f"kube-fault-proxy search: {e}", file=sys.stderr)
+        return USAGE
+    except (ClusterError, build.BuildError) as e:
+        print(f"kube-fault-proxy: {e}", file=sys.stderr)
+        return USAGE if isinstance(e, build.BuildInputError) else FAILED
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The `search` subcommand."""
+    p = sub.add_parser("search", help="search fault profiles for one that breaks an invariant; shrink it")
+    p.add_argument("--scheduler", choices=SCHEDULERS, help="the scheduler under test")
+    p.add_argument("--control", choices=SCHEDULERS, help="the control scheduler a hit must leave clean")
+    p.add_argument("--budget", metavar="DURATION", help="search time, e.g. 10m (shrinking has its own budget)")
+    p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
+    p.add_argument("--kinds", metavar="K,...", help=f"fault kinds to search (default all: {', '.join(ALL_KINDS)})")
+    p.add_argument("--exclude-kinds", metavar="K", action="append", help="leave this kind out (repeatable)")
+    p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the report and minimal profile go")
+    p.add_argument("--nodes", type=int, default=20, help="fake nodes of the search rig (default 20)")
+    p.add_argument("--pods", type=int, default=100, help="pods per search trial (default 100)")
+    p.add_argument("--shrink-budget", default="10m", metavar="DURATION", help="time for shrinking (default 10m)")
+    p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
+    p.add_argument("--max-trials", type=int, help="stop after this many search trials")
+    p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+    p.add_argument("--state-dir", type=Path, help="where the search's control planes live")
+    p.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
+                   help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
+    p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
+                   help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
+    ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
+    r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
+    r.add_argument("directory", type=Path)
+    r.add_argument("--times", type=int, default=5, help="replays (default 5)")
+    r.add_argument("--pods", type=int, help="replay at this load instead of the minimal case's (e.g. full size)")
+    r.add_argument("--nodes", type=int, help="on a control plane of this many nodes, all schedulable")
+    r.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+    r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")

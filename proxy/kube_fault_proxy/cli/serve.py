@@ -1,0 +1,283 @@
+"""`serve`: the proxy and its control plane on one event loop, until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from kube_fault_proxy import __version__, paths
+from kube_fault_proxy.cli import logs
+from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.private_files import PrivateFiles
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.profiles.library import Library, load_dir
+from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.proxy.profiles.strict import parse_duration
+from kube_fault_proxy.proxy.runtime import Runtime, UnknownProfile
+from kube_fault_proxy.proxy.upstream import KubeconfigError, Upstream, read, upstream_from
+
+if TYPE_CHECKING:
+    from kube_fault_proxy.kube.kubeapi import Kube
+    from kube_fault_proxy.proxy.crd.source import ClusterSource
+
+SYNC_WAIT_SECONDS = 10.0  # serve says whether the cluster's objects are applied; it goes on either way
+
+
+class UsageError(Exception):
+    """Bad flags or input: exit 2 with this message."""
+
+
+def split_hostport(value: str, flag: str) -> tuple[str, int]:
+    """'127.0.0.1:7443' → ('127.0.0.1', 7443); '[::1]:7443' works too."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"{flag}: expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is reachable only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_upstream(args: argparse.Namespace, files: PrivateFiles) -> Upstream:
+    """The upstream from --kubeconfig or --upstream and friends; its key material is kept in `files`."""
+    if args.kubeconfig and args.upstream:
+        raise UsageError("give either --kubeconfig or --upstream, not both")
+    if args.kubeconfig:
+        try:
+            return upstream_from(read(args.kubeconfig, args.context), files.put)
+        except KubeconfigError as e:
+            raise UsageError(str(e)) from None
+    if not args.upstream:
+        raise UsageError("an upstream is needed: --kubeconfig FILE or --upstream URL")
+    if not args.upstream.startswith("https://"):
+        raise UsageError(f"--upstream: the apiserver URL must be https://, got {args.upstream!r}")
+    for flag, path in (("--upstream-ca", args.upstream_ca), ("--client-cert", args.client_cert),
+                       ("--client-key", args.client_key)):
+        if path is not None and not path.is_file():
+            raise UsageError(f"{flag}: no such file: {path}")
+    if (args.client_cert is None) != (args.client_key is None):
+        raise UsageError("--client-cert and --client-key go together")
+    client_pem = None
+    if args.client_cert is not None:
+        pem = args.client_key.read_bytes() + b"\n" + args.client_cert.read_bytes()
+        client_pem = files.put("upstream-client.pem", pem)
+    return Upstream(args.upstream.rstrip("/"), args.upstream_ca, client_pem, args.insecure)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """'pool=a,zone=b' → {'pool': 'a', 'zone': 'b'}; keys and values as Kubernetes labels."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from kube_fault_proxy.proxy.crd.objects import LabelKey, LabelValue
+
+    labels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--proxy-labels: expected KEY=VALUE, got {item!r}")
+        labels[key] = value
+    try:
+        return TypeAdapter(dict[LabelKey, LabelValue]).validate_python(labels)
+    except ValidationError as e:
+        raise UsageError(f"--proxy-labels: not a Kubernetes label: {e.errors()[0]['msg']} "
+                         f"({', '.join(map(str, e.errors()[0]['loc']))})") from None
+
+
+def cluster_kube(args: argparse.Namespace) -> Kube:
+    """The proxy's own client of the upstream (for --profiles-from-cluster): the kubeconfig's user, or
+    --client-cert/--client-key; never through the proxy itself."""
+    from lightkube.config.kubeconfig import KubeConfig
+    from lightkube.config.models import Cluster, User
+
+    from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
+
+    if args.kubeconfig:
+        try:
+            kube = Kube.from_kubeconfig(args.kubeconfig, args.context)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        user = kube.config.user
+        if user is None or not (user.token or user.token_file or user.client_cert or user.exec or user.auth_provider
+                                or user.username):
+            raise UsageError(f"--profiles-from-cluster: the user in {args.kubeconfig} has no credentials of "
+                             "its own (the proxy lists and watches with them)")
+        return kube
+    if args.client_cert is None:
+        raise UsageError("--profiles-from-cluster needs the proxy's own credentials: a --kubeconfig with a "
+                         "user, or --client-cert and --client-key")
+    cluster = Cluster(server=args.upstream, certificate_auth=str(args.upstream_ca) if args.upstream_ca else None,
+                      insecure=args.insecure)
+    config = KubeConfig.from_one(cluster=cluster, user=User(client_cert=str(args.client_cert),
+                                                             client_key=str(args.client_key))).get()
+    assert config is not None
+    return Kube(config)
+
+
+async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
+    from kube_fault_proxy.proxy.control.app import build_app
+    from kube_fault_proxy.proxy.control.parsing import ProcessParser
+    from kube_fault_proxy.proxy.control.server import ControlServer
+    from kube_fault_proxy.proxy.mitm import server as mitm_server
+
+    listen_host, listen_port = split_hostport(args.listen, "--listen")
+    control_host, control_port = split_hostport(args.control, "--control")
+    token = args.control_token or os.environ.get("KFP_CONTROL_TOKEN") or None
+    if not is_loopback(control_host) and token is None:
+        raise UsageError(
+            f"--control {args.control} is reachable from the network: set --control-token "
+            "(or KFP_CONTROL_TOKEN)"
+        )
+    loop = asyncio.get_running_loop()
+    journal_path = args.journal or paths.default_journal()
+    journal = Journal(journal_path, time.time)
+    runtime = Runtime(library, journal, time.monotonic, time.time,
+                      schedule=lambda delay, fn: loop.call_later(delay, fn), scheduler_build=args.scheduler_build)
+    settings = mitm_server.ProxySettings(
+        upstream=upstream, listen_host=listen_host, listen_port=listen_port,
+        confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
+        read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout,
+    )
+    proxy = await mitm_server.start(settings, runtime)
+    info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
+            "journal": str(journal_path)}
+    parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
+    source = _make_source(args, runtime) if args.profiles_from_cluster else None
+    control = ControlServer(build_app(runtime, info, token, parser, cluster=source), control_host, control_port)
+    try:
+        await control.start()
+    except OSError:
+        await proxy.stop()
+        raise
+    chost = f"[{control_host}]" if ":" in control_host else control_host
+    control_url = f"http://{chost}:{control.port}"
+    repaired = {"journalTornBytesCut": journal.torn_bytes} if journal.torn_bytes else {}
+    build = {"schedulerBuild": args.scheduler_build} if args.scheduler_build else {}
+    journal.append("proxy-start", version=__version__, proxyUrl=proxy.url, upstream=upstream.url,
+                   profiles=library.names(), **repaired, **build)
+    if args.profile:
+        try:
+            runtime.activate(args.profile, args.seed, source="startup")
+        except UnknownProfile:
+            await control.stop()
+            parser.close()
+            await proxy.stop()
+            raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
+    active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
+    print(f"kube-fault-proxy {__version__} ready\n"
+          f"  proxy:    {proxy.url}  ->  {upstream.url}\n"
+          f"  trust CA: {proxy.ca_cert}\n"
+          f"  control:  {control_url}  (API docs: {control_url}/docs)\n"
+          f"  journal:  {journal_path}\n"
+          f"  profiles: {len(library)} from {args.profiles}; active: {active}", flush=True)
+    ready: dict[str, object] = {**info, "controlUrl": control_url, "pid": os.getpid()}
+    if source is not None:
+        await _start_source(args, source)
+        ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
+    if args.ready_file:
+        args.ready_file.write_text(json.dumps(ready))
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    proxy_died = asyncio.ensure_future(proxy.task)
+    await asyncio.wait([asyncio.ensure_future(stop.wait()), proxy_died],
+                       return_when=asyncio.FIRST_COMPLETED)
+    print("kube-fault-proxy: shutting down", flush=True)
+    if source is not None:
+        await source.stop()
+    await control.stop()
+    parser.close()
+    await proxy.stop()
+    journal.append("proxy-stop")
+    journal.close()
+    return OK
+
+
+def _make_source(args: argparse.Namespace, runtime: Runtime) -> ClusterSource:
+    from kube_fault_proxy.proxy.crd.reconciler import ProxyIdentity
+    from kube_fault_proxy.proxy.crd.source import ClusterSource
+
+    identity = ProxyIdentity(args.proxy_name or socket.gethostname(), args.proxy_labels)
+    return ClusterSource(args.kube, runtime, identity, args.namespace, args.status_interval)
+
+
+async def _start_source(args: argparse.Namespace, source: ClusterSource) -> None:
+    """Start watching the cluster's FaultProfiles and FaultActivations; wait (a little) for the first sync."""
+    identity = source.identity
+    await source.start()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(source.synced.wait(), SYNC_WAIT_SECONDS)
+    labels = ",".join(f"{k}={v}" for k, v in identity.labels.items()) or "no labels"
+    state = "synced" if source.synced.is_set() else f"not synced yet ({source.last_error or 'waiting'})"
+    print(f"  cluster:  FaultProfiles and FaultActivations in {args.namespace} from {args.kube.server}, "
+          f"as proxy {identity.name} ({labels}); {state}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate everything first, then serve; bad input changes nothing and exits 2."""
+    code = _run(args)
+    if "mitmproxy_rs" in sys.modules:
+        # mitmproxy_rs runs native threads that may still ask for the interpreter lock while Python
+        # finalizes; Python 3.12 then ends such a thread with pthread_exit, whose unwinding through
+        # Rust frames crashes the process (SIGSEGV, about one shutdown in ten, seen in gdb). By now
+        # the journal is closed, the parser child stopped and the key files gone: exit without
+        # finalizing.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    logs.configure(args.verbose)
+    if not 1 <= args.max_concurrent_streams <= 2**31 - 1:
+        print(f"kube-fault-proxy serve: --max-concurrent-streams must be 1..{2**31 - 1}, "
+              f"got {args.max_concurrent_streams}", file=sys.stderr)
+        return USAGE
+    for flag in ("read_header_timeout", "idle_timeout", "status_interval"):
+        try:
+            setattr(args, flag, parse_duration(getattr(args, flag)))
+        except ValueError as e:
+            print(f"kube-fault-proxy serve: --{flag.replace('_', '-')}: {e}", file=sys.stderr)
+            return USAGE
+    files = PrivateFiles()  # the upstream CA and client key: in memory, gone even on kill -9
+    try:
+        try:
+            library = Library(load_dir(args.profiles))
+        except ProfileError as e:
+            print(e, file=sys.stderr)
+            return USAGE
+        upstream = resolve_upstream(args, files)
+        if args.profiles_from_cluster:
+            args.proxy_labels = parse_labels(args.proxy_labels)
+            args.kube = cluster_kube(args)
+        return asyncio.run(_serve(args, library, upstream))
+    except UsageError as e:
+        print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
+        return USAGE
+    except OSError as e:
+        print(f"kube-fault-proxy serve: {e}", file=sys.stderr)
+        return FAILED
+    finally:
+        files.close()
+        kube = getattr(args, "kube", None)
+        if kube is not None and kube.files is not None:
+            kube.files.close()

@@ -1,0 +1,109 @@
+"""`load pods|clean` and `check`: drive a cluster and judge it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from lightkube import ConfigError
+
+from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
+from kube_fault_proxy.rig import invariants as check
+from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig.console import Progress, show_table
+
+
+def _kube(args: argparse.Namespace) -> Kube:
+    path = args.kubeconfig or Path(os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
+    return Kube.from_kubeconfig(path, args.context)
+
+
+def run_load(args: argparse.Namespace) -> int:
+    """Create or clean up load pods."""
+    try:
+        kube = _kube(args)
+        if args.load_command == "clean":
+            with kube.client() as client:
+                deleted = load.clean(client, args.namespace, args.run_id)
+            gone = "" if args.run_id or args.namespace in SYSTEM_NAMESPACES else f" with namespace {args.namespace}"
+            print(f"deleted {deleted} pods{gone}")
+            return OK
+        labels = dict(label.split("=", 1) for label in args.label)
+        spec = load.LoadSpec(count=args.count, rate=args.rate, concurrency=args.concurrency, namespace=args.namespace,
+                             scheduler_name=args.scheduler_name, cpu=args.cpu, memory=args.memory, labels=labels,
+                             app_id=args.app_id, timeout=args.timeout)
+        result = load.create_pods(kube, spec)
+    except (ConfigError, ValueError) as e:
+        print(f"kube-fault-proxy load: {e}", file=sys.stderr)
+        return USAGE
+    except HTTPError as e:
+        print(f"kube-fault-proxy load: the apiserver refused: {e}", file=sys.stderr)
+        return FAILED
+    r = result.as_dict()
+    print(f"created {r['created']}/{r['requested']} pods in {r['seconds']}s ({r['ratePerSecond']}/s), "
+          f"failed {r['failed']} {r['errors'] or ''}; run id {r['runId']} "
+          f"(label {load.LOAD_LABEL}={r['runId']})")
+    return OK if result.failed == 0 and not result.timed_out else FAILED
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Wait for quiet, evaluate the invariants, print the table, write JSON; exit 1 on violations."""
+    try:
+        kube = _kube(args)
+    except ConfigError as e:
+        print(f"kube-fault-proxy check: {e}", file=sys.stderr)
+        return USAGE
+    schedulers = set(args.scheduler_name)
+    with Progress("waiting for quiet") as bar:
+        def tick(snap: check.Snapshot) -> None:
+            mine = [p for p in snap.pods if p["spec"].get("schedulerName", "default-scheduler") in schedulers]
+            bar.update(sum(1 for p in mine if p["spec"].get("nodeName")), len(mine), "pods bound")
+
+        with kube.client() as client:
+            snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
+    report = check.evaluate(snap, schedulers, args.grace)
+    report.quiet = quiet
+    show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
+    if args.output:
+        args.output.write_text(json.dumps(report.as_dict(), indent=1))
+    return OK if report.ok else FAILED
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The `load` and `check` subcommands."""
+    def target(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config")
+        p.add_argument("--context")
+
+    lp = sub.add_parser("load", help="create pods at a rate (bounded), or clean them up")
+    lsub = lp.add_subparsers(dest="load_command", required=True, metavar="ACTION")
+    pods = lsub.add_parser("pods", help="create pods")
+    target(pods)
+    pods.add_argument("--count", type=int, default=100)
+    pods.add_argument("--rate", type=float, default=100.0, help="pods per second")
+    pods.add_argument("--concurrency", type=int, default=8, help="creations in flight")
+    pods.add_argument("--namespace", default="default")
+    pods.add_argument("--scheduler-name", default="default-scheduler")
+    pods.add_argument("--cpu", default="100m")
+    pods.add_argument("--memory", default="64Mi")
+    pods.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    pods.add_argument("--app-id", help="YuniKorn application id (label applicationId)")
+    pods.add_argument("--timeout", type=float, default=600.0, help="stop creating after this many seconds")
+    clean = lsub.add_parser("clean", help="delete what a load created: its namespace (the default namespace and "
+                                          "other system ones: its pods), or one run's pods; waits until gone")
+    target(clean)
+    clean.add_argument("--namespace", default="default")
+    clean.add_argument("--run-id", help="only this run (default: every run)")
+
+    cp = sub.add_parser("check", help="check invariants: stranded pods, phantom allocations (exit 1 on violation)")
+    target(cp)
+    cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
+    cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")
+    cp.add_argument("--quiet", type=float, default=10.0, help="seconds without change that count as quiet")
+    cp.add_argument("--wait", type=float, default=120.0, help="give up waiting for quiet after this long")
+    cp.add_argument("--grace", type=float, default=30.0, help="a younger Pending pod is not stranded yet")
+    cp.add_argument("-o", "--output", type=Path, help="write the report as JSON")

@@ -1,0 +1,1 @@
+"""Kubernetes access both halves use: lightkube clients and an informer."""

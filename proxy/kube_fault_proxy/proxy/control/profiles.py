@@ -1,0 +1,95 @@
+"""/v1/profiles: list, read, upload (YAML or JSON) and delete profiles."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response
+
+from kube_fault_proxy.proxy.control.deps import RuntimeDep
+from kube_fault_proxy.proxy.control.errors import responses
+from kube_fault_proxy.proxy.control.parsing import Parser
+from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, to_yaml
+from kube_fault_proxy.proxy.runtime import Runtime, UnknownProfile
+
+router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
+PROFILE_REF = {"$ref": "#/components/schemas/FaultProfile"}
+BODY_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": PROFILE_REF},
+        },
+    }
+}
+PROFILE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The profile", "content": {"application/json": {"schema": PROFILE_REF},
+                                                    "application/yaml": {"schema": {"type": "string"}}}},
+}
+Name = Annotated[str, Path(examples=["bind-fail-30pct"])]
+
+
+def summary(runtime: Runtime, name: str) -> dict[str, Any]:
+    """Name, description, rule count, source, and whether it is the active profile."""
+    entry = runtime.library.get(name)
+    if entry is None:
+        raise UnknownProfile(name)
+    active = runtime.active is not None and runtime.active.engine.profile.name == name
+    meta = entry.profile.metadata
+    return {
+        "name": name,
+        "description": meta.description,
+        "incident": meta.incident,
+        "rules": [r.name for r in entry.profile.spec.rules],
+        "source": entry.source,
+        "active": active,
+    }
+
+
+@router.get("")
+async def list_profiles(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+    """Every profile the proxy knows."""
+    return {"profiles": [summary(runtime, n) for n in runtime.library.names()]}
+
+
+@router.get("/{name}", responses={**PROFILE_DOC, **responses(404)})
+async def get_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> Response:
+    """One profile, as JSON, or as YAML when the client accepts application/yaml."""
+    entry = runtime.library.get(name)
+    if entry is None:
+        raise UnknownProfile(name)
+    if "yaml" in request.headers.get("accept", ""):
+        return Response(to_yaml(entry.profile), media_type="application/yaml")
+    return Response(
+        entry.profile.model_dump_json(by_alias=True, exclude_none=True),
+        media_type="application/json",
+    )
+
+
+@router.put("/{name}", openapi_extra=BODY_DOC, responses=responses(422))
+async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+    """Add or replace a profile (at most 256 KiB, parsed away from the proxy's traffic); an invalid one is 422."""
+    source = f"PUT /v1/profiles/{name}"
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError([Problem(source, None, None, "", f"body is not UTF-8 (byte {e.start})")]) from None
+    parser: Parser = request.app.state.parser
+    profile = await parser.parse(text, source)
+    if profile.name != name:
+        raise ProfileError(
+            [Problem(source, None, None, "metadata.name",
+                     f"{profile.name!r} does not match the name in the URL ({name!r})")]
+        )
+    replaced = runtime.library.put(profile, "api")
+    return {"replaced": replaced, **summary(runtime, name)}
+
+
+@router.delete("/{name}", responses=responses(404, 409))
+async def delete_profile(name: Name, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+    """Remove a profile; the active profile cannot be removed (409)."""
+    if not runtime.delete_profile(name):
+        raise UnknownProfile(name)
+    return {"deleted": name}

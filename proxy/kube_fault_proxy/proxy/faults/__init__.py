@@ -1,0 +1,68 @@
+"""Fault kinds: one module each, gathered into the `Fault` one-of a rule carries."""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import ConfigDict, model_validator
+
+from kube_fault_proxy.proxy.faults.abort import Abort
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.commit_then_fail import CommitThenFail
+from kube_fault_proxy.proxy.faults.cut import Cut
+from kube_fault_proxy.proxy.faults.delay import Delay
+from kube_fault_proxy.proxy.faults.drop_events import DropEvents
+from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEvents
+from kube_fault_proxy.proxy.faults.expire import Expire
+from kube_fault_proxy.proxy.faults.hang import Hang
+from kube_fault_proxy.proxy.faults.outage import Outage
+from kube_fault_proxy.proxy.faults.reset import Reset
+from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
+from kube_fault_proxy.proxy.faults.throttle import Throttle
+from kube_fault_proxy.proxy.profiles.strict import StrictModel, exactly_one_of
+
+KINDS: tuple[type[FaultSpec], ...] = (
+    Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
+    Expire, Cut, DropEvents, DuplicateEvents,  # watches
+    Outage, ResetUpstream,  # connections
+)
+
+
+class Fault(StrictModel):
+    """Exactly one fault kind per rule, named by its key."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of(*(k.kind for k in KINDS)))
+
+    abort: Abort | None = None
+    throttle: Throttle | None = None
+    delay: Delay | None = None
+    hang: Hang | None = None
+    reset: Reset | None = None
+    commitThenFail: CommitThenFail | None = None
+    expire: Expire | None = None
+    cut: Cut | None = None
+    dropEvents: DropEvents | None = None
+    duplicateEvents: DuplicateEvents | None = None
+    outage: Outage | None = None
+    resetUpstream: ResetUpstream | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [k.kind for k in KINDS if getattr(self, k.kind) is not None]
+        if len(chosen) != 1:
+            names = ", ".join(k.kind for k in KINDS)
+            got = f" (got {', '.join(chosen)})" if chosen else ""
+            raise ValueError(f"a fault needs exactly one kind of: {names}{got}")
+        return self
+
+    @property
+    def spec(self) -> FaultSpec:
+        """The one kind that is set."""
+        for k in KINDS:
+            value = getattr(self, k.kind)
+            if value is not None:
+                return value  # type: ignore[no-any-return]
+        raise AssertionError("validated Fault has no kind")
+
+
+__all__ = ["KINDS", "Fault", "FaultSpec"]

@@ -1,0 +1,27 @@
+"""abort: answer with an error Status (upstream never sees the request)."""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import Plan, Respond
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.status import status_reply
+
+
+class Abort(FaultSpec):
+    """An error status with a real metav1.Status body; Retry-After only when asked for."""
+
+    kind: ClassVar[str] = "abort"
+    status: Annotated[int, Field(ge=400, le=599)]
+    reason: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    message: Annotated[str, Field(max_length=4096)] | None = None
+    retryAfterSeconds: Annotated[int, Field(ge=0, le=3600)] | None = None
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        reply = status_reply(self.status, ident, self.reason, self.message, self.retryAfterSeconds)
+        return Plan(before=(Respond(reply),))

@@ -1,0 +1,24 @@
+"""The one interface every request fault kind implements."""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+from kube_fault_proxy.proxy.faults.plan import Plan
+from kube_fault_proxy.proxy.profiles.strict import StrictModel
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+
+class FaultSpec(StrictModel):
+    """A fault kind's settings; `plan` turns them into steps for one request."""
+
+    kind: ClassVar[str]
+
+    def applies_to(self, ident: RequestIdentity) -> bool:
+        """Whether this fault can act on the request at all (e.g. not on a watch)."""
+        return True
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        """The steps to perform on this request; rng is the rule's own seeded source."""
+        raise NotImplementedError

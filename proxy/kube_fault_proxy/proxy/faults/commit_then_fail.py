@@ -1,0 +1,44 @@
+"""commitThenFail: forward, let the apiserver commit, then fail the client (the split-brain case)."""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar, Self
+
+from pydantic import ConfigDict, model_validator
+
+from kube_fault_proxy.proxy.faults.abort import Abort
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.hang import Hang
+from kube_fault_proxy.proxy.faults.plan import Plan
+from kube_fault_proxy.proxy.faults.reset import Reset
+from kube_fault_proxy.proxy.profiles.strict import exactly_one_of
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+
+class CommitThenFail(FaultSpec):
+    """Exactly one of abort, reset or hang, performed after the apiserver has answered."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("abort", "reset", "hang"))
+    kind: ClassVar[str] = "commitThenFail"
+    abort: Abort | None = None
+    reset: Reset | None = None
+    hang: Hang | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        chosen = [k for k in ("abort", "reset", "hang") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(
+                "commitThenFail needs exactly one of abort, reset, hang"
+                + (f" (got {', '.join(chosen)})" if chosen else "")
+            )
+        return self
+
+    def applies_to(self, ident: RequestIdentity) -> bool:
+        return not ident.watch
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        inner = self.abort or self.reset or self.hang
+        assert inner is not None
+        return Plan(after=inner.plan(ident, rng).before, after_only_if_committed=True)

@@ -1,0 +1,56 @@
+"""dropEvents: chosen watch events never reach the client."""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
+
+
+class DropEditor(EventEditor):
+    """Drops each selected event with a probability, from the stream's own seeded source."""
+
+    def __init__(self, selector: EventSelector, probability: float, rng: random.Random) -> None:
+        super().__init__()
+        self.selected = selector.compile()
+        self.probability = probability
+        self.rng = rng
+
+    action = "dropped"
+
+    def describe(self) -> str:
+        return f"drop selected events (p={self.probability:g})"
+
+    def act(self, line: bytes) -> list[bytes]:
+        """What a chosen event becomes."""
+        return []
+
+    def edit(self, line: bytes, event: WatchEvent | None) -> list[bytes]:
+        if event is None or not self.selected(event):
+            return [line]
+        if self.probability < 1.0 and self.rng.random() >= self.probability:
+            return [line]
+        self.note(self.action, event)
+        return self.act(line)
+
+
+class DropEvents(FaultSpec):
+    """Events of the watch that match `events` are dropped with `probability`."""
+
+    kind: ClassVar[str] = "dropEvents"
+    editor: ClassVar[type[DropEditor]] = DropEditor
+    events: EventSelector = EventSelector()
+    probability: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+
+    def applies_to(self, ident: RequestIdentity) -> bool:
+        return ident.watch
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        stream_rng = random.Random(rng.getrandbits(64))
+        return Plan(before=(EditEvents(self.editor(self.events, self.probability, stream_rng)),))

@@ -1,0 +1,26 @@
+"""duplicateEvents: chosen watch events reach the client twice."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kube_fault_proxy.proxy.faults.drop_events import DropEditor, DropEvents
+
+
+class DuplicateEditor(DropEditor):
+    """Sends each selected event twice, with a probability."""
+
+    action = "duplicated"
+
+    def describe(self) -> str:
+        return f"duplicate selected events (p={self.probability:g})"
+
+    def act(self, line: bytes) -> list[bytes]:
+        return [line, line]
+
+
+class DuplicateEvents(DropEvents):
+    """Events of the watch that match `events` are sent twice with `probability`."""
+
+    kind: ClassVar[str] = "duplicateEvents"
+    editor: ClassVar[type[DropEditor]] = DuplicateEditor

@@ -1,0 +1,32 @@
+"""hang: hold the request unanswered, then time out like the apiserver (504) or reset."""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import Plan, Reset, Respond, Step, Wait
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.status import status_reply
+
+UNTIL_CLIENT_GIVES_UP = 3600.0
+
+
+class Hang(FaultSpec):
+    """No answer for `seconds` (default: until the client gives up, at most an hour)."""
+
+    kind: ClassVar[str] = "hang"
+    seconds: Annotated[float, Field(gt=0, le=UNTIL_CLIENT_GIVES_UP)] | None = None
+    then: Literal["timeout", "reset"] = "timeout"
+
+    def steps(self, ident: RequestIdentity) -> tuple[Step, ...]:
+        """The wait and what ends it."""
+        wait = Wait(self.seconds or UNTIL_CLIENT_GIVES_UP, until_client_gone=True)
+        end: Step = Reset() if self.then == "reset" else Respond(status_reply(504, ident))
+        return (wait, end)
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        return Plan(before=self.steps(ident))

@@ -1,0 +1,26 @@
+"""outage: the apiserver vanishes for a while, without killing it."""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import Plan, StartOutage
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+
+class Outage(FaultSpec):
+    """Every client connection closes, new ones are refused and upstream connects fail, for
+    `seconds`; then the proxy recovers by itself. The triggering request fails with the rest."""
+
+    kind: ClassVar[str] = "outage"
+    seconds: Annotated[float, Field(gt=0, le=3600)]
+    refuse: Literal["close", "refuse", "blackhole"] = Field(
+        "close", description="new connections: close = accept then close, refuse = connection refused, "
+                             "blackhole = accept and never answer until the outage ends")
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        return Plan(before=(StartOutage(self.seconds, self.refuse),))

@@ -1,0 +1,98 @@
+"""The primitive steps a fault decision is made of; the addon knows how to perform each one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kube_fault_proxy.proxy.requests.status import Reply
+from kube_fault_proxy.proxy.requests.watch import EventEditor
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Answer the client with this reply (upstream untouched when it comes before forwarding)."""
+
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Reset the HTTP/2 stream, or close the HTTP/1 connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Hold the request; with until_client_gone the wait ends early when the client leaves."""
+
+    seconds: float
+    until_client_gone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LimitWatch:
+    """Ask the apiserver itself to end this watch after `seconds` (its timeoutSeconds)."""
+
+    seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class EditEvents:
+    """Edit this watch's events as they stream; the editor is this stream's own state."""
+
+    editor: EventEditor
+
+
+@dataclass(frozen=True, slots=True)
+class CloseUpstream:
+    """Drop the client's apiserver connection: every stream on it fails at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartOutage:
+    """The apiserver vanishes for `seconds`: live connections close, new ones are refused."""
+
+    seconds: float
+    refuse: str
+
+
+Step = Respond | Reset | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Steps before forwarding, and steps after the upstream answered (commit-then-fail)."""
+
+    before: tuple[Step, ...] = ()
+    after: tuple[Step, ...] = ()
+    after_only_if_committed: bool = False  # commit-then-fail: a non-2xx answer committed nothing
+
+    @property
+    def forwards(self) -> bool:
+        """Whether the request still reaches the apiserver."""
+        return not any(isinstance(s, Respond | Reset | CloseUpstream | StartOutage) for s in self.before)
+
+    def describe(self) -> str:
+        """A short human reading of the plan, for the journal."""
+        def one(step: Step) -> str:
+            match step:
+                case Respond(reply):
+                    return f"respond {reply.status}"
+                case Reset():
+                    return "reset"
+                case Wait(seconds, until_gone):
+                    return f"wait {seconds:.3f}s" + (" or until client leaves" if until_gone else "")
+                case LimitWatch(seconds):
+                    return f"limit watch to {seconds}s"
+                case EditEvents(editor):
+                    return editor.describe()
+                case CloseUpstream():
+                    return "close the upstream connection"
+                case StartOutage(seconds, refuse):
+                    return f"outage {seconds:g}s ({refuse} new connections)"
+            raise AssertionError(step)
+
+        parts = [one(s) for s in self.before]
+        if self.forwards:
+            parts.append("forward")
+        parts += [one(s) for s in self.after]
+        return ", then ".join(parts)

@@ -1,0 +1,19 @@
+"""resetUpstream: the client's apiserver connection drops; every stream on it fails at once."""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import CloseUpstream, Plan
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+
+class ResetUpstream(FaultSpec):
+    """No settings: `resetUpstream: {}`. Like an apiserver restart, for one client."""
+
+    kind: ClassVar[str] = "resetUpstream"
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        return Plan(before=(CloseUpstream(),))

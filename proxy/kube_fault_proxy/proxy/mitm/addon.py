@@ -1,0 +1,257 @@
+"""The fault addon: the only code that touches flows; it performs the engine's decisions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Awaitable, Sequence
+
+from mitmproxy import connection, ctx, http
+
+from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import (
+    CloseUpstream,
+    EditEvents,
+    LimitWatch,
+    Reset,
+    Respond,
+    StartOutage,
+    Step,
+    Wait,
+)
+from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
+from kube_fault_proxy.proxy.requests import identity
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.watch import EventEditor, EventStream
+from kube_fault_proxy.proxy.runtime import Runtime
+
+log = logging.getLogger(__name__)
+IDENT = "kfp.identity"
+DECISION = "kfp.decision"
+EDITOR = "kfp.editor"
+COUNTED = "kfp.bind-counted"
+OUTAGE_FAILED = "kfp.outage-failed"  # a Binding in flight when an outage began: its client got no answer
+OPEN = "kfp.request-open"  # reported to the connection timeouts as started, not yet as ended
+JSON_TYPES = ("application/json",)
+POLL_SECONDS = 0.2
+
+
+def _make_response(step: Respond) -> http.Response:
+    reply = step.reply
+    headers = [(k.encode(), v.encode()) for k, v in reply.headers]
+    return http.Response.make(reply.status, reply.body, headers)
+
+
+async def _wait(flow: http.HTTPFlow, step: Wait) -> bool:
+    """Sleep without blocking other requests; False when the client left meanwhile."""
+    if not step.until_client_gone:
+        await asyncio.sleep(step.seconds)
+        return flow.client_conn.connected
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + step.seconds
+    while (left := deadline - loop.time()) > 0:
+        if not flow.client_conn.connected or flow.error is not None:
+            return False
+        await asyncio.sleep(min(POLL_SECONDS, left))
+    return flow.client_conn.connected
+
+
+class FaultAddon:
+    """Parses each request, asks the runtime for a decision and carries it out."""
+
+    def __init__(self, runtime: Runtime, outage: OutageController,
+                 timeouts: ConnectionTimeouts | None = None) -> None:
+        self.runtime = runtime
+        self.outage = outage
+        self.timeouts = timeouts
+        # Binding POSTs read but not yet counted: an outage fails them all at once, as their client
+        # sees it (mitmproxy runs no hook for a flow whose connection it has already dropped).
+        self._binds: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if self.timeouts is not None and OPEN not in flow.metadata:
+            flow.metadata[OPEN] = True
+            self.timeouts.request_started(flow.client_conn.id)
+
+    def _request_ended(self, flow: http.HTTPFlow) -> None:
+        if self.timeouts is not None and flow.metadata.pop(OPEN, False):
+            self.timeouts.request_ended(flow.client_conn.id)
+
+    def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        if flow.response or flow.error or not flow.live:
+            return None
+        req = flow.request
+        path, _, query = req.path.partition("?")
+        body = req.raw_content if req.method == "POST" and path.endswith("/binding") else None
+        ident = identity.parse_untrusted(  # never raises: an unreadable part is decided as absent
+            req.method,
+            path,
+            query,
+            req.headers.get("user-agent", ""),
+            body,
+            req.headers.get("content-type", ""),
+            req.headers.get("accept", ""),
+        )
+        flow.metadata[IDENT] = ident
+        if ident.binding:
+            self._binds[flow.id] = flow
+        if self.outage.active:
+            # The apiserver is "down": a request already read from a connection the outage is
+            # closing (a burst arrives in one read) must not reach it, as none would after a kill -9.
+            self.outage.drop_request()
+            flow.kill()
+            self._count_bind(flow)
+            return None
+        decision = self.runtime.decide(ident)
+        if decision is None:
+            return None
+        flow.metadata[DECISION] = decision
+        before = decision.plan.before
+        if not before:
+            return None  # only after-steps: performed and journaled once upstream answers
+        self.runtime.performed(decision, ident, action=decision.plan.describe())
+        if any(isinstance(s, Wait) for s in before):
+            return self._perform(flow, before)
+        self._apply(flow, before)
+        return None
+
+    def responseheaders(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        ident: RequestIdentity | None = flow.metadata.get(IDENT)
+        if ident is None or flow.response is None or not ident.watch:
+            return None
+        flow.response.stream = True
+        editor: EventEditor | None = flow.metadata.get(EDITOR)
+        if editor is not None and flow.response.status_code == 200:
+            self._edit_stream(flow, ident, editor)
+        decision: Decision | None = flow.metadata.get(DECISION)
+        if decision is not None and decision.plan.after:
+            # A streamed watch has no end to wait for: only waits apply, at its start.
+            waits = [s for s in decision.plan.after if isinstance(s, Wait)]
+            self.runtime.performed(decision, ident, action=decision.plan.describe())
+            return self._perform(flow, waits)
+        return None
+
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        self._request_ended(flow)
+        decision: Decision | None = flow.metadata.get(DECISION)
+        answered: RequestIdentity | None = flow.metadata.get(IDENT)
+        if answered is not None and flow.response is not None and not answered.watch and (
+                decision is None or not decision.plan.before):  # the apiserver's own answer
+            self.runtime.answered(answered, flow.response.status_code)
+        if decision is None or not decision.plan.after or flow.response is None:
+            self._count_bind(flow)
+            return None
+        ident: RequestIdentity = flow.metadata[IDENT]
+        if ident.watch:
+            return None
+        status = flow.response.status_code
+        if decision.plan.after_only_if_committed and not 200 <= status < 300:
+            # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
+            # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
+            self.runtime.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
+            self._count_bind(flow)
+            return None
+        self.runtime.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
+        after = decision.plan.after
+        if any(isinstance(s, Wait) for s in after):
+            return self._perform(flow, after, count=True)
+        self._apply(flow, after)
+        self._count_bind(flow)
+        return None
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._request_ended(flow)
+        self._count_bind(flow)
+
+    def _count_bind(self, flow: http.HTTPFlow) -> None:
+        """Count a Binding POST once, by the answer its client finally got (None: no answer)."""
+        ident: RequestIdentity | None = flow.metadata.get(IDENT)
+        if ident is None or not ident.binding or COUNTED in flow.metadata:
+            return
+        flow.metadata[COUNTED] = True
+        self._binds.pop(flow.id, None)
+        ok = flow.error is None and flow.response is not None and OUTAGE_FAILED not in flow.metadata
+        self.runtime.bind_outcome(flow.response.status_code if ok and flow.response else None)
+
+    def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
+        """Stream the watch through the editor, one whole event at a time."""
+        assert flow.response is not None
+        ctype = flow.response.headers.get("content-type", "").split(";")[0].strip()
+        decision: Decision = flow.metadata[DECISION]
+        if ctype not in JSON_TYPES or flow.response.headers.get("content-encoding"):
+            self.runtime.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
+                              contentType=flow.response.headers.get("content-type", ""),
+                              contentEncoding=flow.response.headers.get("content-encoding", ""))
+            return
+        events = EventStream(editor.edit)
+        stream_id = flow.id
+
+        def chunk(data: bytes) -> list[bytes]:
+            try:
+                out = events.feed(data) if data else events.end() + editor.at_end()
+            except Exception:  # never let an edit break the stream: pass the chunk on
+                log.exception("watch edit failed; passing the chunk through")
+                return [data] if data else []
+            for record in editor.records:
+                self.runtime.note("watch-event", **decision.stamp(), stream=stream_id, **record)
+            editor.records.clear()
+            if editor.cut_connection:
+                editor.cut_connection = False
+                asyncio.get_running_loop().call_soon(self._close_upstream, flow)
+            return out
+
+        flow.response.stream = chunk
+
+    def _close_upstream(self, flow: http.HTTPFlow) -> None:
+        """Drop the client's apiserver connection(s): every stream on them fails (an apiserver restart).
+
+        Not just `flow.server_conn`: upstream connections open lazily, so a request decided in its
+        `request` hook has no upstream connection of its own yet; the one it would use is the
+        client's existing one."""
+        handler = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
+        if handler is None:
+            return
+        for conn in list(handler.transports):
+            if isinstance(conn, connection.Server) and conn.connected:
+                handler.close_connection(conn)
+
+    async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
+        for i, step in enumerate(steps):
+            if isinstance(step, Wait):
+                if not await _wait(flow, step):
+                    return  # the client is gone: nothing left to answer
+            else:
+                self._apply(flow, steps[i:])
+                break
+        if count:
+            self._count_bind(flow)
+
+    def _apply(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
+        for step in steps:
+            match step:
+                case Respond():
+                    flow.response = _make_response(step)
+                    return
+                case Reset():
+                    flow.kill()
+                    return
+                case LimitWatch(seconds):
+                    current = flow.request.query.get("timeoutSeconds", "")
+                    limit = min(seconds, int(current)) if current.isdigit() else seconds
+                    flow.request.query["timeoutSeconds"] = str(limit)
+                case EditEvents(editor):
+                    flow.metadata[EDITOR] = editor
+                case CloseUpstream():
+                    self._close_upstream(flow)
+                    flow.kill()
+                    return
+                case StartOutage(seconds, refuse):
+                    decision: Decision = flow.metadata[DECISION]
+                    if self.outage.start(seconds, refuse, **decision.stamp()):
+                        for bind in list(self._binds.values()):  # every one in flight dies with it
+                            bind.metadata[OUTAGE_FAILED] = True
+                            self._count_bind(bind)
+                    flow.kill()
+                    return

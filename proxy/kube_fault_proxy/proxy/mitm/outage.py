@@ -1,0 +1,139 @@
+"""Apiserver outages without killing the apiserver: close, refuse and fail every connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from mitmproxy import connection, ctx
+from mitmproxy.proxy import mode_specs, server_hooks
+
+from kube_fault_proxy.proxy.mitm import listen
+from kube_fault_proxy.proxy.runtime import Runtime
+
+log = logging.getLogger(__name__)
+REASON = "kube-fault-proxy: simulated apiserver outage"
+
+
+def close_client(handler: Any) -> bool:
+    """Close a handler's client connection at once, as a crashed apiserver's kernel would.
+
+    mitmproxy is told (so its layers clean up), and the socket itself is aborted: mitmproxy's own
+    close can wait behind a busy handler, and a client that sees no FIN keeps its requests in
+    flight until its HTTP/2 health check gives up (client-go: 30 s idle + 15 s ping).
+    """
+    io = handler.transports.get(handler.client)
+    if io is None:
+        return False
+    handler.close_connection(handler.client)
+    if io.writer is not None:
+        io.writer.transport.abort()
+    return True
+
+
+def abort_upstream(handler: Any) -> int:
+    """Abort a handler's upstream connections, as a crashed apiserver's would be: the apiserver
+    cancels the requests they carry that it has not yet committed, and no answer of theirs is
+    counted as given. Returns how many were aborted."""
+    aborted = 0
+    for conn, io in list(handler.transports.items()):
+        if conn is handler.client or io.writer is None:
+            continue
+        io.writer.transport.abort()
+        aborted += 1
+    return aborted
+
+
+class OutageController:
+    """While an outage lasts: new client connections are refused (close, refuse or blackhole),
+    upstream connects fail; at its start every live client connection is closed, and so is every
+    upstream connection: requests the proxy had already forwarded die with the "apiserver" rather
+    than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.until = 0.0
+        self.mode = "close"
+        self.counts: dict[str, int | str] = {}
+        self._ended = asyncio.Event()
+        self._listen: list[str] = []
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._closed_ids: set[str] = set()
+
+    @property
+    def active(self) -> bool:
+        """Whether an outage is going on now."""
+        return asyncio.get_running_loop().time() < self.until
+
+    def start(self, seconds: float, mode: str, **cause: Any) -> bool:
+        """Begin an outage; False (and nothing changes) when one is already going on."""
+        if self.active:
+            return False
+        loop = asyncio.get_running_loop()
+        self.until = loop.time() + seconds
+        self.mode = mode
+        self._ended = asyncio.Event()
+        server = ctx.master.addons.get("proxyserver")
+        handlers = list(server.connections.values())
+        self.counts = {"clientConnectionsClosed": len(handlers), "newConnectionsRefused": 0,
+                       "upstreamConnectsFailed": 0, "requestsDropped": 0}
+        # Schedule the end first: nothing below may leave the proxy in an endless outage.
+        loop.call_later(seconds, lambda: self._spawn(self._end()))
+        # What the scheduler had been told of its binds when the apiserver "died".
+        self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
+                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds["succeeded"],
+                          bindsFailed=self.runtime.binds["failed"])
+        aborted = 0
+        for h in handlers:
+            close_client(h)  # first: the upstream losses below then close no client a second time
+            aborted += abort_upstream(h)
+        self.counts["upstreamConnectionsAborted"] = aborted
+        self._closed_ids = {h.client.id for h in handlers}
+        if mode == "refuse":
+            self.counts["listener"] = "stopped"
+            host, port = server.listen_addrs()[0][:2]
+            spec = ctx.options.mode[0].rsplit("@", 1)[0]
+            self._listen = [f"{spec}@{host}:{port}"]
+            self._spawn(server.servers.update([]))
+        return True
+
+    def drop_request(self) -> None:
+        """Count a request that arrived during the outage (the caller kills it)."""
+        self.counts["requestsDropped"] = int(self.counts["requestsDropped"]) + 1
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _end(self) -> None:
+        server = ctx.master.addons.get("proxyserver")
+        if self.mode == "refuse" and self._listen:
+            await server.servers.update([mode_specs.ProxyMode.parse(m) for m in self._listen])
+            listen.widen(server)
+        self.until = 0.0
+        self._ended.set()
+        # A connection closed at the start must be gone by now; one still here is a proxy bug.
+        self.counts["clientConnectionsLingering"] = len(self._closed_ids & set(server.connections))
+        self.runtime.note("outage-end", **self.counts)
+
+    async def _blackhole(self, client: connection.Client) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), max(0.0, self.until - asyncio.get_running_loop().time()))
+        client.error = REASON
+
+    def client_connected(self, client: connection.Client) -> Any:
+        if not self.active:
+            return None
+        self.counts["newConnectionsRefused"] = int(self.counts["newConnectionsRefused"]) + 1
+        if self.mode == "blackhole":
+            return self._blackhole(client)
+        client.error = REASON
+        return None
+
+    def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
+        if self.active:
+            self.counts["upstreamConnectsFailed"] = int(self.counts["upstreamConnectsFailed"]) + 1
+            data.server.error = REASON

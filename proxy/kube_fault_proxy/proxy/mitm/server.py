@@ -1,0 +1,150 @@
+"""Build and run a lean mitmproxy master in reverse mode, with only the addons the proxy needs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import master, options
+from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
+
+from kube_fault_proxy import paths
+from kube_fault_proxy.proxy.mitm import hooks, listen, streams
+from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
+from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
+from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
+from kube_fault_proxy.proxy.mitm.outage import OutageController, close_client
+from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
+from kube_fault_proxy.proxy.runtime import Runtime
+from kube_fault_proxy.proxy.upstream import Upstream
+
+log = logging.getLogger(__name__)
+CA_CERT_FILE = "mitmproxy-ca-cert.pem"
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """Where the proxy listens and where it keeps its CA."""
+
+    upstream: Upstream
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 7443
+    confdir: Path = field(default_factory=paths.ca_dir)
+    max_concurrent_streams: int = streams.DEFAULT
+    # kube-apiserver's own: Go's ReadHeaderTimeout 32 s and IdleTimeout 90 s (0 turns one off).
+    read_header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+
+
+class _Ready:
+    """Last in the chain: its `running` fires after every other addon is up."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def running(self) -> None:
+        self.event.set()
+
+
+class RunningProxy:
+    """A started master; stop() closes the listener and every live connection."""
+
+    def __init__(self, m: master.Master, task: asyncio.Task[None], settings: ProxySettings) -> None:
+        self.master = m
+        self.task = task
+        self.settings = settings
+
+    @property
+    def _server(self) -> Any:
+        return self.master.addons.get("proxyserver")
+
+    @property
+    def port(self) -> int:
+        """The port the proxy listens on."""
+        return int(self._server.listen_addrs()[0][1])
+
+    @property
+    def url(self) -> str:
+        """The URL a client uses to reach the proxy."""
+        host = self.settings.listen_host
+        host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        host = f"[{host}]" if ":" in host else host
+        return f"https://{host}:{self.port}"
+
+    @property
+    def ca_cert(self) -> Path:
+        """The CA certificate clients must trust."""
+        return self.settings.confdir / CA_CERT_FILE
+
+    def close_client_connections(self) -> int:
+        """Close every live client connection; returns how many."""
+        return sum(close_client(h) for h in list(self._server.connections.values()))
+
+    async def stop(self) -> None:
+        """Stop listening, drop live connections, end the master."""
+        with contextlib.suppress(Exception):
+            await self._server.servers.update([])
+        self.close_client_connections()
+        self.master.shutdown()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+def _options(s: ProxySettings) -> options.Options:
+    host = f"[{s.listen_host}]" if ":" in s.listen_host else s.listen_host
+    s.confdir.mkdir(parents=True, exist_ok=True)
+    return options.Options(
+        mode=[f"reverse:{s.upstream.url}@{host}:{s.listen_port}"],
+        confdir=str(s.confdir),
+        ssl_verify_upstream_trusted_ca=str(s.upstream.ca_file) if s.upstream.ca_file else None,
+        client_certs=str(s.upstream.client_pem) if s.upstream.client_pem else None,
+        ssl_insecure=s.upstream.insecure,
+        tcp_timeout=3600,
+    )
+
+
+async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object) -> RunningProxy:
+    """Start the proxy on the running loop and return once it listens."""
+    streams.install(settings.max_concurrent_streams)
+    m = master.Master(_options(settings))
+    hooks.install(m)
+    ready = _Ready()
+    outage = OutageController(runtime)
+    timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)
+    m.addons.add(
+        core.Core(),
+        proxyserver.Proxyserver(),
+        next_layer.NextLayer(),
+        PreferHttp2(),  # before TlsConfig, which reads the choice
+        tlsconfig.TlsConfig(),
+        ConnectionCounter(runtime.connections),
+        timeouts,
+        outage,
+        UpstreamLoss(runtime),
+        FaultAddon(runtime, outage, timeouts),
+        *extra_addons,
+        ready,
+    )
+    # lazy: the upstream connection opens at a client's first request, so clients that connect and
+    # send nothing (idle, half-open, slowloris) never fan out to the apiserver.
+    m.options.update(connection_strategy="lazy", stream_large_bodies="1m")
+    task = asyncio.create_task(m.run(), name="mitmproxy-master")
+    waiter = asyncio.create_task(ready.event.wait())
+    await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiter.cancel()
+        task.result()
+        raise RuntimeError("the proxy stopped during startup (see the log above)")
+    running = RunningProxy(m, task, settings)
+    if not running._server.listen_addrs():
+        await running.stop()
+        raise OSError(
+            f"could not listen on {settings.listen_host}:{settings.listen_port} (in use?)"
+        )
+    listen.widen(running._server)
+    return running

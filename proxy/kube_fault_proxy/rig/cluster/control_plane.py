@@ -1,0 +1,482 @@
+"""`cluster up|down|status|env`: etcd, kube-apiserver, kube-controller-manager, fake nodes run by
+KWOK, and optionally kube-fault-proxy and a scheduler whose kubeconfig points at it."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from lightkube import Client
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+
+from kube_fault_proxy import paths
+from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
+from kube_fault_proxy.paths import private_dir, write_private
+from kube_fault_proxy.rig.cluster import build, controller_manager, kwok, pki
+from kube_fault_proxy.rig.cluster.processes import (
+    Stopped,
+    alive,
+    free_port,
+    live_groups,
+    port_in_use,
+    spawn,
+    stop_groups,
+)
+
+SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
+YUNIKORN_PORT = 9080
+YUNIKORN_NAMESPACE = "yunikorn"
+
+
+# Token users: (name, ',"groups"'). Only the admin is in system:masters; API Priority and Fairness
+# applies to every other one, as to a cluster's components.
+USERS = {"admin": ("kfp-admin", ",system:masters"), "scheduler": ("system:kube-scheduler", ""),
+         "yunikorn": ("yunikorn", ""), "controller-manager": ("system:kube-controller-manager", ""),
+         "kwok": ("kwok", "")}
+
+
+class ClusterError(RuntimeError):
+    """Startup failed; the message names the component and its log file."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What `cluster up` starts."""
+
+    state_dir: Path
+    nodes: int = 50
+    scheduler: str = "none"
+    proxy: bool = False
+    profile: str | None = None
+    profiles_dir: Path = Path("fault_profiles")
+    timeout: float = 120.0
+    node_cpu: str = "16"
+    node_memory: str = "64Gi"
+    node_pods: int = 110
+    controllers: tuple[str, ...] = controller_manager.CONTROLLERS
+    # kube-apiserver's --http2-max-streams-per-connection (0: its default, 100) and the proxy's
+    # advertised limit. The same in both, so direct and proxied runs dial alike (README).
+    apiserver_max_streams: int = 4096
+    proxy_max_streams: int = 4096
+    # With scheduler yunikorn: v1.9.0 with this patch, or this yunikorn-k8shim checkout (build.yunikorn).
+    yunikorn_patch: Path | None = None
+    yunikorn_source: Path | None = None
+
+
+def default_state_dir() -> Path:
+    """Where `cluster` keeps certificates, data, logs and kubeconfigs."""
+    return paths.state_dir() / "cluster"
+
+
+def _kubeconfig(server: str, ca: Path | bytes, user: dict[str, Any]) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": server}
+    if isinstance(ca, Path):
+        cluster["certificate-authority"] = str(ca)
+    else:
+        import base64
+
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "kfp",
+            "clusters": [{"name": "kfp", "cluster": cluster}],
+            "users": [{"name": "kfp", "user": user}],
+            "contexts": [{"name": "kfp", "context": {"cluster": "kfp", "user": "kfp", "namespace": "default"}}]}
+
+
+def _write_yaml(path: Path, doc: dict[str, Any]) -> Path:
+    return write_private(path, yaml.safe_dump(doc, sort_keys=False))
+
+
+def _wait(what: str, check: Callable[[], bool], pid: int, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "it never answered ready"
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            raise ClusterError(f"{what} exited during startup; see {log}:\n{_tail(log)}")
+        try:
+            if check():
+                return
+            last = "it answered, but not ready"
+        except (httpx.HTTPError, HTTPError, OSError) as e:  # e.g. a certificate the client refuses: say so
+            last = f"{type(e).__name__}: {e}"
+        time.sleep(0.1)
+    raise ClusterError(f"{what} not ready after {timeout:.0f}s (last attempt: {last}); see {log}:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Cluster:
+    """The state of one local control plane, kept in <state_dir>/cluster.json."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir
+        self.file = state_dir / "cluster.json"
+        self.state: dict[str, Any] = json.loads(self.file.read_text()) if self.file.exists() else {}
+
+    def save(self) -> None:
+        """Persist after every started process, so `down` can always find it (0600: it holds tokens)."""
+        private_dir(self.dir)
+        write_private(self.file, json.dumps(self.state, indent=2))
+
+    def record(self, name: str, pid: int, log: Path) -> None:
+        """Remember a started process."""
+        self.state.setdefault("processes", {})[name] = {"pid": pid, "log": str(log)}
+        self.save()
+
+    def kubeconfig(self, name: str) -> Path:
+        """One of the kubeconfigs `up` wrote."""
+        return Path(self.state["kubeconfigs"][name])
+
+    def admin_api(self) -> Kube:
+        """The admin token, straight to the apiserver."""
+        return Kube.from_token(self.state["apiserver"], self.state["tokens"]["admin"], self.dir / "pki" / "ca.crt")
+
+
+def say(msg: str) -> None:
+    """Progress on stderr."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+SCHEDULER_BINARIES = {"kube-scheduler": "kube-scheduler", "yunikorn": "yunikorn-scheduler"}  # scheduler -> component
+
+
+def needed_components(scheduler: str) -> list[str]:
+    """What `up` starts (and kubectl, which `cluster env` advertises), for this scheduler."""
+    own = [SCHEDULER_BINARIES[scheduler]] if scheduler in SCHEDULER_BINARIES else []
+    return ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kubectl", *own]
+
+
+def up(opts: Options) -> Cluster:
+    """Start everything asked for; on any failure stop what was started and raise ClusterError."""
+    if opts.scheduler not in SCHEDULERS:
+        raise ClusterError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
+    existing = Cluster(opts.state_dir)
+    if live_groups({int(p["pid"]) for p in existing.state.get("processes", {}).values()}):
+        raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
+    if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
+        raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
+    if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
+        raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
+    needed = needed_components(opts.scheduler)
+    components = {**build.ALL, "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
+    binaries = build.build_all(needed, overrides=components)
+    shutil.rmtree(opts.state_dir, ignore_errors=True)
+    c = Cluster(opts.state_dir)
+    c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes,
+               "builds": {n: components[n].version for n in needed},
+               "schedulerBuild": scheduler_build(opts.scheduler, components),
+               "schedulerVariant": components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
+               "apiserverMaxStreams": opts.apiserver_max_streams,
+               "proxyMaxStreams": opts.proxy_max_streams if opts.proxy else None}
+    c.save()
+    try:
+        _start(c, opts, binaries)
+    except BaseException:
+        down(opts.state_dir)
+        raise
+    return c
+
+
+def scheduler_build(scheduler: str, components: dict[str, build.Component]) -> str | None:
+    """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
+    binary = SCHEDULER_BINARIES.get(scheduler)
+    return f"{scheduler} {components[binary].version}" if binary else None
+
+
+def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
+    d = c.dir
+    logs = d / "logs"
+    certs = pki.make(d / "pki")
+    tokens = {name: secrets.token_hex(16) for name in USERS}
+    write_private(d / "tokens.csv", "".join(f"{tokens[who]},{user},kfp-{who}{groups}\n"
+                                            for who, (user, groups) in USERS.items()))
+    c.state["tokens"] = tokens
+
+    t0 = time.monotonic()
+    etcd_port, peer_port = free_port(), free_port()
+    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    log = logs / "etcd.log"
+    pid = spawn([str(binaries["etcd"]), "--name", "kfp", "--data-dir", str(d / "etcd"),
+                 "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+                 "--initial-cluster", f"kfp=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync",
+                 "--log-level", "warn"], log)
+    c.record("etcd", pid, log)
+    _wait("etcd", lambda: httpx.get(f"{etcd_url}/health", timeout=1).status_code == 200, pid, log, opts.timeout)
+
+    api_port = free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    log = logs / "kube-apiserver.log"
+    pid = spawn([str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+                 f"--secure-port={api_port}", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+                 f"--tls-cert-file={certs / 'apiserver.crt'}", f"--tls-private-key-file={certs / 'apiserver.key'}",
+                 f"--client-ca-file={certs / 'ca.crt'}", f"--token-auth-file={d / 'tokens.csv'}",
+                 "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
+                 f"--service-account-key-file={certs / 'sa.pub'}",
+                 f"--service-account-signing-key-file={certs / 'sa.key'}",
+                 "--service-cluster-ip-range=10.0.0.0/24",
+                 f"--http2-max-streams-per-connection={opts.apiserver_max_streams}"], log)
+    c.record("kube-apiserver", pid, log)
+    c.state["apiserver"] = server
+    api = c.admin_api()
+    _wait("kube-apiserver", api.ready, pid, log, opts.timeout)
+    say(f"  etcd and kube-apiserver ready on {server} ({time.monotonic() - t0:.1f}s)")
+
+    ca = certs / "ca.crt"
+    kc = d / "kubeconfigs"
+    kc.mkdir(exist_ok=True)
+    c.state["kubeconfigs"] = {
+        "admin": str(_write_yaml(kc / "admin.kubeconfig", _kubeconfig(server, ca, {"token": tokens["admin"]}))),
+        "admin-cert": str(_write_yaml(kc / "admin-cert.kubeconfig", _kubeconfig(
+            server, ca, {"client-certificate": str(certs / "admin.crt"), "client-key": str(certs / "admin.key")}))),
+        "scheduler": str(_write_yaml(kc / "scheduler.kubeconfig",
+                                     _kubeconfig(server, ca, {"token": tokens["scheduler"]}))),
+        "yunikorn": str(_write_yaml(kc / "yunikorn.kubeconfig",
+                                    _kubeconfig(server, ca, {"token": tokens["yunikorn"]}))),
+        "controller-manager": str(_write_yaml(kc / "controller-manager.kubeconfig",
+                                              _kubeconfig(server, ca, {"token": tokens["controller-manager"]}))),
+        "kwok": str(_write_yaml(kc / "kwok.kubeconfig", _kubeconfig(server, ca, {"token": tokens["kwok"]}))),
+        "proxy-upstream": str(_write_yaml(kc / "proxy-upstream.kubeconfig", _kubeconfig(server, ca, {}))),
+    }
+    c.save()
+    _start_controller_manager(c, opts, binaries["kube-controller-manager"])
+    with api.client() as client:
+        _seed_objects(client, opts)
+    _start_kwok(c, opts, binaries["kwok"])
+
+    if opts.proxy:
+        _start_proxy(c, opts)
+    _start_scheduler(c, opts, binaries)
+    c.save()
+
+
+
+def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path], announce: bool = True) -> None:
+    binary = SCHEDULER_BINARIES.get(opts.scheduler)
+    if binary is None:
+        return
+    c.state["schedulerBinary"] = str(binaries[binary])
+    start = _start_kube_scheduler if opts.scheduler == "kube-scheduler" else _start_yunikorn
+    start(c, opts, binaries[binary], announce=announce)
+
+
+def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
+    """Stop the scheduler and start the same build again (patched or not), against the same
+    apiserver and proxy; returns the seconds it took.
+
+    For cases that must not inherit a scheduler's memory of the previous one (a fault matrix cell,
+    a search trial): etcd, the apiserver and the proxy stay up; the scheduler starts from a relist
+    with an empty cache."""
+    t0 = time.monotonic()
+    scheduler = c.state.get("scheduler")
+    binary = SCHEDULER_BINARIES.get(str(scheduler))
+    if binary is None or "schedulerBinary" not in c.state:
+        raise ClusterError(f"no scheduler to restart in {c.dir}")
+    proc = c.state.get("processes", {}).pop(scheduler, None)
+    if proc is not None:
+        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)  # its process group, SIGKILL after 5 s
+    if scheduler == "yunikorn":
+        deadline = time.monotonic() + timeout
+        while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
+            if time.monotonic() > deadline:
+                raise ClusterError(f"port {YUNIKORN_PORT} still in use {timeout:g}s after stopping YuniKorn")
+            time.sleep(0.2)
+    opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=str(scheduler),
+                   proxy="proxy" in c.state, timeout=timeout)
+    _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])}, announce=False)
+    c.save()
+    return time.monotonic() - t0
+
+
+def _create(client: Client, obj: Any) -> None:
+    """Create unless it exists."""
+    try:
+        client.create(obj)
+    except ApiError as e:
+        if e.status.code != 409:
+            raise
+
+
+def _seed_objects(client: Client, opts: Options) -> None:
+    ensure_namespace(client, YUNIKORN_NAMESPACE)
+    _create(client, ClusterRoleBinding.from_dict({
+        "metadata": {"name": "kfp-yunikorn"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "yunikorn"}]}))
+    _create(client, ClusterRoleBinding.from_dict({
+        "metadata": {"name": "kfp-kwok"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kwok"}]}))
+    shape = kwok.NodeShape(opts.node_cpu, opts.node_memory, opts.node_pods)
+    for i in range(1, opts.nodes + 1):
+        _create(client, Node.from_dict(kwok.node_manifest(i, shape)))
+
+
+def _start_controller_manager(c: Cluster, opts: Options, binary: Path) -> None:
+    port = free_port()
+    log = c.dir / "logs" / "kube-controller-manager.log"
+    pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager"), c.dir / "pki", port,
+                                        opts.controllers), log)
+    c.record("kube-controller-manager", pid, log)
+    _wait("kube-controller-manager",
+          lambda: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
+          pid, log, opts.timeout)
+    say("  kube-controller-manager ready")
+
+
+def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
+    t0 = time.monotonic()
+    port = free_port()
+    workdir = private_dir(c.dir / "kwok")
+    config = write_private(workdir / "kwok.yaml", kwok.configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
+    log = c.dir / "logs" / "kwok.log"
+    # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
+    pid = spawn([str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
+                env={**os.environ, "KWOK_WORKDIR": str(workdir)})
+    c.record("kwok", pid, log)
+    _wait("kwok", lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
+          pid, log, opts.timeout)
+    count = kwok.wait_nodes_ready(c.admin_api(), opts.nodes, opts.timeout)
+    if count < opts.nodes:
+        raise ClusterError(f"only {count} of {opts.nodes} nodes became Ready and untainted after {opts.timeout:.0f}s "
+                           f"(KWOK initialises them, kube-controller-manager lifts their not-ready taint); see {log} "
+                           f"and {c.dir / 'logs' / 'kube-controller-manager.log'}:\n{_tail(log)}")
+    say(f"  {opts.nodes} KWOK nodes Ready ({opts.node_cpu} cpu, {opts.node_memory}, {opts.node_pods} pods each; "
+        f"{time.monotonic() - t0:.1f}s)")
+
+
+def _start_proxy(c: Cluster, opts: Options) -> None:
+    d = c.dir
+    ready = d / "proxy.json"
+    log = d / "logs" / "kube-fault-proxy.log"
+    argv = [sys.executable, "-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
+            "--listen", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}",
+            "--profiles", str(opts.profiles_dir), "--journal", str(d / "journal.jsonl"),
+            "--confdir", str(d / "proxy-ca"), "--ready-file", str(ready),
+            "--max-concurrent-streams", str(opts.proxy_max_streams)]
+    if opts.profile:
+        argv += ["--profile", opts.profile]
+    if c.state.get("schedulerBuild"):
+        argv += ["--scheduler-build", c.state["schedulerBuild"]]
+    pid = spawn(argv, log)
+    c.record("kube-fault-proxy", pid, log)
+    _wait("kube-fault-proxy", ready.exists, pid, log, opts.timeout)
+    info = json.loads(ready.read_text())
+    c.state["proxy"] = {"url": info["proxyUrl"], "control": info["controlUrl"], "caFile": info["caFile"]}
+    proxy_ca = Path(info["caFile"]).read_bytes()
+    kc = d / "kubeconfigs"
+    for who in ("scheduler", "yunikorn", "admin"):
+        token = c.state["tokens"][who]
+        c.state["kubeconfigs"][f"{who}-via-proxy"] = str(
+            _write_yaml(kc / f"{who}-via-proxy.kubeconfig", _kubeconfig(info["proxyUrl"], proxy_ca, {"token": token})))
+    say(f"  kube-fault-proxy on {info['proxyUrl']}, control plane {info['controlUrl']}")
+
+
+def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
+    return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state else who)
+
+
+def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
+    port = free_port()
+    config = c.dir / "kube-scheduler.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(_scheduler_kubeconfig(c, "scheduler")),
+                             "contentType": "application/json", "qps": 500, "burst": 1000},
+        "leaderElection": {"leaderElect": False}}))
+    log = c.dir / "logs" / "kube-scheduler.log"
+    # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
+    # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
+    pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                 "--pod-max-in-unschedulable-pods-duration=20s"], log)
+    c.record("kube-scheduler", pid, log)
+    _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
+          pid, log, opts.timeout)
+    if announce:
+        say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
+
+
+def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
+    env.update(KUBECONFIG=str(_scheduler_kubeconfig(c, "yunikorn")), NAMESPACE=YUNIKORN_NAMESPACE)
+    log = c.dir / "logs" / "yunikorn.log"
+    pid = spawn([str(binary)], log, env=env, cwd=c.dir)
+    c.record("yunikorn", pid, log)
+    url = f"http://127.0.0.1:{YUNIKORN_PORT}"
+    _wait("yunikorn", lambda: httpx.get(f"{url}/ws/v1/scheduler/healthcheck", timeout=1).status_code == 200,
+          pid, log, opts.timeout)
+    c.state["yunikorn"] = url
+    if announce:
+        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
+
+
+# Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and
+# its clients (schedulers, the proxy, KWOK, kube-controller-manager) go first so nothing reconnects.
+LAST = ("kube-apiserver", "etcd")
+
+
+def down(state_dir: Path, grace: float = 10.0) -> Stopped:
+    """Stop every process group `up` started: the clients all at once, then kube-apiserver, then etcd;
+    SIGTERM first, SIGKILL to what is left `grace` seconds later. Only the groups confirmed gone leave
+    the state file, so a `down` that could not finish (or was interrupted) is finished by the next."""
+    c = Cluster(state_dir)
+    procs: dict[str, Any] = c.state.get("processes", {})
+    groups = {name: int(p["pid"]) for name, p in reversed(list(procs.items()))}
+    tiers = [[n for n in groups if n not in LAST], *([n] for n in LAST if n in groups)]
+    stopped = Stopped()
+    for tier in tiers:
+        done = stop_groups({n: groups[n] for n in tier}, grace)
+        stopped.terminated += done.terminated
+        stopped.killed += done.killed
+        stopped.survivors += done.survivors
+    if c.state:
+        c.state["processes"] = {n: p for n, p in procs.items() if n in stopped.survivors}
+        c.state["stoppedAt"] = time.time()
+        c.save()
+    return stopped
+
+
+def status(state_dir: Path) -> dict[str, Any]:
+    """What is running, and where."""
+    c = Cluster(state_dir)
+    recorded = c.state.get("processes", {})
+    running = live_groups({int(p["pid"]) for p in recorded.values()})
+    procs = {name: {"pid": p["pid"], "running": int(p["pid"]) in running, "log": p["log"]}
+             for name, p in recorded.items()}
+    return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()),
+            "apiserver": c.state.get("apiserver"), "proxy": c.state.get("proxy"),
+            "scheduler": c.state.get("scheduler"), "schedulerBuild": c.state.get("schedulerBuild"),
+            "builds": c.state.get("builds"), "yunikorn": c.state.get("yunikorn"),
+            "nodes": c.state.get("nodes"), "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
+
+
+def env(state_dir: Path) -> str:
+    """Shell exports for working with the cluster."""
+    c = Cluster(state_dir)
+    if not c.state.get("kubeconfigs"):
+        raise ClusterError(f"no cluster in {state_dir}: run `kube-fault-proxy cluster up`")
+    lines = [f"export KUBECONFIG={c.kubeconfig('admin')}"]
+    kubectl = build.kubernetes("kubectl").binary
+    if kubectl.is_file():  # `up` builds it; a path that does not exist is never exported
+        lines.append(f"export KFP_KUBECTL={kubectl}")
+    if "proxy" in c.state:
+        lines += [f"export KFP_CONTROL_URL={c.state['proxy']['control']}",
+                  f"export KFP_PROXY_KUBECONFIG={c.kubeconfig('admin-via-proxy')}"]
+    if "yunikorn" in c.state:
+        lines.append(f"export KFP_YUNIKORN_URL={c.state['yunikorn']}")
+    return "\n".join(lines)

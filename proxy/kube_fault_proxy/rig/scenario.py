@@ -1,0 +1,131 @@
+"""Scenarios: a cluster, a load, a fault timeline, a settle and what the run must show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+import yaml
+from pydantic import Field, StringConstraints, ValidationError, model_validator
+
+from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, compose, problem_from, read_text
+from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN
+from kube_fault_proxy.proxy.profiles.strict import Duration, StrictModel
+
+Scheduler = Literal["kube-scheduler", "yunikorn"]
+# An expectation is for a scheduler, or for one build of it: `yunikorn+<patch name>` is YuniKorn
+# v1.9.0 with patches/…/<patch name>.patch (`--yunikorn-patch`), `yunikorn+src-<dir>` a source tree.
+ExpectFor = Annotated[str, StringConstraints(pattern=r"^(kube-scheduler|yunikorn)(\+[A-Za-z0-9._-]+)?$")]
+Invariant = Literal["stranded", "missing-node", "I1", "I2", "I3", "I4", "I5"]
+
+
+class ClusterSpec(StrictModel):
+    """The local control plane to run on."""
+
+    nodes: Annotated[int, Field(ge=1, le=1000)] = 50
+    scheduler: Scheduler = "kube-scheduler"
+
+
+class LoadSpec(StrictModel):
+    """Pods to create once the timeline's first step has run."""
+
+    count: Annotated[int, Field(ge=1, le=20000)] = 100
+    rate: Annotated[float, Field(gt=0, le=5000)] = 200.0
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    namespace: Annotated[str, Field(pattern=NAME_PATTERN)] = "default"
+    cpu: str = "100m"
+    memory: str = "64Mi"
+
+
+class Step(StrictModel):
+    """When (`at` a time after the load starts, or `onEvent`, a journal event, plus `after`) and
+    what (one action)."""
+
+    at: Duration | None = None
+    onEvent: Literal["outage-start", "outage-end", "load-done"] | None = None
+    after: Duration = 0.0
+    activate: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    deactivate: bool = False
+    touchPods: bool = Field(False, description="annotate every pod of the load: an informer update for each")
+
+    @model_validator(mode="after")
+    def _one_when_one_what(self) -> Self:
+        if (self.at is None) == (self.onEvent is None):
+            raise ValueError("a step needs exactly one of at, onEvent")
+        if sum([self.activate is not None, self.deactivate, self.touchPods]) != 1:
+            raise ValueError("a step needs exactly one of activate, deactivate, touchPods")
+        return self
+
+
+class Settle(StrictModel):
+    """How the run decides the cluster has settled before checking."""
+
+    quiet: Duration = 20.0
+    timeout: Duration = 240.0
+    grace: Duration = Field(30.0, description="a Pending pod younger than this is not stranded yet")
+
+
+class Expectation(StrictModel):
+    """What one scheduler's run must show."""
+
+    verdict: Literal["clean", "violations"]
+    invariants: list[Invariant] = Field(default_factory=list, description="with violations: these must fail")
+    mayBreak: list[Invariant] = Field(default_factory=list, description=(
+        "with clean: these may fail without failing the expectation (a leftover known not to be the bug under test)"))
+
+    @model_validator(mode="after")
+    def _may_break_only_when_clean(self) -> Self:
+        if self.mayBreak and self.verdict != "clean":
+            raise ValueError("mayBreak goes with verdict clean")
+        return self
+
+
+class ScenarioSpec(StrictModel):
+    """The whole run."""
+
+    cluster: ClusterSpec = ClusterSpec()
+    load: LoadSpec = LoadSpec()
+    timeline: list[Step] = Field(default_factory=list)
+    settle: Settle = Settle()
+    expect: dict[ExpectFor, Expectation] = Field(
+        default_factory=dict, description="per scheduler (kube-scheduler, yunikorn) or build (yunikorn+<patch name>)")
+
+    def schedulers(self) -> list[str]:
+        """The schedulers the expectations are about, in order (a build counts for its scheduler)."""
+        return list(dict.fromkeys(key.split("+")[0] for key in self.expect))
+
+    def expectation(self, scheduler: str, variant: str | None = None) -> Expectation | None:
+        """What the run must show; a build has only its own expectation, never the release's."""
+        return self.expect.get(f"{scheduler}+{variant}" if variant else scheduler)
+
+
+class ScenarioMeta(StrictModel):
+    """Name and story."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: str = ""
+
+
+class Scenario(StrictModel):
+    """apiVersion kube-fault-proxy/v1, kind Scenario."""
+
+    apiVersion: Literal["kube-fault-proxy/v1"]
+    kind: Literal["Scenario"]
+    metadata: ScenarioMeta
+    spec: ScenarioSpec
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Load and validate a scenario file; errors name file:line:col and the field path."""
+    data, pos = compose(read_text(path), str(path))
+    if not isinstance(data, dict):
+        raise ProfileError([Problem(str(path), 1, 1, "", "a scenario must be a mapping")])
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ProfileError(problem_from(err, pos, str(path)) for err in e.errors()) from None
+
+
+def dump(scenario: Scenario) -> str:
+    """YAML of a scenario, for the report."""
+    return yaml.safe_dump(scenario.model_dump(mode="json", exclude_defaults=True), sort_keys=False)

@@ -1,0 +1,106 @@
+"""A trial's genome: the profile's rules as plain data, a workload action, the load size, a seed.
+
+Rules are kept as the YAML-shaped dicts a profile file holds, so every generated or shrunk genome
+is checked by the one strict loader (`profile_loader.validate`) before it is ever run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from kube_fault_proxy.proxy.profiles.loader import load_text
+from kube_fault_proxy.proxy.profiles.profile import API_VERSION, KIND, FaultProfile
+
+Rule = dict[str, Any]
+ACTIONS = ("touchPods", "deletePods")
+
+
+@dataclass(frozen=True)
+class Genome:
+    """Everything a trial varies; frozen, compared and cached by its canonical JSON."""
+
+    rules: tuple[Rule, ...]
+    pods: int = 100
+    action: str | None = None  # one of ACTIONS, done once the faulted load has gone quiet
+    seed: int = 1  # the profile's seed for every probabilistic choice
+    nodes: int | None = None  # schedulable nodes (the rest cordoned); None: every node of the rig
+    origin: str = field(default="random", compare=False)
+
+    def canonical(self) -> str:
+        """The genome as sorted JSON (what the cache and the simplicity order see); `nodes` only when
+        set, so a genome drawn before shrinking keeps its digest."""
+        doc: dict[str, Any] = {"rules": self.rules, "pods": self.pods, "action": self.action, "seed": self.seed}
+        if self.nodes is not None:
+            doc["nodes"] = self.nodes
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        """A short hash of the canonical form."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:12]
+
+    def with_(self, **changes: Any) -> Genome:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def document(self, name: str, description: str = "") -> dict[str, Any]:
+        """The FaultProfile document (plain data) this genome stands for."""
+        meta: dict[str, Any] = {"name": name}
+        if description:
+            meta["description"] = description
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta,
+                "spec": {"seed": self.seed, "rules": [dict(r) for r in self.rules]}}
+
+    def to_yaml(self, name: str, description: str = "") -> str:
+        """The profile as YAML text."""
+        return str(yaml.safe_dump(self.document(name, description), sort_keys=False))
+
+    def profile(self, name: str = "search-candidate") -> FaultProfile:
+        """Rendered to YAML and loaded back through the strict loader; raises ProfileError."""
+        return load_text(self.to_yaml(name), f"<genome {self.digest()}>")
+
+
+def valid(genome: Genome) -> bool:
+    """Whether the strict loader accepts the genome's profile."""
+    from kube_fault_proxy.proxy.profiles.loader import ProfileError
+
+    try:
+        genome.profile()
+    except ProfileError:
+        return False
+    return True
+
+
+def fault_kind(rule: Rule) -> str:
+    """The rule's fault kind (the one key under `fault`)."""
+    return str(next(iter(rule["fault"])))
+
+
+def simplicity(genome: Genome) -> tuple[Any, ...]:
+    """Shortlex-like order: fewer rules, no action, fewer optional fields, less fault mass, fewer
+    pods, fewer nodes, then the canonical text. A shrink step is taken only when this strictly decreases."""
+    fields = sum(_count_fields(r) for r in genome.rules)
+    mass = sum(_mass(r) for r in genome.rules)
+    nodes = genome.nodes if genome.nodes is not None else 1 << 30
+    return (len(genome.rules), genome.action is not None, fields, round(mass, 3), genome.pods, nodes,
+            genome.canonical())
+
+
+def _count_fields(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(1 + _count_fields(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_fields(v) for v in value) + len(value)
+    return 0
+
+
+def _mass(rule: Rule) -> float:
+    """Roughly how much fault a rule can inject: injections x seconds x probability."""
+    when = rule.get("when") or {}
+    inj = float(when.get("maxInjections", 1000))
+    spec = rule["fault"][fault_kind(rule)] or {}
+    seconds = float(spec.get("seconds", 1.0)) if isinstance(spec, dict) else 1.0
+    return inj * seconds * float(rule.get("probability", 1.0)) + float(when.get("trigger", {}).get("count", 0)) / 1000

@@ -1,0 +1,181 @@
+"""What a search leaves in its directory: minimal-profile.yaml, replay-scenario.yaml, report.md,
+search.json (what `search replay` reads) and trials.jsonl (every trial, written as it ran)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kube_fault_proxy.rig.invariants import INVARIANTS
+from kube_fault_proxy.rig.report import timeline_svg
+from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.search.engine import Outcome
+from kube_fault_proxy.rig.search.genome import Genome
+
+MINIMAL = "search-minimal"
+INVARIANT_NAMES = ("stranded", "missing-node", "I1", "I2", "I3", "I4", "I5")
+WITNESS_ORDER = ("I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).resolve().parents[4]).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: list[str], nodes: int) -> dict[str, Any]:
+    """A Scenario that replays the minimal profile with `scenario run` (fixed times stand in for the
+    trial's quiescence: the faults are switched off 8 s after the load, as a trial does once quiet)."""
+    timeline: list[dict[str, Any]] = [{"at": "0s", "activate": MINIMAL}]
+    note = ""
+    if genome.action == "touchPods":
+        timeline.append({"onEvent": "load-done", "after": "6s", "touchPods": True})
+    elif genome.action == "deletePods":
+        note = " The trial also deleted every fifth pod once quiet; a scenario cannot say that, so it does not."
+    timeline.append({"onEvent": "load-done", "after": "8s", "deactivate": True})
+    expect: dict[str, Any] = {scheduler: {"verdict": "violations",
+                                          "invariants": [i for i in target if i in INVARIANT_NAMES]}}
+    if control is not None:
+        expect[control] = {"verdict": "clean"}
+    return {"apiVersion": "kube-fault-proxy/v1", "kind": "Scenario",
+            "metadata": {"name": "search-minimal-replay",
+                         "description": f"Replays the minimal profile found by `kube-fault-proxy search`.{note}"},
+            "spec": {"cluster": {"nodes": nodes}, "load": {"count": genome.pods, "rate": 200, "concurrency": 8},
+                     "timeline": timeline, "settle": {"quiet": "20s", "timeout": "240s", "grace": "0s"},
+                     "expect": expect}}
+
+
+def write(out: Outcome, argv: list[str]) -> Path:
+    """Write every file; returns report.md's path."""
+    s, d = out.settings, out.settings.out
+    d.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
+        "build": out.builds.get(s.scheduler), "controlBuild": out.builds.get(s.control or ""),
+        "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
+        "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
+        "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
+        "trials": len(out.trials), "medianTrialSeconds": round(out.median_trial(), 1),
+        "trialsPerHour": round(out.trials_per_hour()),
+        "searchTierRuns": len(out.fast_seconds),
+        "searchTierMedianSeconds": round(statistics.median(out.fast_seconds), 1) if out.fast_seconds else None,
+        "searchSeconds": round(out.search_seconds, 1),
+        "shrinkSeconds": round(out.shrink_seconds, 1), "totalSeconds": round(out.total_seconds, 1),
+        "hits": [h.as_dict() for h in out.hits], "target": out.target, "corpus": out.corpus,
+        "bestNearMiss": out.best_near_miss}
+    minimal = out.shrunk.genome if out.shrunk is not None else None
+    if minimal is not None:
+        (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
+        scenario = d / "replay-scenario.yaml"
+        scenario.write_text(yaml.safe_dump(scenario_doc(minimal, s.scheduler, s.control, out.target,
+                                                        minimal.nodes or s.nodes),
+                                           sort_keys=False))
+        load_scenario(scenario)  # it must load, as `scenario run` will load it
+        doc.update(minimal=json.loads(minimal.canonical()), replays=out.replays, reproduced=out.reproduced,
+                   minimalControl=out.minimal_control,
+                   shrinkSteps=[st.as_dict() for st in out.shrunk.steps] if out.shrunk else [])
+    if out.witness is not None and out.witness.samples:
+        (d / "timeline.svg").write_text(timeline_svg(witness_run(out)))
+    (d / "search.json").write_text(json.dumps(doc, indent=1))
+    report = d / "report.md"
+    report.write_text(_markdown(out, doc))
+    return report
+
+
+def witness_run(out: Outcome) -> dict[str, Any]:
+    """The first reproducing replay of the minimal case, shaped as a scenario run for timeline_svg."""
+    w = out.witness
+    assert w is not None
+    return {"scenario": "search minimal case", "scheduler": out.settings.scheduler, "seed": w.genome.seed,
+            "build": out.builds.get(out.settings.scheduler),
+            "samples": w.samples, "events": w.events, "steps": w.steps, "check": w.check,
+            "load": {"requested": w.genome.pods}, "met": None}
+
+
+def _description(out: Outcome) -> str:
+    assert out.confirmed is not None
+    return (f"Found by kube-fault-proxy search (seed {out.settings.seed}, trial {out.confirmed.trial}) on "
+            f"{out.settings.scheduler}; breaks {', '.join(out.target)}; shrunk from "
+            f"{len(out.confirmed.genome.rules)} rules.")
+
+
+def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
+    s = out.settings
+    lines = [f"# kube-fault-proxy search: {doc['build'] or s.scheduler}", ""]
+    lines += [f"- search seed {s.seed}, kinds {', '.join(s.kinds)}; {s.nodes} nodes, {s.pods} pods per trial; "
+              f"rig commit {doc['commit']}",
+              f"- {len(out.trials)} search trials; search phase {out.search_seconds:.0f} s (with control-plane "
+              f"starts and confirmation); median trial "
+              f"{out.median_trial():.1f} s, **{out.trials_per_hour():.0f} trials/hour**; corpus {out.corpus}, "
+              f"best near miss (allocations - bound) {out.best_near_miss}",
+              f"- every search-tier run (search trials and shrink candidates): {len(out.fast_seconds)}, median "
+              f"{doc['searchTierMedianSeconds']} s", ""]
+    if out.confirmed is None:
+        lines += ["**No confirmed violation within the budget.**", ""]
+    else:
+        minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
+        rate = f"{out.reproduced}/{len(out.replays)}"
+        spent = " (shrink budget spent)" if out.shrunk and out.shrunk.out_of_budget else ""
+        lines += [f"## Confirmed: {', '.join(out.target)}", "",
+                  f"- found at trial {out.confirmed.trial} after {out.search_seconds:.0f} s; replay broke "
+                  f"{', '.join(out.confirmed.replay or []) or 'nothing'}; control "
+                  f"({s.control or 'none'}) {', '.join(out.confirmed.control or []) or 'clean'}",
+                  f"- shrunk in {out.shrink_seconds:.0f} s from {len(out.confirmed.genome.rules)} rules to "
+                  f"**{len(minimal.rules)}** ({minimal.pods} pods, "
+                  f"{minimal.nodes or s.nodes} of the rig's {s.nodes} nodes schedulable){spent}",
+                  f"- minimal profile replayed {len(out.replays)} times: **{rate}** reproduce "
+                  f"{', '.join(out.target)} (runs: {'; '.join(', '.join(r) or 'clean' for r in out.replays)}); "
+                  f"control under it: {', '.join(out.minimal_control or []) or 'clean'}", "",
+                  "Reproduce:", "", "```sh", f"kube-fault-proxy search replay {s.out}",
+                  f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
+                  f"--scheduler {s.scheduler} --seed {minimal.seed}"
+                  + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")
+                  + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else ""), "```", "",
+                  "## Minimal profile (`minimal-profile.yaml`)", "", "```yaml",
+                  (s.out / "minimal-profile.yaml").read_text().rstrip(), "```", "",
+                  "What each invariant means: " + "; ".join(f"{i}: {INVARIANTS[i]}" for i in out.target), ""]
+        lines += _witnesses(out)
+        lines += ["## Shrink log", "", "| step | accepted | runs (broken) | s |", "|---|---|---|---|"]
+        for st in out.shrunk.steps if out.shrunk else []:
+            runs = " / ".join(", ".join(r) or "clean" for r in st.runs)
+            lines.append(f"| {st.what} | {'yes' if st.accepted else 'no'} | {runs} | {st.seconds:.0f} |")
+        lines.append("")
+    lines += ["## Hits", "", "| trial | broken | replay | control | verdict |", "|---|---|---|---|---|"]
+    for h in out.hits:
+        lines.append(f"| {h.trial} | {', '.join(h.broken)} | {', '.join(h.replay or []) or '-'} | "
+                     f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {h.verdict} |")
+    rig = [h for h in out.hits if h.verdict == "control-broken"]
+    lines += ["", f"Hits where the control broke too (the rig's or the workload's fault, not the scheduler's): "
+                  f"{len(rig)}.", "", "Every trial (genome, broken invariants, seconds) is in `trials.jsonl`.", ""]
+    return "\n".join(lines)
+
+
+def _witnesses(out: Outcome) -> list[str]:
+    w = out.witness
+    if w is None:
+        return ["## Witness pods", "", "No replay of the minimal case broke the invariants; no witness.", ""]
+    lines = ["## Witness pods (from the first reproducing replay's journal)", ""]
+    if w.samples:
+        lines += ["![The first reproducing replay: pods bound and pending, binds/s, the profile's window]"
+                  "(timeline.svg)", ""]
+    violations = w.check.get("violations", [])
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    for v in violations:
+        for obj in v.get("objects", []):
+            pod = obj.split("/")[-1]
+            if pod not in [c[0] for c in chosen]:
+                chosen.append((pod, v))
+    rank = {name: i for i, name in enumerate(WITNESS_ORDER)}  # phantoms first: the rarest, most telling
+    chosen.sort(key=lambda c: (rank.get(c[1]["invariant"], 99), c[0] not in w.history, c[0]))
+    for pod, v in chosen[:3]:
+        lines.append(f"- **{pod}**: {v['invariant']}: {v['message']}")
+        for step in w.history.get(pod, []) or ["(no faulted request of this pod in the journal)"]:
+            lines.append(f"  - {step}")
+    return [*lines, ""]

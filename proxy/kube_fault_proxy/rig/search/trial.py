@@ -1,0 +1,304 @@
+"""One search trial on a control plane that stays up between trials (etcd, kube-apiserver, the
+proxy and the scheduler): a fresh namespace, the genome's profile, a small load, quiescence read
+from the proxy's own counters and the cluster, the workload action, the namespace's invariants."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from lightkube.types import PatchType
+
+from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
+from kube_fault_proxy.rig import invariants as check
+from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, down, restart_scheduler, up
+from kube_fault_proxy.rig.runner import SCHEDULER_NAMES
+from kube_fault_proxy.rig.search.genome import Genome
+
+LOAD_RATE = 200.0
+
+
+@dataclass
+class Tier:
+    """How long a trial waits: the search tier is fast, the confirmation tier patient."""
+
+    name: str
+    quiet: float = 4.0  # nothing changed (cluster, scheduler, proxy counters) for this long
+    timeout: float = 45.0  # per phase (faulted load, then after the faults are switched off)
+
+
+# The control must outwait kube-scheduler's retry of a failed bind (backoff up to 10 s, and the
+# 20 s flush of unschedulable pods the rig configures) before a Pending pod counts as stranded.
+SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 8.0, 90.0), Tier("control", 25.0, 120.0)
+
+
+@dataclass
+class Rig:
+    """A local control plane with the proxy and one scheduler, reused by every trial."""
+
+    cluster: Cluster
+    scheduler: str
+    trials: int = 0
+    cursor: int = 0  # the proxy journal's last record seen
+    schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
+
+    @classmethod
+    def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
+             yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> Rig:
+        """Bring the control plane up (raises ClusterError); a YuniKorn rig may run a patched or
+        source build (the other scheduler's rig ignores both)."""
+        patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
+        c = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True, profiles_dir=profiles_dir,
+                       yunikorn_patch=patch, yunikorn_source=source))
+        return cls(c, scheduler)
+
+    @property
+    def build(self) -> str:
+        """The scheduler's exact build, as `cluster status` names it."""
+        return str(self.cluster.state.get("schedulerBuild") or self.scheduler)
+
+    def close(self) -> None:
+        """Stop everything the rig started; logs, journal and kubeconfigs stay, etcd's data goes."""
+        down(self.cluster.dir)
+        shutil.rmtree(self.cluster.dir / "etcd", ignore_errors=True)
+
+    @property
+    def control(self) -> str:
+        """The proxy's control plane URL."""
+        return str(self.cluster.state["proxy"]["control"])
+
+    @property
+    def yunikorn(self) -> str | None:
+        """YuniKorn's REST API, when the scheduler is YuniKorn."""
+        url = self.cluster.state.get("yunikorn")
+        return str(url) if url else None
+
+
+@dataclass
+class TrialSnapshot(check.Snapshot):
+    """A cluster snapshot plus the proxy's own counters, so quiet means quiet on the wire too."""
+
+    proxy: tuple[Any, ...] = ()
+
+    def signature(self) -> tuple[Any, ...]:
+        """The cluster's signature and the proxy's bind and injection counters."""
+        return (*super().signature(), *self.proxy)
+
+
+@dataclass
+class TrialResult:
+    """What one trial showed."""
+
+    name: str
+    scheduler: str
+    genome: Genome
+    broken: list[str] = field(default_factory=list)
+    check: dict[str, Any] = field(default_factory=dict)
+    injections: int = 0
+    near_miss: int = 0  # peak of (allocations - bound pods) in the trial's namespace
+    tokens: set[str] = field(default_factory=set)  # per-pod sequences and phase events: novelty
+    history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
+    seconds: float = 0.0
+    restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
+    quiet: bool = True
+    error: str | None = None
+    # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def hit(self) -> bool:
+        """An invariant broke."""
+        return bool(self.broken)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (one line of trials.jsonl)."""
+        return {"name": self.name, "scheduler": self.scheduler, "origin": self.genome.origin,
+                "genome": self.genome.canonical(), "digest": self.genome.digest(), "broken": self.broken,
+                "counts": self.check.get("counts", {}), "injections": self.injections, "nearMiss": self.near_miss,
+                "seconds": round(self.seconds, 1),
+                "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error}
+
+
+def journal_after(control: httpx.Client, since: int) -> tuple[int, list[dict[str, Any]]]:
+    """Every journal record after `since`, paging: (the new cursor, the records)."""
+    records: list[dict[str, Any]] = []
+    while True:
+        page = control.get("/v1/journal", params={"since": since, "limit": 10000}).json()
+        records += page["records"]
+        if not page["records"]:
+            return since, records
+        since = int(page["next"])
+
+
+def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
+    """(allocations, bound pods) in one namespace."""
+    bound = sum(1 for p in snap.pods if p["metadata"].get("namespace") == namespace and p["spec"].get("nodeName"))
+    allocs = 0
+    if snap.yunikorn is not None:
+        for app in snap.yunikorn["apps"]:
+            for a in app.get("allocations") or []:
+                if (a.get("allocationTags") or {}).get("kubernetes.io/meta/namespace") == namespace:
+                    allocs += 1
+    return allocs, bound
+
+
+def _fetch(api: Any, yunikorn: str | None, attempts: int = 20) -> check.Snapshot:
+    """A snapshot; YuniKorn's REST API answers errors for a moment after a restart, so retry."""
+    for _ in range(attempts):
+        snap = check.fetch(api, yunikorn)
+        yk = snap.yunikorn
+        if yk is None or (isinstance(yk["apps"], list) and isinstance(yk["queues"], dict)
+                          and all(isinstance(a, dict) for a in yk["apps"])):
+            return snap
+        time.sleep(0.5)
+    raise ValueError(f"YuniKorn's REST API at {yunikorn} did not answer a partition")
+
+
+def set_schedulable(api: Any, keep: int | None) -> int:
+    """Cordon every node but the first `keep` by name (None: uncordon all), as `kubectl cordon`
+    does; returns how many nodes are schedulable now."""
+    nodes = sorted(api.list(Node), key=lambda n: n["metadata"]["name"])
+    for i, node in enumerate(nodes):
+        cordon = keep is not None and i >= keep
+        if bool((node.get("spec") or {}).get("unschedulable")) != cordon:
+            api.patch(Node, node["metadata"]["name"], {"spec": {"unschedulable": cordon or None}},
+                      patch_type=PatchType.MERGE)
+    return len(nodes) if keep is None else min(keep, len(nodes))
+
+
+def _act(api: Any, action: str, namespace: str) -> str:
+    """The workload action: an informer update for every pod, or delete a fifth of them; what it did."""
+    pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
+    done = 0
+    if action == "touchPods":
+        for p in pods:
+            with contextlib.suppress(ApiError):
+                load.touch_pod(api, p["metadata"]["name"], namespace)
+                done += 1
+        return f"touched {done} pods"
+    if action != "deletePods":
+        raise ValueError(f"unknown workload action {action!r}")
+    for p in pods[::5]:
+        with contextlib.suppress(ApiError):
+            api.delete(Pod, p["metadata"]["name"], namespace=namespace, grace_period=0)
+            done += 1
+    return f"deleted {done} pods"
+
+
+def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, list[str]], set[str]]:
+    """Per pod, the collapsed sequence of faulted requests and watch-event edits the journal recorded
+    in this trial; and the global phase events (outage, relist-forcing faults)."""
+    per_pod: dict[str, list[str]] = {}
+    phases: set[str] = set()
+    for r in records:
+        req = r.get("request") or {}
+        if r["event"] == "inject":
+            sub = f"/{req['subresource']}" if req.get("subresource") else ""
+            step = f"{req.get('verb')} {req.get('resource')}{sub} -> {r.get('fault')} ({r.get('action')})"
+            if req.get("resource") == "pods" and req.get("name") and req.get("namespace") == namespace:
+                seq = per_pod.setdefault(req["name"], [])
+                if not seq or seq[-1] != step:
+                    seq.append(step)
+            else:
+                phases.add(f"{req.get('verb')} {req.get('resource')} -> {r.get('fault')}")
+        elif r["event"] == "watch-event":
+            step = f"watch {r.get('kind', '?')} {r.get('type', '?')} -> {r.get('action', 'edited')}"
+            if r.get("kind") == "Pod" and r.get("namespace") == namespace and r.get("name"):
+                seq = per_pod.setdefault(str(r["name"]), [])
+                if not seq or seq[-1] != step:
+                    seq.append(step)
+            else:
+                phases.add(step)
+        elif r["event"] in ("outage-start", "outage-end", "upstream-lost"):
+            phases.add(r["event"])
+    return per_pod, phases
+
+
+def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
+              note: Callable[[str], None] | None = None) -> TrialResult:
+    """Run one trial; never raises for what the scheduler or the faults do (errors are recorded)."""
+    rig.trials += 1
+    namespace = f"s-{name}-{rig.trials}"[:63].rstrip("-")
+    result = TrialResult(name, rig.scheduler, genome)
+    kube = rig.cluster.admin_api()
+    scheduler_name = SCHEDULER_NAMES[rig.scheduler]
+    t0 = time.monotonic()
+    with httpx.Client(base_url=rig.control, timeout=15) as control, kube.client() as api:
+        profile = f"search-{name}"[:63].rstrip("-")
+        try:
+            if genome.nodes != rig.schedulable:  # before the restart: the fresh scheduler lists them so
+                set_schedulable(api, genome.nodes)
+                rig.schedulable = genome.nodes
+            # A fresh scheduler per trial: nothing an earlier trial's faults left in its cache or its
+            # informers' backoff leaks into this one.
+            result.restart_seconds = restart_scheduler(rig.cluster)
+            rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
+            control.put(f"/v1/profiles/{profile}", json=genome.document(profile)).raise_for_status()
+            control.put("/v1/active", json={"profile": profile, "seed": genome.seed}).raise_for_status()
+            wall0 = time.time()
+            result.events.append({"event": "activate", "t": 0.0, "profile": profile})
+
+            def take() -> TrialSnapshot:
+                snap = _fetch(api, rig.yunikorn)
+                stats = control.get("/v1/stats").json()
+                binds = stats["bindsTotal"]
+                mine = [p for p in snap.pods if p["metadata"].get("namespace") == namespace]
+                bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+                result.samples.append({"t": round(time.time() - wall0, 2), "pods": len(mine), "bound": bound,
+                                       "pending": len(mine) - bound, "bindsSucceeded": binds["succeeded"],
+                                       "bindsFailed": binds["failed"]})
+                sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
+                       tuple(sorted(stats.get("events", {}).items())))
+                return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, proxy=sig)
+
+            def tick(snap: check.Snapshot) -> None:
+                allocs, bound = _in_namespace(snap, namespace)
+                result.near_miss = max(result.near_miss, allocs - bound)
+
+            spec = load.LoadSpec(count=genome.pods, rate=LOAD_RATE, concurrency=8, namespace=namespace,
+                                 scheduler_name=scheduler_name, timeout=60)
+            take()
+            load.create_pods(kube, spec, progress=False)
+            done = check.all_bound(namespace, load.LOAD_LABEL)
+            snap, quiet1 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
+            if genome.action is not None:
+                result.steps.append({"t": round(time.time() - wall0, 2), "did": _act(api, genome.action, namespace)})
+            control.delete("/v1/active").raise_for_status()  # every fault is over before the check
+            result.events.append({"event": "deactivate", "t": round(time.time() - wall0, 2)})
+            snap, quiet2 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
+            report = check.evaluate(snap, {scheduler_name}, grace=0, namespace=namespace)
+            result.check, result.quiet = report.as_dict(), quiet1 and quiet2
+            result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
+            rig.cursor, records = journal_after(control, rig.cursor)
+            result.injections = sum(1 for r in records if r["event"] == "inject")
+            result.events += [{"event": r["event"], "t": round(float(r["time"]) - wall0, 2)} for r in records
+                              if r["event"] in ("outage-start", "outage-end")]
+            result.events.sort(key=lambda e: float(e["t"]))
+            result.history, phases = _history(records, namespace)
+            final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
+                     for p in snap.pods if p["metadata"].get("namespace") == namespace}
+            result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")])
+                                      for pod, seq in result.history.items()}
+            result.tokens |= {f"broken:{b}" for b in result.broken}
+        except (httpx.HTTPError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
+            result.error = f"{type(e).__name__}: {e}"
+        finally:
+            with contextlib.suppress(httpx.HTTPError):
+                control.delete("/v1/active")
+                control.delete(f"/v1/profiles/{profile}")
+            with contextlib.suppress(ApiError, HTTPError):
+                load.clean(api, namespace)  # the namespace, pods and all (kube-controller-manager)
+    result.seconds = time.monotonic() - t0
+    if note is not None:
+        note(f"  {name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "
+             f"{result.seconds:.0f}s){' ERROR ' + result.error if result.error else ''}")
+    return result
