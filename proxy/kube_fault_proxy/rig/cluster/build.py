@@ -83,7 +83,7 @@ def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
     return h.hexdigest()[:12]
 
 
-BURST_SOURCE = Path(__file__).resolve().parents[4] / "bench" / "burst"
+BURST_SOURCE = Path(__file__).resolve().with_name("burst")
 
 
 def burst_client() -> Component:
