@@ -1,4 +1,5 @@
-"""House rule 1: the pure core imports neither mitmproxy nor FastAPI; each has one home."""
+"""The layers, as the folders show them: the proxy half never imports the rig; mitmproxy is imported only in
+proxy/mitm/ and FastAPI only in proxy/control/; the pure core imports neither."""
 
 from __future__ import annotations
 
@@ -7,35 +8,78 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "proxy" / "kube_fault_proxy" / "proxy"
+TOP = Path(__file__).resolve().parents[2] / "proxy" / "kube_fault_proxy"
+PACKAGE = TOP / "proxy"  # the proxy half
 MODULES = sorted(PACKAGE.rglob("*.py"))
+EVERY_MODULE = sorted(TOP.rglob("*.py"))
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, at the top or inside a function, written out in full."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
 
 
 def imported_roots(path: Path) -> set[str]:
-    roots: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            roots |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+    return {name.split(".")[0] for name in imported(path)}
 
 
-def home(path: Path) -> str:
-    return path.relative_to(PACKAGE).parts[0]
+def layer(path: Path) -> str:
+    """proxy, rig, kube, cli, or top (the package's own face and its shared leaves)."""
+    parts = path.relative_to(TOP).parts
+    return parts[0] if len(parts) > 1 else "top"
 
 
-@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(PACKAGE)) for p in MODULES])
+# What each layer may import of the package; `kube` (Kubernetes access) and the top-level leaves serve both halves.
+MAY_IMPORT = {"top": {"top"}, "kube": {"top", "kube"}, "proxy": {"top", "kube", "proxy"},
+              "rig": {"top", "kube", "proxy", "rig"}, "cli": {"top", "kube", "proxy", "rig", "cli"}}
+FACE = {"__main__.py": {"cli"}}  # `python -m kube_fault_proxy` is the command line
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "top"
+    return parts[1] if (TOP / parts[1]).is_dir() else "top"
+
+
+@pytest.mark.parametrize("path", EVERY_MODULE, ids=[str(p.relative_to(TOP)) for p in EVERY_MODULE])
+def test_no_layer_imports_one_above_it(path: Path) -> None:
+    allowed = MAY_IMPORT[layer(path)] | FACE.get(str(path.relative_to(TOP)), set())
+    ours = {m for m in imported(path) if m.split(".")[0] == "kube_fault_proxy"}
+    above = sorted(m for m in ours if layer_of(m) not in allowed)
+    assert above == [], f"{path.relative_to(TOP)} ({layer(path)}) imports {above}"
+
+
+@pytest.mark.parametrize(("module", "expected"), [
+    ("kube_fault_proxy", "top"), ("kube_fault_proxy.shipped", "top"), ("kube_fault_proxy.kube.kubeapi", "kube"),
+    ("kube_fault_proxy.proxy.mitm.addon", "proxy"), ("kube_fault_proxy.rig.load", "rig"),
+    ("kube_fault_proxy.rig", "rig"), ("kube_fault_proxy.cli.main", "cli")])
+def test_layer_of_a_module(module: str, expected: str) -> None:
+    assert layer_of(module) == expected
+
+
+def test_the_layers_are_the_folders() -> None:
+    assert sorted(p.name for p in TOP.iterdir() if (p / "__init__.py").exists()) == ["cli", "kube", "proxy", "rig"]
+
+
+@pytest.mark.parametrize("path", EVERY_MODULE, ids=[str(p.relative_to(TOP)) for p in EVERY_MODULE])
 def test_framework_imports_stay_home(path: Path) -> None:
-    roots = imported_roots(path)
+    """The grain is the package: anything under proxy/mitm/ may import mitmproxy, nothing else may."""
+    roots, where = imported_roots(path), path.relative_to(TOP).parts[:2]
     if "mitmproxy" in roots:
-        assert home(path) == "mitm", f"{path} imports mitmproxy outside proxy/mitm"
+        assert where == ("proxy", "mitm"), f"{path} imports mitmproxy outside proxy/mitm/"
     if roots & {"fastapi", "starlette", "uvicorn"}:
-        assert home(path) == "control", f"{path} imports FastAPI outside proxy/control"
+        assert where == ("proxy", "control"), f"{path} imports FastAPI outside proxy/control/"
 
 
 def test_only_the_addon_touches_flows() -> None:
-    users = [p.name for p in MODULES if "HTTPFlow" in p.read_text()]
+    users = [p.name for p in EVERY_MODULE if "HTTPFlow" in p.read_text()]
     assert users == ["addon.py"]
 
 
@@ -55,5 +99,5 @@ def test_pure_core_has_no_framework_imports() -> None:
 
 def test_prometheus_has_one_home() -> None:
     """Only the control plane's collector (read at scrape time) and its route import prometheus_client."""
-    users = sorted(str(p.relative_to(PACKAGE)) for p in MODULES if "prometheus_client" in imported_roots(p))
+    users = sorted(str(p.relative_to(PACKAGE)) for p in EVERY_MODULE if "prometheus_client" in imported_roots(p))
     assert users == ["control/metrics.py", "control/observe.py"]

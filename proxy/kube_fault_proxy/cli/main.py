@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kube_fault_proxy import __version__, paths
+from kube_fault_proxy import __version__, paths, shipped
 from kube_fault_proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
 
 
@@ -25,7 +25,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--control-token", metavar="TOKEN",
                    help="bearer token for the control plane (default: $KFP_CONTROL_TOKEN); "
                         "required when --control is not a loopback address")
-    p.add_argument("--profiles", type=Path, default=Path("fault_profiles"), metavar="DIR")
+    p.add_argument("--profiles", type=Path, metavar="DIR",
+                   help="profile library (default: ./fault_profiles if it exists, else the one the package ships)")
     p.add_argument("--profile", metavar="NAME", help="activate this profile at startup")
     p.add_argument("--seed", type=int, help="seed for --profile")
     p.add_argument("--journal", type=Path, default=None,
@@ -95,7 +96,8 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none")
     u.add_argument("--proxy", action="store_true", help="start kube-fault-proxy in front; schedulers go through it")
     u.add_argument("--profile", help="with --proxy: activate this profile at startup")
-    u.add_argument("--profiles", type=Path, default=Path("fault_profiles"), metavar="DIR")
+    u.add_argument("--profiles", type=Path, metavar="DIR",
+                   help="profile library (default: ./fault_profiles if it exists, else the one the package ships)")
     u.add_argument("--timeout", type=float, default=120.0, help="seconds each component may take to be ready")
     u.add_argument("--apiserver-max-streams", type=int, default=4096, metavar="N",
                    help="kube-apiserver --http2-max-streams-per-connection (default 4096, as the proxy "
@@ -141,7 +143,8 @@ def parser() -> argparse.ArgumentParser:
     v = prs.add_parser("validate", help="check profile files; exit 2 on any error")
     v.add_argument("files", nargs="+", type=Path)
     ls = prs.add_parser("list", help="list the profiles in a directory")
-    ls.add_argument("--dir", type=Path, default=Path("fault_profiles"))
+    ls.add_argument("--dir", type=Path, metavar="DIR",
+                    help="default: ./fault_profiles if it exists, else the library the package ships")
 
     sub.add_parser("crds", help="print the CustomResourceDefinitions (FaultProfile, FaultActivation) as YAML")
     m = prs.add_parser("manifests", help="print profile files as FaultProfile objects to kubectl apply")
@@ -172,6 +175,9 @@ def _rich_help(p: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the kube-fault-proxy command."""
     args = parser().parse_args(argv)
+    for name in ("profiles", "dir"):  # one rule for every subcommand: given, else ./fault_profiles, else shipped
+        if name in vars(args) and not (name == "dir" and args.command != "profiles"):
+            setattr(args, name, shipped.profiles_dir(getattr(args, name)))
     try:
         match args.command:
             case "serve":

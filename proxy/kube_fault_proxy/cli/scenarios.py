@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
@@ -20,10 +21,9 @@ from kube_fault_proxy.rig.report import SUMMARY_HEADERS, summary_rows, write_run
 from kube_fault_proxy.rig.runner import Target, run_local, run_on
 from kube_fault_proxy.rig.scenario import load_scenario
 
-ROOT = Path(__file__).resolve().parents[3]
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
 # runs are clean (docs/yunikorn-3355-fixes.md has the verdict for each).
-DEMO_FIX = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
+DEMO_FIX = shipped.PATCHES / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
 
 
 class UsageError(Exception):
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         builds = ([Contender("yunikorn", patch=p) for p in args.yunikorn_patch or []]
                   + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []])
         if args.command == "demo":  # kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 with the fix
-            path, schedulers, repeat, seed = ROOT / "scenarios" / "yunikorn-3355.yaml", None, 1, args.seed
+            path, schedulers, repeat, seed = shipped.SCENARIOS / "yunikorn-3355.yaml", None, 1, args.seed
             builds, with_release = builds or [Contender("yunikorn", patch=DEMO_FIX)], True
         else:
             path, schedulers, repeat, seed = args.file, args.scheduler, args.repeat, args.seed
@@ -161,19 +161,21 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seed", type=int, default=1, help="first seed (runs k use seed + k)")
         p.add_argument("-o", "--output", type=Path, help="report directory (default: reports/<name>-<time>)")
-        p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+        p.add_argument("--profiles", type=Path, metavar="DIR", help="profile library (default: ./fault_profiles "
+                       "if it exists, else the one the package ships)")
         p.add_argument("--state-dir", type=Path, help="where the runs' clusters live")
-        p.add_argument("--yunikorn-patch", type=Path, metavar="FILE", nargs="+", action="extend",
+        p.add_argument("--yunikorn-patch", type=_patch, metavar="FILE", nargs="+", action="extend",
                        help="YuniKorn runs use v1.9.0 with this unified diff applied (built once, cached by its "
                             "hash); several: one set of runs per patch"
-                       + (f"; default {DEMO_FIX.relative_to(ROOT)}" if p.prog.endswith("demo") else ""))
+                       + (f"; default {DEMO_FIX.stem}" if p.prog.endswith("demo") else ""))
         p.add_argument("--yunikorn-source", type=Path, metavar="DIR", nargs="+", action="extend",
                        help="YuniKorn runs use this yunikorn-k8shim checkout (built once per content hash)")
 
     sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
     ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")
     r = ssub.add_parser("run", help="run a scenario file")
-    r.add_argument("file", type=Path)
+    r.add_argument("file", type=_scenario, help="a scenario file, or the name of a shipped one "
+                   f"({', '.join(shipped.names(shipped.SCENARIOS, '.yaml'))})")
     r.add_argument("--scheduler", action="append", choices=["kube-scheduler", "yunikorn"],
                    help="run with this scheduler (repeatable; default: every scheduler the scenario expects)")
     r.add_argument("--repeat", type=int, default=1, help="runs per scheduler, with seeds seed..seed+K-1")
@@ -190,3 +192,11 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     dp = sub.add_parser("demo", help="YUNIKORN-3355 on the local control plane: kube-scheduler, YuniKorn v1.9.0 and "
                                      "v1.9.0 with the fix, side by side")
     common(dp)
+
+
+def _scenario(text: str) -> Path:
+    return shipped.scenario(Path(text))
+
+
+def _patch(text: str) -> Path:
+    return shipped.yunikorn_patch(Path(text))

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.proxy.profiles.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build
@@ -18,7 +19,6 @@ from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS
 from kube_fault_proxy.rig.search.trial import CONFIRM, Rig, run_trial
 
-ROOT = Path(__file__).resolve().parents[3]
 SCHEDULERS = ("yunikorn", "kube-scheduler")
 
 
@@ -153,9 +153,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--shrink-budget", default="10m", metavar="DURATION", help="time for shrinking (default 10m)")
     p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
-    p.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+    p.add_argument("--profiles", type=Path, metavar="DIR")
     p.add_argument("--state-dir", type=Path, help="where the search's control planes live")
-    p.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
+    p.add_argument("--yunikorn-patch", type=lambda s: shipped.yunikorn_patch(Path(s)), metavar="FILE",
                    help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
     p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
                    help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
@@ -165,5 +165,5 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r.add_argument("--times", type=int, default=5, help="replays (default 5)")
     r.add_argument("--pods", type=int, help="replay at this load instead of the minimal case's (e.g. full size)")
     r.add_argument("--nodes", type=int, help="on a control plane of this many nodes, all schedulable")
-    r.add_argument("--profiles", type=Path, default=ROOT / "fault_profiles", metavar="DIR")
+    r.add_argument("--profiles", type=Path, metavar="DIR")
     r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")

@@ -85,11 +85,13 @@ def _merged(config: pytest.Config) -> PluginConfig:
         ini = config.getini(_ini(name))
         return ((config.inipath.parent if config.inipath else config.rootpath) / ini).resolve() if ini else None
 
+    from kube_fault_proxy import shipped
+
     kubeconfig = get("kubeconfig")
     return PluginConfig(
         url=get("url") or None,
         kubeconfig=Path(kubeconfig) if kubeconfig else None,
-        profiles=Path(get("profiles") or "fault_profiles"),
+        profiles=shipped.profiles_dir(Path(get("profiles")) if get("profiles") else None),
         cluster=bool(get("cluster")),
         scheduler=get("scheduler") or "kube-scheduler",
         nodes=int(get("nodes") or 20),

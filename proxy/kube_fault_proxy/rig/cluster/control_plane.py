@@ -19,7 +19,7 @@ import yaml
 from lightkube import Client
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 
-from kube_fault_proxy import paths
+from kube_fault_proxy import paths, shipped
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from kube_fault_proxy.paths import private_dir, write_private
 from kube_fault_proxy.rig.cluster import build, controller_manager, kwok, pki
@@ -58,7 +58,7 @@ class Options:
     scheduler: str = "none"
     proxy: bool = False
     profile: str | None = None
-    profiles_dir: Path = Path("fault_profiles")
+    profiles_dir: Path = shipped.PROFILES
     timeout: float = 120.0
     node_cpu: str = "16"
     node_memory: str = "64Gi"

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from kube_fault_proxy import __version__, shipped
 from kube_fault_proxy.rig.invariants import INVARIANTS
 from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.scenario import load_scenario
@@ -23,9 +24,13 @@ WITNESS_ORDER = ("I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
 
 
 def _commit() -> str:
+    """The checkout's commit when running from one; an installed package says its version."""
+    checkout = shipped.HOME.parents[1]
+    if not (checkout / ".git").exists():
+        return f"v{__version__}"
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).resolve().parents[4]).stdout.strip() or "unknown"
+                              cwd=checkout).stdout.strip() or "unknown"
     except OSError:
         return "unknown"
 
