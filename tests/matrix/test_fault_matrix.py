@@ -134,9 +134,9 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
 
 def _diagnostics(cluster: Cluster, faults: Faults) -> str:
     """What a failed cell's message adds: the proxy's connections and journal, the scheduler's log."""
-    stats = faults.http.get("/v1/stats").json()
+    stats = faults.control.stats()
     events: dict[str, int] = {}
-    for r in faults.http.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["records"]:
+    for r in faults.control.journal_after(0).records:
         events[r["event"]] = events.get(r["event"], 0) + 1
     log = Path(cluster.state["processes"][cluster.state["scheduler"]]["log"])
     tail = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []

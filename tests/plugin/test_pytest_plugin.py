@@ -52,12 +52,12 @@ BIND = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 
 
 def active(faults):
-    return faults.http.get("/v1/active").json()["profile"]
+    return faults.control.active()["profile"]
 
 
 @pytest.mark.fault_profile("bind-fail-30pct", seed=3)
 def test_marker_activates(faults):
-    got = faults.http.get("/v1/active").json()
+    got = faults.control.active()
     assert (got["profile"], got["seed"]) == ("bind-fail-30pct", 3)
 
 

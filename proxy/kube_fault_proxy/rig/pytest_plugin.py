@@ -10,9 +10,7 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,46 +130,46 @@ class Faults:
     """Switch faults for one test; it starts and ends in pass-through."""
 
     def __init__(self, proxy: ProxyHandle, token: str | None) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=proxy.control_url, headers=headers, timeout=30)
+        from kube_fault_proxy.proxy.control.client import ControlClient
+
+        self.control = ControlClient(proxy.control_url, token, timeout=30)
         self.cursor = 0
         self.active_profile: dict[str, Any] | None = None
 
-    def _ok(self, r: httpx.Response) -> Any:
-        if r.status_code >= 400:
-            try:
-                message = r.json().get("message", r.text)
-            except ValueError:
-                message = r.text
-            raise AssertionError(f"kube-fault-proxy refused {r.request.method} {r.request.url.path}: {message}")
-        return r.json()
+    @property
+    def http(self) -> httpx.Client:
+        """The control plane's raw HTTP client, for calls the methods below do not make."""
+        return self.control.http
+
+    @contextlib.contextmanager
+    def _refused_fails(self) -> Iterator[None]:
+        """A refused call fails the test with the proxy's own message."""
+        from kube_fault_proxy.proxy.control.client import ControlError
+
+        try:
+            yield
+        except ControlError as e:
+            raise AssertionError(f"kube-fault-proxy refused {e.method} {e.path}: {e}") from None
 
     def reset(self) -> None:
         """Pass-through, zeroed stats, and the journal read from here on."""
-        self._ok(self.http.delete("/v1/active"))
-        self._ok(self.http.post("/v1/stats/reset"))
-        self.cursor = self._ok(self.http.get("/v1/journal", params={"since": 0, "limit": 10000}))["next"]
+        with self._refused_fails():
+            self.control.deactivate()
+            self.control.reset_stats()
+            self.cursor = self.control.cursor()
         self.active_profile = None
 
     def activate(self, profile: str | dict[str, Any], seed: int | None = None,
                  ttl: float | None = None) -> dict[str, Any]:
         """Activate a profile by name, or upload-and-activate one given as a dict."""
-        if isinstance(profile, dict):
-            name = profile["metadata"]["name"]
-            self._ok(self.http.put(f"/v1/profiles/{name}", json=profile))
-        else:
-            name = profile
-        body: dict[str, Any] = {"profile": name}
-        if seed is not None:
-            body["seed"] = seed
-        if ttl is not None:
-            body["ttlSeconds"] = ttl
-        self.active_profile = self._ok(self.http.put("/v1/active", json=body))
+        with self._refused_fails():
+            self.active_profile = self.control.activate(profile, seed, ttl)
         return self.active_profile
 
     def deactivate(self) -> None:
         """Back to pass-through."""
-        self._ok(self.http.delete("/v1/active"))
+        with self._refused_fails():
+            self.control.deactivate()
 
     @contextlib.contextmanager
     def active(self, profile: str | dict[str, Any], seed: int | None = None) -> Iterator[dict[str, Any]]:
@@ -183,11 +181,13 @@ class Faults:
 
     def stats(self) -> dict[str, Any]:
         """The proxy's stats (zeroed when the test began)."""
-        return dict(self._ok(self.http.get("/v1/stats")))
+        with self._refused_fails():
+            return self.control.stats()
 
     def journal(self) -> list[dict[str, Any]]:
         """Journal records written since the test began."""
-        return list(self._ok(self.http.get("/v1/journal", params={"since": self.cursor, "limit": 10000}))["records"])
+        with self._refused_fails():
+            return self.control.journal_after(self.cursor).records
 
     def injections(self) -> list[dict[str, Any]]:
         """Just the injections since the test began."""
@@ -199,8 +199,8 @@ class Faults:
         if self.active_profile:
             a = self.active_profile
             lines.append(f"active profile: {a.get('profile')} (epoch {a.get('epoch')}, seed {a.get('seed')})")
-            with contextlib.suppress(httpx.HTTPError, AssertionError):
-                profile = self._ok(self.http.get(f"/v1/profiles/{a.get('profile')}"))
+            with contextlib.suppress(httpx.HTTPError, AssertionError), self._refused_fails():
+                profile = self.control.profile(str(a.get("profile")))
                 lines.append("rules: " + ", ".join(
                     f"{r['name']}={next(iter(r['fault']))}" for r in profile["spec"].get("rules", [])))
         else:
@@ -218,20 +218,12 @@ FAULTS_KEY: pytest.StashKey[Faults] = pytest.StashKey()
 
 
 def _start_serve(kubeconfig: Path, profiles: Path, workdir: Path) -> ProxyHandle:
-    ready = workdir / "ready.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kube_fault_proxy", "serve", "--kubeconfig", str(kubeconfig),
-         "--profiles", str(profiles), "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", str(ready),
-         "--journal", str(workdir / "journal.jsonl"), "--confdir", str(workdir / "ca")],
-        stdout=(workdir / "proxy.log").open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"kube-fault-proxy serve did not start:\n{(workdir / 'proxy.log').read_text()}")
-        time.sleep(0.05)
-    info = json.loads(ready.read_text())
-    return ProxyHandle(info["controlUrl"], info["proxyUrl"], info["caFile"], proc)
+    from kube_fault_proxy.rig.proxy_process import start_serve
+
+    served = start_serve(["--kubeconfig", str(kubeconfig), "--profiles", str(profiles), "--listen", "127.0.0.1:0",
+                          "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
+                          "--confdir", str(workdir / "ca")], workdir / "ready.json", workdir / "proxy.log")
+    return ProxyHandle(served.control_url, served.proxy_url, served.ca_file, served.proc)
 
 
 @pytest.fixture(scope="session")
@@ -269,9 +261,8 @@ def kfp_proxy(request: pytest.FixtureRequest, kfp_config: PluginConfig) -> Itera
         handle.process.wait(15)
         return
     if kfp_config.cluster:
-        c = request.getfixturevalue("kfp_cluster")
-        p = c.state["proxy"]
-        yield ProxyHandle(p["control"], p["url"], p["caFile"])
+        proxy = request.getfixturevalue("kfp_cluster").proxy
+        yield ProxyHandle(proxy.control, proxy.url, str(proxy.ca_file))
         return
     raise pytest.UsageError("kube-fault-proxy: set --kube-fault-proxy-url, --kube-fault-proxy-kubeconfig or "
                             "--kube-fault-proxy-cluster (or the matching ini options)")
@@ -330,7 +321,7 @@ def kfp_check(kfp_cluster: Any) -> Any:
             timeout: float = 240.0, grace: float = 0.0) -> Any:
         with kfp_cluster.admin_api().client() as client:
             done = check.all_bound(namespace) if namespace else None
-            snap, settled = check.wait_quiet(lambda: check.fetch(client, kfp_cluster.state.get("yunikorn")), quiet,
+            snap, settled = check.wait_quiet(lambda: check.fetch(client, kfp_cluster.yunikorn_url), quiet,
                                              timeout, done=done)
         report = check.evaluate(snap, {scheduler_name}, grace, namespace)
         report.quiet = settled

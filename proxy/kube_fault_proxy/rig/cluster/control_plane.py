@@ -3,13 +3,14 @@ KWOK, and optionally kube-fault-proxy and a scheduler whose kubeconfig points at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from kube_fault_proxy.rig.cluster.processes import (
     spawn,
     stop_groups,
 )
+from kube_fault_proxy.rig.proxy_process import ServeFailed, start_serve
 
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
 YUNIKORN_PORT = 9080
@@ -119,8 +121,25 @@ def _tail(log: Path, lines: int = 15) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class ProxyEndpoints:
+    """Where the cluster's kube-fault-proxy listens, its control plane, and the CA its clients must trust."""
+
+    url: str
+    control: str
+    ca_file: Path
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process group `up` started, and its log."""
+
+    pid: int
+    log: Path
+
+
 class Cluster:
-    """The state of one local control plane, kept in <state_dir>/cluster.json."""
+    """The state of one local control plane, kept in <state_dir>/cluster.json; read it through the accessors."""
 
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
@@ -140,6 +159,63 @@ class Cluster:
     def kubeconfig(self, name: str) -> Path:
         """One of the kubeconfigs `up` wrote."""
         return Path(self.state["kubeconfigs"][name])
+
+    @property
+    def kubeconfigs(self) -> dict[str, Path]:
+        """Every kubeconfig `up` wrote, by name."""
+        return {name: Path(path) for name, path in self.state.get("kubeconfigs", {}).items()}
+
+    @property
+    def apiserver(self) -> str:
+        """kube-apiserver's URL."""
+        return str(self.state["apiserver"])
+
+    @property
+    def proxy(self) -> ProxyEndpoints | None:
+        """The proxy in front of the apiserver, when `up --proxy` started one."""
+        p = self.state.get("proxy")
+        return ProxyEndpoints(p["url"], p["control"], Path(p["caFile"])) if p else None
+
+    @property
+    def control_url(self) -> str:
+        """The proxy's control plane (the cluster must have been brought up with the proxy)."""
+        if self.proxy is None:
+            raise ClusterError(f"the cluster in {self.dir} runs no proxy")
+        return self.proxy.control
+
+    @property
+    def scheduler(self) -> str:
+        """The scheduler `up` started: none, kube-scheduler or yunikorn."""
+        return str(self.state.get("scheduler", "none"))
+
+    @property
+    def scheduler_build(self) -> str | None:
+        """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
+        return self.state.get("schedulerBuild")
+
+    @property
+    def scheduler_variant(self) -> str | None:
+        """For a patched or source-built YuniKorn, what it was built from."""
+        return self.state.get("schedulerVariant")
+
+    @property
+    def yunikorn_url(self) -> str | None:
+        """YuniKorn's REST API, when it runs."""
+        return self.state.get("yunikorn")
+
+    @property
+    def nodes(self) -> int:
+        """How many KWOK nodes `up` created."""
+        return int(self.state.get("nodes", 0))
+
+    @property
+    def processes(self) -> dict[str, Process]:
+        """Every process group still recorded, by component name."""
+        return {name: Process(int(p["pid"]), Path(p["log"])) for name, p in self.state.get("processes", {}).items()}
+
+    def log(self, component: str) -> Path:
+        """A component's log file (whether or not it still runs)."""
+        return self.dir / "logs" / f"{component}.log"
 
     def admin_api(self) -> Kube:
         """The admin token, straight to the apiserver."""
@@ -191,6 +267,21 @@ def up(opts: Options) -> Cluster:
     return c
 
 
+@contextlib.contextmanager
+def running(opts: Options, keep: bool = False) -> Iterator[Cluster]:
+    """The one way to bring a cluster up and down: `up` on entry, `down` on exit however the block ends.
+
+    Logs, the journal and the kubeconfigs stay for a post-mortem; etcd's data (~70 MB a run) goes. With
+    `keep`, everything stays up (`cluster down` ends it later)."""
+    c = up(opts)
+    try:
+        yield c
+    finally:
+        if not keep:
+            down(c.dir)
+            shutil.rmtree(c.dir / "etcd", ignore_errors=True)
+
+
 def scheduler_build(scheduler: str, components: dict[str, build.Component]) -> str | None:
     """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
     binary = SCHEDULER_BINARIES.get(scheduler)
@@ -240,19 +331,14 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     ca = certs / "ca.crt"
     kc = d / "kubeconfigs"
     kc.mkdir(exist_ok=True)
-    c.state["kubeconfigs"] = {
-        "admin": str(_write_yaml(kc / "admin.kubeconfig", _kubeconfig(server, ca, {"token": tokens["admin"]}))),
-        "admin-cert": str(_write_yaml(kc / "admin-cert.kubeconfig", _kubeconfig(
-            server, ca, {"client-certificate": str(certs / "admin.crt"), "client-key": str(certs / "admin.key")}))),
-        "scheduler": str(_write_yaml(kc / "scheduler.kubeconfig",
-                                     _kubeconfig(server, ca, {"token": tokens["scheduler"]}))),
-        "yunikorn": str(_write_yaml(kc / "yunikorn.kubeconfig",
-                                    _kubeconfig(server, ca, {"token": tokens["yunikorn"]}))),
-        "controller-manager": str(_write_yaml(kc / "controller-manager.kubeconfig",
-                                              _kubeconfig(server, ca, {"token": tokens["controller-manager"]}))),
-        "kwok": str(_write_yaml(kc / "kwok.kubeconfig", _kubeconfig(server, ca, {"token": tokens["kwok"]}))),
-        "proxy-upstream": str(_write_yaml(kc / "proxy-upstream.kubeconfig", _kubeconfig(server, ca, {}))),
+    users: dict[str, dict[str, str]] = {
+        "admin": {"token": tokens["admin"]},
+        "admin-cert": {"client-certificate": str(certs / "admin.crt"), "client-key": str(certs / "admin.key")},
+        **{who: {"token": tokens[who]} for who in ("scheduler", "yunikorn", "controller-manager", "kwok")},
+        "proxy-upstream": {},  # the proxy's own credentials come with each request it relays
     }
+    c.state["kubeconfigs"] = {name: str(_write_yaml(kc / f"{name}.kubeconfig", _kubeconfig(server, ca, user)))
+                              for name, user in users.items()}
     c.save()
     _start_controller_manager(c, opts, binaries["kube-controller-manager"])
     with api.client() as client:
@@ -362,21 +448,21 @@ def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
 
 def _start_proxy(c: Cluster, opts: Options) -> None:
     d = c.dir
-    ready = d / "proxy.json"
-    log = d / "logs" / "kube-fault-proxy.log"
-    argv = [sys.executable, "-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
+    args = ["--kubeconfig", str(c.kubeconfig("proxy-upstream")),
             "--listen", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}",
             "--profiles", str(opts.profiles_dir), "--journal", str(d / "journal.jsonl"),
-            "--confdir", str(d / "proxy-ca"), "--ready-file", str(ready),
-            "--max-concurrent-streams", str(opts.proxy_max_streams)]
+            "--confdir", str(d / "proxy-ca"), "--max-concurrent-streams", str(opts.proxy_max_streams)]
     if opts.profile:
-        argv += ["--profile", opts.profile]
-    if c.state.get("schedulerBuild"):
-        argv += ["--scheduler-build", c.state["schedulerBuild"]]
-    pid = spawn(argv, log)
-    c.record("kube-fault-proxy", pid, log)
-    _wait("kube-fault-proxy", ready.exists, pid, log, opts.timeout)
-    info = json.loads(ready.read_text())
+        args += ["--profile", opts.profile]
+    if c.scheduler_build:
+        args += ["--scheduler-build", c.scheduler_build]
+    try:
+        served = start_serve(args, d / "proxy.json", c.log("kube-fault-proxy"), timeout=opts.timeout,
+                             new_session=True)
+    except ServeFailed as e:
+        raise ClusterError(str(e)) from None
+    c.record("kube-fault-proxy", served.pid, served.log)
+    info = served.ready
     c.state["proxy"] = {"url": info["proxyUrl"], "control": info["controlUrl"], "caFile": info["caFile"]}
     proxy_ca = Path(info["caFile"]).read_bytes()
     kc = d / "kubeconfigs"
