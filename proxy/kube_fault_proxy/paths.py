@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+from typing import IO
 
 
 def state_dir() -> Path:
@@ -29,11 +31,28 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def _narrow(fd: int) -> None:
+    """Make an open regular file 0600 (a device such as /dev/null is left as it is)."""
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        os.fchmod(fd, 0o600)
+
+
 def write_private(path: Path, data: bytes | str) -> Path:
     """Write a file that is 0600 from its first byte (an existing file is narrowed too)."""
     raw = data.encode() if isinstance(data, str) else data
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)
+        _narrow(f.fileno())
         f.write(raw)
     return path
+
+
+def append_private(path: Path) -> IO[str]:
+    """Open a text file for appending, 0600 from its first byte (an existing file is narrowed too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        _narrow(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "a", encoding="utf-8")

@@ -37,3 +37,16 @@ def test_the_next_record_starts_its_own_line(tmp_path: Path, content: bytes, cut
 
 def test_repair_of_a_missing_file_is_nothing(tmp_path: Path) -> None:
     assert repair_torn_tail(tmp_path / "none.jsonl") == 0
+
+
+@pytest.mark.parametrize("before", [None, 0o644, 0o600], ids=["new", "world-readable", "private"])
+def test_the_journal_file_is_0600(tmp_path: Path, before: int | None) -> None:
+    path = tmp_path / "j.jsonl"
+    if before is not None:
+        path.write_bytes(R1)
+        path.chmod(before)
+    journal = Journal(path, wall=lambda: 2.0)
+    journal.append("proxy-start")
+    journal.close()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_bytes().splitlines()[-1])["event"] == "proxy-start"

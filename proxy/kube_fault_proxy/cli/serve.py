@@ -191,7 +191,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         await _start_source(args, source)
         ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
     if args.ready_file:
-        args.ready_file.write_text(json.dumps(ready))
+        paths.write_private(args.ready_file, json.dumps(ready))  # 0600, like the journal
 
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from kube_fault_proxy.paths import append_private
+
 Record = dict[str, Any]
 
 
@@ -83,7 +85,7 @@ class Journal:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.torn_bytes = repair_torn_tail(path)
             self.seq = _last_seq(path)
-            self._file = path.open("a", encoding="utf-8")
+            self._file = append_private(path)  # 0600: it holds request paths, object names, user agents
 
     def append(self, event: str, **fields: Any) -> Record:
         """Write one record now; nothing is buffered past this call."""
