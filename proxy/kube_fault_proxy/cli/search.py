@@ -112,13 +112,10 @@ def _replay(args: argparse.Namespace) -> int:
     patch, source = (Path(doc[k]) if doc.get(k) else None for k in ("yunikornPatch", "yunikornSource"))
     stderr_console().print(f"replaying {len(genome.rules)} rules, {genome.pods} pods on "
                            f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
-    rig = Rig.open(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source)
     note = stderr_console().print
-    try:
+    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", CONFIRM, lambda m: note(m, markup=False))
                 for k in range(args.times)]
-    finally:
-        rig.close()
     hits = sum(1 for r in runs if target <= set(r.broken))
     print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc['scheduler']}")
     return FAILED if hits else OK

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +15,10 @@ import httpx
 from lightkube import Client
 
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
+from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig import load
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, up
+from kube_fault_proxy.rig.cluster.control_plane import Options, running
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import Report
 from kube_fault_proxy.rig.scenario import Expectation, Scenario, Step
@@ -90,6 +91,15 @@ def meets(report: check.Report, expect: Expectation | None) -> bool | None:
     return not report.ok and set(expect.invariants) <= failing
 
 
+def timeline_sample(t: float, pods: Sequence[Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """One point of a run's timeline: its pods (bound, pending) and the proxy's bind and connection counters."""
+    binds, conns = stats["bindsTotal"], stats.get("connections", {})
+    bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+    return {"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
+            "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"],
+            "clientConnectionsOpen": conns.get("clientOpen"), "clientConnectionsAccepted": conns.get("clientAccepted")}
+
+
 class Sampler(threading.Thread):
     """Once a second: the load's pods (bound, pending), Binding outcomes, new journal records."""
 
@@ -101,35 +111,86 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         # Read before the thread starts (so before the timeline's first step): a step at 0 s must
         # not race the thread's first read of the journal and be missed.
-        with httpx.Client(base_url=self.target.control, timeout=10) as control:
-            self.cursor = int(control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"])
+        with ControlClient(self.target.control) as control:
+            self.cursor = control.cursor()
 
     def run(self) -> None:
-        with self.target.kube.client() as api, httpx.Client(base_url=self.target.control, timeout=10) as control:
+        with self.target.kube.client() as api, ControlClient(self.target.control) as control:
             while not self.stop.is_set():
-                with contextlib.suppress(httpx.HTTPError, HTTPError, KeyError):
+                with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, KeyError):
                     self.sample(api, control)
                 self.stop.wait(1.0)
 
-    def sample(self, api: Client, control: httpx.Client) -> None:
+    def sample(self, api: Client, control: ControlClient) -> None:
         t = round(time.monotonic() - self.t0, 2)
         pods = list(api.list(Pod, namespace=self.namespace, labels={load.LOAD_LABEL: self.run_id}))
-        stats = control.get("/v1/stats").json()
-        binds, conns = stats["bindsTotal"], stats.get("connections", {})
-        page = control.get("/v1/journal", params={"since": self.cursor, "limit": 10000}).json()
-        self.cursor = page["next"]
-        for r in page["records"]:
+        stats = control.stats()
+        page = control.journal(self.cursor)
+        self.cursor = page.next
+        for r in page.records:
             if r["event"] in ("activate", "deactivate", "outage-start", "outage-end"):
                 self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
-        bound = sum(1 for p in pods if p["spec"].get("nodeName"))
-        self.samples.append({"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
-                             "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"],
-                             "clientConnectionsOpen": conns.get("clientOpen"),
-                             "clientConnectionsAccepted": conns.get("clientAccepted")})
+        self.samples.append(timeline_sample(t, pods, stats))
 
     def seen(self, event: str) -> float | None:
         """When (seconds since t0) a journal event was first seen."""
         return next((e["t"] for e in self.events if e["event"] == event), None)
+
+    def __enter__(self) -> Sampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(10)
+
+
+class Timeline(threading.Thread):
+    """The scenario's steps, each performed once it is due: at a time after the load began, or after an event
+    the sampler saw. Steps at 0 s are performed on entry, before the first pod exists."""
+
+    def __init__(self, steps: list[Step], target: Target, seed: int, ls: load.LoadSpec, sampler: Sampler,
+                 result: RunResult, say: bool) -> None:
+        super().__init__(daemon=True)
+        self.pending, self.target, self.seed, self.ls = list(steps), target, seed, ls
+        self.sampler, self.result, self.say = sampler, result, say
+        self.stop = threading.Event()
+        self.load_started = time.monotonic()
+
+    def due(self, step: Step) -> bool:
+        """Whether a step's time has come."""
+        if step.at is not None:
+            return time.monotonic() - self.load_started >= step.at + step.after
+        seen = self.sampler.seen(str(step.onEvent))
+        return seen is not None and time.monotonic() - self.sampler.t0 >= seen + step.after
+
+    def run_due(self) -> None:
+        """Perform every step that is due, once; a step that fails is reported, not fatal."""
+        for step in [s for s in self.pending if self.due(s)]:
+            self.pending.remove(step)
+            try:
+                what = _perform(step, self.target, self.seed, self.ls.namespace, self.ls.run_id, self.stop)
+            except (httpx.HTTPError, ControlError, HTTPError) as e:
+                what = f"step failed: {type(e).__name__}: {e}"
+            t = time.monotonic() - self.sampler.t0
+            self.result.steps.append({"t": round(t, 2), "did": what})
+            if self.say:
+                print(f"  [{t:5.1f}s] {what}", file=sys.stderr, flush=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set() and self.pending:
+            self.run_due()
+            self.stop.wait(0.2)
+
+    def __enter__(self) -> Timeline:
+        self.load_started = time.monotonic()
+        self.run_due()
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(5)
 
 
 def _retry(call: Any, attempts: int = 3) -> Any:
@@ -148,12 +209,12 @@ def _perform(step: Step, target: Target, seed: int, namespace: str, run_id: str,
              stop: threading.Event | None = None) -> str:
     """One timeline step. A touch stops early once the run has ended (`stop`): at the seed's scale
     touching 3,000 pods one patch at a time can outlast the settle, and the cluster then goes."""
-    with httpx.Client(base_url=target.control, timeout=10) as control:
+    with ControlClient(target.control) as control:
         if step.activate is not None:
-            control.put("/v1/active", json={"profile": step.activate, "seed": seed}).raise_for_status()
+            control.activate(step.activate, seed)
             return f"activate {step.activate} (seed {seed})"
         if step.deactivate:
-            control.delete("/v1/active").raise_for_status()
+            control.deactivate()
             return "deactivate"
     with target.kube.client() as api:  # the timeline thread's own connection
         pods = _retry(lambda: list(api.list(Pod, namespace=namespace, labels={load.LOAD_LABEL: run_id})))
@@ -170,75 +231,18 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     this scheduler, or for this build of it: `variant`, e.g. a patch's name); then (with `clean`)
     delete what the load made, so the next run on the same cluster starts from nothing."""
     spec = scenario.spec
-    result = RunResult(scenario.metadata.name, scheduler, seed, expected=None, build=build)
-    expect = spec.expectation(scheduler, variant)
-    result.expected = expect.model_dump() if expect else None
     ls = load.LoadSpec(count=spec.load.count, rate=spec.load.rate, concurrency=spec.load.concurrency,
                        namespace=spec.load.namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
                        cpu=spec.load.cpu, memory=spec.load.memory)
+    result = RunResult(scenario.metadata.name, scheduler, seed, expected=None, build=build)
+    expect = spec.expectation(scheduler, variant)
+    result.expected = expect.model_dump() if expect else None
     t0 = time.monotonic()
-    sampler = Sampler(target, ls.namespace, ls.run_id, t0)
-    sampler.start()
-    pending = list(spec.timeline)
-
-    def due(step: Step, load_started: float | None) -> bool:
-        if step.at is not None:
-            return load_started is not None and time.monotonic() - load_started >= step.at + step.after
-        seen = sampler.seen(str(step.onEvent))
-        return seen is not None and time.monotonic() - t0 >= seen + step.after
-
-    def run_due(load_started: float | None) -> None:
-        for step in [s for s in pending if due(s, load_started)]:
-            pending.remove(step)
-            try:
-                what = _perform(step, target, seed, ls.namespace, ls.run_id, stop)
-            except (httpx.HTTPError, HTTPError) as e:  # a step that fails is reported, not fatal
-                what = f"step failed: {type(e).__name__}: {e}"
-            result.steps.append({"t": round(time.monotonic() - t0, 2), "did": what})
-            if say:
-                print(f"  [{time.monotonic() - t0:5.1f}s] {what}", file=sys.stderr, flush=True)
-
-    stop = threading.Event()
-    load_started = time.monotonic()
-    run_due(load_started)  # steps at 0s happen before the first pod exists
-
-    def timeline() -> None:
-        while not stop.is_set() and pending:
-            run_due(load_started)
-            stop.wait(0.2)
-
-    runner = threading.Thread(target=timeline, daemon=True)
-    runner.start()
-    try:
-        if say:
-            print(f"  creating {ls.count} pods at {ls.rate:g}/s for {scheduler}", file=sys.stderr, flush=True)
-        loaded = load.create_pods(target.kube, ls, progress=say)
-        result.load = loaded.as_dict()
-        sampler.events.append({"t": round(time.monotonic() - t0, 2), "event": "load-done"})
-
-        with Progress("settling", ls.count, enabled=say) as bar:
-            def tick(snap: check.Snapshot) -> None:
-                mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
-                bound = sum(1 for p in mine if p["spec"].get("nodeName"))
-                bar.update(bound, len(mine) or ls.count, f"bound, {time.monotonic() - t0:.0f}s into the run")
-
-            done = check.all_bound(ls.namespace, load.LOAD_LABEL)
-            with target.kube.client() as api:
-                snap, quiet = check.wait_quiet(lambda: check.fetch(api, target.yunikorn), spec.settle.quiet,
-                                               spec.settle.timeout, tick, done)
-    finally:  # the threads end with the run, however it ends
-        stop.set()
-        runner.join(5)
-        sampler.stop.set()
-        sampler.join(10)
-    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, spec.settle.grace)
-    report.quiet = quiet
-    result.check = report.as_dict()
-    result.table = check.render(report)
-    result.report = report
-    result.samples, result.events = sampler.samples, sampler.events
-    result.binds = bind_outcomes(result, report.as_dict())
-    result.met = meets(report, expect)
+    with Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
+            Timeline(list(spec.timeline), target, seed, ls, sampler, result, say):  # both end with the run
+        _load(target, ls, result, sampler, say)
+        snap, quiet = _settle(target, scenario, ls, t0, say)
+    _judge(result, snap, quiet, expect, sampler, spec.settle.grace)
     result.seconds = round(time.monotonic() - t0, 1)
     if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
         with target.kube.client() as api:
@@ -246,19 +250,51 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     return result
 
 
+def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler, say: bool) -> None:
+    """Create the scenario's pods at its rate."""
+    if say:
+        print(f"  creating {ls.count} pods at {ls.rate:g}/s for {result.scheduler}", file=sys.stderr, flush=True)
+    result.load = load.create_pods(target.kube, ls, progress=say).as_dict()
+    sampler.events.append({"t": round(time.monotonic() - sampler.t0, 2), "event": "load-done"})
+
+
+def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float,
+            say: bool) -> tuple[check.Snapshot, bool]:
+    """Wait until every pod of the load is bound, or nothing changed for the settle's quiet time."""
+    settle = scenario.spec.settle
+    with Progress("settling", ls.count, enabled=say) as bar:
+        def tick(snap: check.Snapshot) -> None:
+            mine = [p for p in snap.pods if p["metadata"].get("labels", {}).get(load.LOAD_LABEL) == ls.run_id]
+            bound = sum(1 for p in mine if p["spec"].get("nodeName"))
+            bar.update(bound, len(mine) or ls.count, f"bound, {time.monotonic() - t0:.0f}s into the run")
+
+        done = check.all_bound(ls.namespace, load.LOAD_LABEL)
+        with target.kube.client() as api:
+            return check.wait_quiet(lambda: check.fetch(api, target.yunikorn), settle.quiet, settle.timeout,
+                                    tick, done)
+
+
+def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expectation | None,
+           sampler: Sampler, grace: float) -> None:
+    """The invariants on the settled cluster, the timeline and bind outcomes, and whether it met the expectation."""
+    report = check.evaluate(snap, {SCHEDULER_NAMES[result.scheduler]}, grace)
+    report.quiet = quiet
+    result.check = report.as_dict()
+    result.table = check.render(report)
+    result.report = report
+    result.samples, result.events = sampler.samples, sampler.events
+    result.binds = bind_outcomes(result, report.as_dict())
+    result.met = meets(report, expect)
+
+
 def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, profiles_dir: Path,
               say: bool = True, yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> RunResult:
     """Bring up the local control plane with the proxy and this scheduler, run, tear down (a
     YuniKorn run uses the patched or source-tree build, if given)."""
     yk = scheduler == "yunikorn"
-    c: Cluster = up(Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
-                            profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
-                            yunikorn_source=yunikorn_source if yk else None))
-    try:
-        return run_on(Target(c.admin_api(), c.state["proxy"]["control"], c.state.get("yunikorn")), scenario, scheduler,
-                      seed, say, c.state.get("schedulerBuild"), c.state.get("schedulerVariant"),
-                      clean=False)  # the whole control plane goes
-    finally:
-        down(c.dir)
-        # Logs, journal and kubeconfigs stay for a post-mortem; the run's etcd data (~70 MB) goes.
-        shutil.rmtree(c.dir / "etcd", ignore_errors=True)
+    opts = Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
+                   profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
+                   yunikorn_source=yunikorn_source if yk else None)
+    with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
+        return run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url), scenario, scheduler, seed, say,
+                      c.scheduler_build, c.scheduler_variant, clean=False)

@@ -3,6 +3,7 @@ and the control scheduler under the same profile), shrinking, and the minimal ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
@@ -107,6 +108,7 @@ class Search:
         self.s, self.note, self.progress = settings, note, progress
         self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
+        self._rigs = contextlib.ExitStack()  # every rig started, stopped together by close()
         self.builds: dict[str, str] = {}
         self.journal = settings.out / "trials.jsonl"
 
@@ -114,15 +116,15 @@ class Search:
         """The rig for a scheduler, started on first use."""
         if scheduler not in self.rigs:
             self.note(f"starting the control plane for {scheduler} ({self.s.nodes} nodes)")
-            self.rigs[scheduler] = Rig.open(self.s.state_dir / scheduler, scheduler, self.s.nodes,
-                                            self.s.profiles_dir, self.s.yunikorn_patch, self.s.yunikorn_source)
+            self.rigs[scheduler] = self._rigs.enter_context(Rig.running(
+                self.s.state_dir / scheduler, scheduler, self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
+                self.s.yunikorn_source))
             self.builds[scheduler] = self.rigs[scheduler].build
         return self.rigs[scheduler]
 
     def close(self) -> None:
         """Stop every rig."""
-        for rig in self.rigs.values():
-            rig.close()
+        self._rigs.close()
         self.rigs.clear()
 
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:

@@ -5,9 +5,8 @@ from the proxy's own counters and the cluster, the workload action, the namespac
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,11 @@ import httpx
 from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
+from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig import load
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, down, restart_scheduler, up
-from kube_fault_proxy.rig.runner import SCHEDULER_NAMES
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
+from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search.genome import Genome
 
 LOAD_RATE = 200.0
@@ -50,35 +50,30 @@ class Rig:
     schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
 
     @classmethod
-    def open(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
-             yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> Rig:
-        """Bring the control plane up (raises ClusterError); a YuniKorn rig may run a patched or
-        source build (the other scheduler's rig ignores both)."""
+    @contextlib.contextmanager
+    def running(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
+                yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> Iterator[Rig]:
+        """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
+        patched or source build (the other scheduler's rig ignores both)."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
-        c = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True, profiles_dir=profiles_dir,
-                       yunikorn_patch=patch, yunikorn_source=source))
-        return cls(c, scheduler)
+        with running(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True,
+                             profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source)) as c:
+            yield cls(c, scheduler)
 
     @property
     def build(self) -> str:
         """The scheduler's exact build, as `cluster status` names it."""
-        return str(self.cluster.state.get("schedulerBuild") or self.scheduler)
-
-    def close(self) -> None:
-        """Stop everything the rig started; logs, journal and kubeconfigs stay, etcd's data goes."""
-        down(self.cluster.dir)
-        shutil.rmtree(self.cluster.dir / "etcd", ignore_errors=True)
+        return self.cluster.scheduler_build or self.scheduler
 
     @property
     def control(self) -> str:
         """The proxy's control plane URL."""
-        return str(self.cluster.state["proxy"]["control"])
+        return self.cluster.control_url
 
     @property
     def yunikorn(self) -> str | None:
         """YuniKorn's REST API, when the scheduler is YuniKorn."""
-        url = self.cluster.state.get("yunikorn")
-        return str(url) if url else None
+        return self.cluster.yunikorn_url
 
 
 @dataclass
@@ -126,17 +121,6 @@ class TrialResult:
                 "counts": self.check.get("counts", {}), "injections": self.injections, "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error}
-
-
-def journal_after(control: httpx.Client, since: int) -> tuple[int, list[dict[str, Any]]]:
-    """Every journal record after `since`, paging: (the new cursor, the records)."""
-    records: list[dict[str, Any]] = []
-    while True:
-        page = control.get("/v1/journal", params={"since": since, "limit": 10000}).json()
-        records += page["records"]
-        if not page["records"]:
-            return since, records
-        since = int(page["next"])
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -223,80 +207,112 @@ def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, l
     return per_pod, phases
 
 
+class _Trial:
+    """One trial's phases over one control-plane connection and one apiserver client, sharing its result."""
+
+    def __init__(self, rig: Rig, genome: Genome, name: str, tier: Tier, control: ControlClient, api: Any) -> None:
+        self.rig, self.genome, self.tier, self.control, self.api = rig, genome, tier, control, api
+        rig.trials += 1
+        self.namespace = f"s-{name}-{rig.trials}"[:63].rstrip("-")
+        self.profile = f"search-{name}"[:63].rstrip("-")
+        self.scheduler_name = SCHEDULER_NAMES[rig.scheduler]
+        self.result = TrialResult(name, rig.scheduler, genome)
+        self.wall0 = time.time()
+
+    def prepare(self) -> None:
+        """The nodes the genome asks for, then a fresh scheduler: nothing an earlier trial's faults left in its
+        cache or its informers' backoff leaks into this one (cordoned before the restart, so it lists them so)."""
+        if self.genome.nodes != self.rig.schedulable:
+            set_schedulable(self.api, self.genome.nodes)
+            self.rig.schedulable = self.genome.nodes
+        self.result.restart_seconds = restart_scheduler(self.rig.cluster)
+        self.rig.cursor = self.control.journal_after(self.rig.cursor).next  # skip what came before this trial
+
+    def activate(self) -> None:
+        """Upload the genome's profile and switch it on."""
+        self.control.activate(self.genome.document(self.profile), self.genome.seed)
+        self.wall0 = time.time()
+        self.result.events.append({"event": "activate", "t": 0.0, "profile": self.profile})
+
+    def take(self) -> TrialSnapshot:
+        """A snapshot with the proxy's counters (so quiet means quiet on the wire too), and a timeline sample."""
+        snap = _fetch(self.api, self.rig.yunikorn)
+        stats = self.control.stats()
+        mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
+        self.result.samples.append(timeline_sample(round(time.time() - self.wall0, 2), mine, stats))
+        binds = stats["bindsTotal"]
+        sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
+               tuple(sorted(stats.get("events", {}).items())))
+        return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, proxy=sig)
+
+    def tick(self, snap: check.Snapshot) -> None:
+        """The near miss: the peak of allocations over bound pods in the trial's namespace."""
+        allocs, bound = _in_namespace(snap, self.namespace)
+        self.result.near_miss = max(self.result.near_miss, allocs - bound)
+
+    def settle(self, done: Callable[[check.Snapshot], bool]) -> tuple[check.Snapshot, bool]:
+        """Wait until every pod is bound or nothing changes for the tier's quiet time."""
+        return check.wait_quiet(self.take, self.tier.quiet, self.tier.timeout, self.tick, done)
+
+    def load_and_settle(self) -> check.Snapshot:
+        """The load, the workload action, every fault off, and the cluster settled again."""
+        spec = load.LoadSpec(count=self.genome.pods, rate=LOAD_RATE, concurrency=8, namespace=self.namespace,
+                             scheduler_name=self.scheduler_name, timeout=60)
+        self.take()
+        load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
+        done = check.all_bound(self.namespace, load.LOAD_LABEL)
+        _, quiet1 = self.settle(done)
+        if self.genome.action is not None:
+            self.result.steps.append({"t": round(time.time() - self.wall0, 2),
+                                      "did": _act(self.api, self.genome.action, self.namespace)})
+        self.control.deactivate()  # every fault is over before the check
+        self.result.events.append({"event": "deactivate", "t": round(time.time() - self.wall0, 2)})
+        snap, quiet2 = self.settle(done)
+        self.result.quiet = quiet1 and quiet2
+        return snap
+
+    def judge(self, snap: check.Snapshot) -> None:
+        """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
+        result = self.result
+        report = check.evaluate(snap, {self.scheduler_name}, grace=0, namespace=self.namespace)
+        result.check = report.as_dict()
+        result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
+        page = self.control.journal_after(self.rig.cursor)
+        self.rig.cursor, records = page.next, page.records
+        result.injections = sum(1 for r in records if r["event"] == "inject")
+        result.events += [{"event": r["event"], "t": round(float(r["time"]) - self.wall0, 2)} for r in records
+                          if r["event"] in ("outage-start", "outage-end")]
+        result.events.sort(key=lambda e: float(e["t"]))
+        result.history, phases = _history(records, self.namespace)
+        final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
+                 for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
+        result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
+        result.tokens |= {f"broken:{b}" for b in result.broken}
+
+    def clean(self) -> None:
+        """Pass-through again, the profile gone, the namespace gone (pods and all, by kube-controller-manager)."""
+        with contextlib.suppress(httpx.HTTPError, ControlError):
+            self.control.deactivate()
+            self.control.delete_profile(self.profile)
+        with contextlib.suppress(ApiError, HTTPError):
+            load.clean(self.api, self.namespace)
+
+
 def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
               note: Callable[[str], None] | None = None) -> TrialResult:
     """Run one trial; never raises for what the scheduler or the faults do (errors are recorded)."""
-    rig.trials += 1
-    namespace = f"s-{name}-{rig.trials}"[:63].rstrip("-")
-    result = TrialResult(name, rig.scheduler, genome)
-    kube = rig.cluster.admin_api()
-    scheduler_name = SCHEDULER_NAMES[rig.scheduler]
     t0 = time.monotonic()
-    with httpx.Client(base_url=rig.control, timeout=15) as control, kube.client() as api:
-        profile = f"search-{name}"[:63].rstrip("-")
+    with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
+        trial = _Trial(rig, genome, name, tier, control, api)
+        result = trial.result
         try:
-            if genome.nodes != rig.schedulable:  # before the restart: the fresh scheduler lists them so
-                set_schedulable(api, genome.nodes)
-                rig.schedulable = genome.nodes
-            # A fresh scheduler per trial: nothing an earlier trial's faults left in its cache or its
-            # informers' backoff leaks into this one.
-            result.restart_seconds = restart_scheduler(rig.cluster)
-            rig.cursor, _ = journal_after(control, rig.cursor)  # skip what came before this trial
-            control.put(f"/v1/profiles/{profile}", json=genome.document(profile)).raise_for_status()
-            control.put("/v1/active", json={"profile": profile, "seed": genome.seed}).raise_for_status()
-            wall0 = time.time()
-            result.events.append({"event": "activate", "t": 0.0, "profile": profile})
-
-            def take() -> TrialSnapshot:
-                snap = _fetch(api, rig.yunikorn)
-                stats = control.get("/v1/stats").json()
-                binds = stats["bindsTotal"]
-                mine = [p for p in snap.pods if p["metadata"].get("namespace") == namespace]
-                bound = sum(1 for p in mine if p["spec"].get("nodeName"))
-                result.samples.append({"t": round(time.time() - wall0, 2), "pods": len(mine), "bound": bound,
-                                       "pending": len(mine) - bound, "bindsSucceeded": binds["succeeded"],
-                                       "bindsFailed": binds["failed"]})
-                sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
-                       tuple(sorted(stats.get("events", {}).items())))
-                return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, proxy=sig)
-
-            def tick(snap: check.Snapshot) -> None:
-                allocs, bound = _in_namespace(snap, namespace)
-                result.near_miss = max(result.near_miss, allocs - bound)
-
-            spec = load.LoadSpec(count=genome.pods, rate=LOAD_RATE, concurrency=8, namespace=namespace,
-                                 scheduler_name=scheduler_name, timeout=60)
-            take()
-            load.create_pods(kube, spec, progress=False)
-            done = check.all_bound(namespace, load.LOAD_LABEL)
-            snap, quiet1 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
-            if genome.action is not None:
-                result.steps.append({"t": round(time.time() - wall0, 2), "did": _act(api, genome.action, namespace)})
-            control.delete("/v1/active").raise_for_status()  # every fault is over before the check
-            result.events.append({"event": "deactivate", "t": round(time.time() - wall0, 2)})
-            snap, quiet2 = check.wait_quiet(take, tier.quiet, tier.timeout, tick, done)
-            report = check.evaluate(snap, {scheduler_name}, grace=0, namespace=namespace)
-            result.check, result.quiet = report.as_dict(), quiet1 and quiet2
-            result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
-            rig.cursor, records = journal_after(control, rig.cursor)
-            result.injections = sum(1 for r in records if r["event"] == "inject")
-            result.events += [{"event": r["event"], "t": round(float(r["time"]) - wall0, 2)} for r in records
-                              if r["event"] in ("outage-start", "outage-end")]
-            result.events.sort(key=lambda e: float(e["t"]))
-            result.history, phases = _history(records, namespace)
-            final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
-                     for p in snap.pods if p["metadata"].get("namespace") == namespace}
-            result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")])
-                                      for pod, seq in result.history.items()}
-            result.tokens |= {f"broken:{b}" for b in result.broken}
-        except (httpx.HTTPError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
+            trial.prepare()
+            trial.activate()
+            trial.judge(trial.load_and_settle())
+        except (httpx.HTTPError, ControlError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
             result.error = f"{type(e).__name__}: {e}"
         finally:
-            with contextlib.suppress(httpx.HTTPError):
-                control.delete("/v1/active")
-                control.delete(f"/v1/profiles/{profile}")
-            with contextlib.suppress(ApiError, HTTPError):
-                load.clean(api, namespace)  # the namespace, pods and all (kube-controller-manager)
+            trial.clean()
     result.seconds = time.monotonic() - t0
     if note is not None:
         note(f"  {name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "
