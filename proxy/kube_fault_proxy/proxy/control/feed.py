@@ -57,8 +57,8 @@ class Sampler:
 
     def _totals(self) -> dict[str, int]:
         rt = self._runtime
-        return {"requests": rt.requests, "bindsSucceeded": rt.binds["succeeded"],
-                "bindsFailed": rt.binds["failed"], "bindsInjected": self._binds_injected,
+        return {"requests": rt.requests, "bindsSucceeded": rt.binds_succeeded,
+                "bindsFailed": rt.binds_failed, "bindsInjected": self._binds_injected,
                 "injections": sum(rt.injections_total.values())}
 
     def sample(self) -> dict[str, Any]:

@@ -83,8 +83,8 @@ class OutageController:
         loop.call_later(seconds, lambda: self._spawn(self._end()))
         # What the scheduler had been told of its binds when the apiserver "died".
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
-                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds["succeeded"],
-                          bindsFailed=self.runtime.binds["failed"])
+                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds_succeeded,
+                          bindsFailed=self.runtime.binds_failed)
         aborted = 0
         for h in handlers:
             close_client(h)  # first: the upstream losses below then close no client a second time
