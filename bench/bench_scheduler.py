@@ -141,7 +141,7 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
     c: Cluster = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=proxied, profile=profile,
                             profiles_dir=profiles_dir, apiserver_max_streams=streams))
     api = c.admin_api()
-    control = httpx.Client(base_url=c.state["proxy"]["control"], timeout=10) if proxied else None
+    control = httpx.Client(base_url=c.control_url, timeout=10) if proxied else None
     try:
         time.sleep(3)  # the scheduler's informers have synced and its connections are idle
         # HTTP/2: the load's creations share one connection, so the machine's connect count is the scheduler's
@@ -150,8 +150,8 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
         watch = BindWatch(api, spec.namespace, spec.run_id)
         watch.start()
         watch.ready.wait(10)
-        proxy_pid = int(c.state["processes"]["kube-fault-proxy"]["pid"]) if proxied else None
-        sched_pid = int(c.state["processes"][scheduler]["pid"])
+        proxy_pid = c.processes["kube-fault-proxy"].pid if proxied else None
+        sched_pid = c.processes[scheduler].pid
         conns0 = control.get("/v1/stats").json()["connections"] if control else None
         cpu0 = cpu_seconds(proxy_pid) if proxy_pid else 0.0
         sched_cpu0 = cpu_seconds(sched_pid)

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from kube_fault_proxy.proxy.control.client import ControlClient
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.browser.conftest import keep, number, open_dashboard, rows, text
-from tests.cluster.conftest import Control, all_running, api_client, start_cluster, stop_cluster, wait_for
+from tests.cluster.conftest import all_running, api_client, start_cluster, stop_cluster, wait_for
 from tests.support.browser import wait_until
 from tests.support.processes import ROOT
 
@@ -27,8 +28,8 @@ def test_dashboard_during_a_real_bind_fail_run(browser: WebDriver, tmp_path: Pat
     c = start_cluster(tmp_path / "cluster", "--nodes", "20", "--scheduler", "kube-scheduler", "--proxy")
     load: subprocess.Popen[bytes] | None = None
     try:
-        control = Control(c.state["proxy"]["control"])
-        open_dashboard(browser, c.state["proxy"]["control"])
+        control = ControlClient(c.control_url)
+        open_dashboard(browser, c.control_url)
         browser.find_element(By.ID, "seed").send_keys("7")
         browser.find_element(By.ID, "ttl").send_keys("900")
         browser.find_element(By.CSS_SELECTOR, 'tr[data-profile="bind-fail-30pct"] button.activate').click()

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from kube_fault_proxy.kube.kubeapi import delete_namespace
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
@@ -39,7 +38,7 @@ def start_cluster(state_dir: Path, *args: str) -> Cluster:
 
 def stop_cluster(c: Cluster) -> None:
     """`cluster down`, then prove nothing it started is left."""
-    pids = [int(p["pid"]) for p in c.state.get("processes", {}).values()]
+    pids = [p.pid for p in c.processes.values()]
     r = kfp("cluster", "--state-dir", str(c.dir), "down")
     assert r.returncode == 0, r.stderr
     assert [pid for pid in pids if group_alive(pid)] == []
@@ -103,36 +102,6 @@ def make_namespace(api: k8s.CoreV1Api, name: str, timeout: float = 30) -> None:
     wait_for(f"the default ServiceAccount in {name}",
              lambda: any(sa.metadata.name == "default" for sa in api.list_namespaced_service_account(name).items),
              timeout, 0.05)
-
-
-class Control:
-    """The proxy's control plane of a cluster."""
-
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url, timeout=10)
-
-    def activate(self, name: str, rules: list[dict[str, Any]] | None = None, seed: int | None = None) -> None:
-        if rules is not None:
-            doc = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": name},
-                   "spec": {"rules": rules}}
-            self.http.put(f"/v1/profiles/{name}", json=doc).raise_for_status()
-        body: dict[str, Any] = {"profile": name}
-        if seed is not None:
-            body["seed"] = seed
-        self.http.put("/v1/active", json=body).raise_for_status()
-
-    def deactivate(self) -> None:
-        self.http.delete("/v1/active").raise_for_status()
-
-    def cursor(self) -> int:
-        return int(self.http.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["next"])
-
-    def injections(self, since: int) -> list[dict[str, Any]]:
-        records = self.http.get("/v1/journal", params={"since": since, "limit": 10000}).json()["records"]
-        return [r for r in records if r["event"] == "inject"]
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self.http.get("/v1/stats").json())
 
 
 def kubectl(c: Cluster, kubeconfig: str, *args: str) -> str:

@@ -30,7 +30,7 @@ def connections(control_url: str) -> dict[str, int]:
 
 
 def test_a_client_go_burst_shares_one_connection_through_the_proxy(kube_scheduler_cluster: Cluster) -> None:
-    control = kube_scheduler_cluster.state["proxy"]["control"]
+    control = kube_scheduler_cluster.control_url
     before = connections(control)
     out = run_burst(kube_scheduler_cluster.kubeconfig("admin-via-proxy"))
     after = connections(control)

@@ -9,11 +9,11 @@ import threading
 import time
 from pathlib import Path
 
+from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import watch
 
 from tests.cluster.conftest import (
-    Control,
     all_running,
     api_client,
     create_pods,
@@ -32,7 +32,7 @@ def test_200_pods_are_bound_and_running(kube_scheduler_cluster: Cluster, namespa
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     before = control.stats()["requests"]
     names = create_pods(api, namespace, 200)
     wait_for("200 pods bound and Running", lambda: all_running(api, namespace, names), timeout=120)
@@ -47,9 +47,9 @@ def test_failed_binds_leave_pods_pending_then_switching_back_lets_them_finish(
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     since = control.cursor()
-    control.activate("fail-all-binds", [{"name": "fail", "match": {**BIND, "namespaces": [namespace]},
+    control.activate("fail-all-binds", rules=[{"name": "fail", "match": {**BIND, "namespaces": [namespace]},
                                          "fault": {"abort": {"status": 500}}}])
     try:
         names = create_pods(api, namespace, 10)
@@ -62,7 +62,7 @@ def test_failed_binds_leave_pods_pending_then_switching_back_lets_them_finish(
     records = control.injections(since)
     assert {r["request"]["namespace"] for r in records} == {namespace}
     assert all(r["action"] == "respond 500" and r["request"]["targetNode"].startswith("kfp-node-") for r in records)
-    log = Path(c.state["processes"]["kube-scheduler"]["log"]).read_text()
+    log = c.log("kube-scheduler").read_text()
     failed_binds = [line for line in log.splitlines()
                     if "Error scheduling pod; retrying" in line and "injected by kube-fault-proxy" in line]
     seen = {n for n in names if any(f'pod="{namespace}/{n}"' in line for line in failed_binds)}
@@ -74,9 +74,9 @@ def test_apf_throttling_is_retried_by_client_go(kube_scheduler_cluster: Cluster,
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     since = control.cursor()
-    control.activate("throttle-twice", [{"name": "apf", "match": {**BIND, "namespaces": [namespace]},
+    control.activate("throttle-twice", rules=[{"name": "apf", "match": {**BIND, "namespaces": [namespace]},
                                          "when": {"perObjectMax": 2}, "fault": {"throttle": {"retryAfterSeconds": 1}}}])
     try:
         names = create_pods(api, namespace, 5)
@@ -86,7 +86,7 @@ def test_apf_throttling_is_retried_by_client_go(kube_scheduler_cluster: Cluster,
     records = control.injections(since)
     assert sorted(journal_names(records)) == sorted(names)
     assert len(records) == 2 * len(names)
-    log = Path(c.state["processes"]["kube-scheduler"]["log"]).read_text()
+    log = c.log("kube-scheduler").read_text()
     failures = [line for line in log.splitlines() if namespace in line and ("rror" in line or "ailed" in line)]
     assert failures == []  # the scheduler never saw the 429s
 

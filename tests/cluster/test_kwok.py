@@ -6,11 +6,12 @@ import datetime
 import ipaddress
 import time
 
+from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.kwok import NODE_LEASE_SECONDS, lease_age
 from kubernetes import client as k8s
 
-from tests.cluster.conftest import Control, all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for
+from tests.cluster.conftest import all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for
 
 
 def test_pods_bound_through_the_proxy_run_ready_with_container_statuses(kube_scheduler_cluster: Cluster,
@@ -18,7 +19,7 @@ def test_pods_bound_through_the_proxy_run_ready_with_container_statuses(kube_sch
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     before = control.stats()["bindsTotal"]["succeeded"]
     names = [f"kw-{i}" for i in range(20)]
     for name in names:

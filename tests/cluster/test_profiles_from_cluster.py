@@ -187,7 +187,7 @@ def fleet(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                    "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--journal", str(work / "relay.jsonl"),
                    "--confdir", str(work / "relay-ca"), "--ready-file", str(work / "relay.json")],
                   work / "relay.json", work / "relay.log", timeout=60, env={"KFP_STATE_DIR": str(work / "relay")})
-    direct = _sa_kubeconfig(work / "a.kubeconfig", c.state["apiserver"], str(c.dir / "pki" / "ca.crt"), token)
+    direct = _sa_kubeconfig(work / "a.kubeconfig", c.apiserver, str(c.dir / "pki" / "ca.crt"), token)
     via_relay = _sa_kubeconfig(work / "b.kubeconfig", relay.ready["proxyUrl"], relay.ready["caFile"], token)
     (work / "a").mkdir()
     (work / "b").mkdir()
@@ -234,7 +234,7 @@ def test_the_shipped_profiles_as_manifests_pass_the_apiserver_and_load_on_both_r
 
 @pytest.mark.parametrize(("spec", "said"), [pytest.param(s, m, id=i) for i, s, m in REJECTED])
 def test_the_apiserver_refuses_what_the_loader_refuses(fleet: Fleet, spec: dict[str, Any], said: str) -> None:
-    api = fleet.c.state["apiserver"]
+    api = fleet.c.apiserver
     body = {"apiVersion": "kube-fault-proxy.io/v1", "kind": "FaultProfile", "metadata": {"name": "dry"}, "spec": spec}
     with httpx.Client(verify=str(fleet.c.dir / "pki" / "ca.crt"), timeout=10,
                       headers={"Authorization": f"Bearer {fleet.c.state['tokens']['admin']}"}) as h:

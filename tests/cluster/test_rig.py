@@ -15,9 +15,9 @@ import pytest
 import yaml
 from kube_fault_proxy.kube.informer import Informer
 from kube_fault_proxy.kube.kubeapi import Kube, Pod, ensure_namespace
+from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.cluster.conftest import Control
 from tests.support.terminal import in_pty, piped
 
 KFP = [sys.executable, "-m", "kube_fault_proxy"]
@@ -67,8 +67,8 @@ def test_a_scenario_in_a_log_settles_with_a_line_every_few_seconds(cluster: Clus
     # Every Binding of the run is held 12 s (kube-scheduler binds in parallel): the settle takes that
     # long, nothing changes meanwhile, and today's output would have been one '\r' update per snapshot.
     ns = f"settle-{uuid.uuid4().hex[:6]}"
-    control = Control(cluster.state["proxy"]["control"])
-    control.activate("hold-binds-12s", [{"name": "hold", "match": {"verbs": ["create"], "subresources": ["binding"],
+    control = ControlClient(cluster.control_url)
+    control.activate("hold-binds-12s", rules=[{"name": "hold", "match": {"verbs": ["create"], "subresources": ["binding"],
                                                                      "namespaces": [ns]},
                                          "fault": {"delay": {"seconds": 12}}}])
     scenario = {"apiVersion": "kube-fault-proxy/v1", "kind": "Scenario",
@@ -81,7 +81,7 @@ def test_a_scenario_in_a_log_settles_with_a_line_every_few_seconds(cluster: Clus
     path.write_text(yaml.safe_dump(scenario))
     try:
         run = piped([*KFP, "scenario", "run", str(path), "--kubeconfig", str(cluster.kubeconfig("admin")),
-                     "--control-url", cluster.state["proxy"]["control"], "--scheduler", "kube-scheduler",
+                     "--control-url", cluster.control_url, "--scheduler", "kube-scheduler",
                      "-o", str(tmp_path / "report")], timeout=300)
     finally:
         control.deactivate()
@@ -122,9 +122,9 @@ def test_the_informer_relists_when_the_proxy_expires_its_watch(cluster: Cluster)
         ensure_namespace(client, ns)
         for i in range(3):
             client.create(Pod.from_dict(_pod(ns, f"before-{i}")))
-    control = Control(cluster.state["proxy"]["control"])
+    control = ControlClient(cluster.control_url)
     since = control.cursor()
-    control.activate("expire-informer", [{"name": "expire", "match": {"verbs": ["watch"], "resources": ["pods"],
+    control.activate("expire-informer", rules=[{"name": "expire", "match": {"verbs": ["watch"], "resources": ["pods"],
                                                                         "namespaces": [ns]},
                                           "when": {"maxInjections": 2}, "fault": {"expire": {}}}])
     try:

@@ -51,7 +51,7 @@ def test_search_finds_confirms_and_shrinks_a_yunikorn_violation(tmp_path: Path) 
     # Both control planes are down.
     for scheduler in ("yunikorn", "kube-scheduler"):
         c = Cluster(state / scheduler)
-        assert c.state.get("processes") == {}, c.state.get("processes")
+        assert c.state.get("processes") == {}, c.state.get("processes")  # the state file says so, not only the accessor
     leftover = [p for p in json.loads((state / "yunikorn" / "cluster.json").read_text()).get("processes", {}).values()
                 if group_alive(int(p["pid"]))]
     assert leftover == []

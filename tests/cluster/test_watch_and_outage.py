@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import (
-    Control,
     all_running,
     api_client,
     create_pods,
@@ -35,7 +34,7 @@ def test_expire_makes_the_schedulers_informer_relist(kube_scheduler_cluster: Clu
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     since = control.cursor()
     control.http.post("/v1/stats/reset").raise_for_status()
     control.activate("watch-expire-pods")  # the shipped profile
@@ -89,8 +88,8 @@ def test_cut_watches_lose_no_event(kube_scheduler_cluster: Cluster, namespace: s
     c = kube_scheduler_cluster
     direct = api_client(c.kubeconfig("admin"))
     make_namespace(direct, namespace)
-    control = Control(c.state["proxy"]["control"])
-    control.activate("cut-2s", [{"name": "cut", "match": {"verbs": ["watch"], "namespaces": [namespace]},
+    control = ControlClient(c.control_url)
+    control.activate("cut-2s", rules=[{"name": "cut", "match": {"verbs": ["watch"], "namespaces": [namespace]},
                                  "fault": {"cut": {"afterSeconds": 2}}}])
     reflector = Reflector(api_client(c.kubeconfig("admin-via-proxy")), namespace)
     t = threading.Thread(target=reflector.run, daemon=True)
@@ -113,8 +112,8 @@ def test_dropped_modified_events_never_reach_the_proxied_client(kube_scheduler_c
     direct = api_client(c.kubeconfig("admin"))
     via = api_client(c.kubeconfig("admin-via-proxy"))
     make_namespace(direct, namespace)
-    control = Control(c.state["proxy"]["control"])
-    control.activate("drop-mod", [{"name": "drop", "match": {"verbs": ["watch"], "resources": ["pods"],
+    control = ControlClient(c.control_url)
+    control.activate("drop-mod", rules=[{"name": "drop", "match": {"verbs": ["watch"], "resources": ["pods"],
                                                              "namespaces": [namespace]},
                                    "fault": {"dropEvents": {"events": {"types": ["MODIFIED"]}}}}])
     seen: dict[str, list[str]] = {"direct": [], "proxied": []}
@@ -144,9 +143,9 @@ def test_outage_during_a_bind_burst_then_the_scheduler_recovers(kube_scheduler_c
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     since = control.cursor()
-    control.activate("outage-at-bind-20", [{
+    control.activate("outage-at-bind-20", rules=[{
         "name": "outage", "match": {**BIND, "namespaces": [namespace]},
         "when": {"trigger": {"match": {**BIND, "namespaces": [namespace]}, "count": 20}, "maxInjections": 1},
         "fault": {"outage": {"seconds": 5}}}])
@@ -160,7 +159,7 @@ def test_outage_during_a_bind_burst_then_the_scheduler_recovers(kube_scheduler_c
     end = next(r for r in records if r["event"] == "outage-end")
     assert start["clientConnectionsClosed"] >= 1 and start["match"] == 20
     assert end["time"] - start["time"] >= 4.5
-    log = Path(c.state["processes"]["kube-scheduler"]["log"]).read_text().splitlines()
+    log = c.log("kube-scheduler").read_text().splitlines()
     failed = [line for line in log if "Error scheduling pod; retrying" in line and namespace in line]
     assert failed, "the scheduler never saw the outage"  # binds in flight failed
     assert {"newConnectionsRefused", "upstreamConnectsFailed"} <= set(end)

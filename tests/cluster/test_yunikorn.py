@@ -5,20 +5,21 @@ from __future__ import annotations
 import json
 
 import httpx
+from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.cluster.conftest import Control, all_running, api_client, create_pods, kfp, pods, wait_for
+from tests.cluster.conftest import all_running, api_client, create_pods, kfp, pods, wait_for
 
 
 def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:
     c = yunikorn_cluster
     api = api_client(c.kubeconfig("admin"))
-    control = Control(c.state["proxy"]["control"])
+    control = ControlClient(c.control_url)
     before = control.stats()["requests"]
     names = create_pods(api, "default", 200, scheduler="yunikorn")
     wait_for("200 YuniKorn pods bound and Running", lambda: all_running(api, "default", names), timeout=180)
     bound = [p for p in pods(api, "default", names).values() if p.spec.node_name]
-    queue = httpx.get(f"{c.state['yunikorn']}/ws/v1/partition/default/queue/root.default").json()
+    queue = httpx.get(f"{c.yunikorn_url}/ws/v1/partition/default/queue/root.default").json()
     assert queue["allocatedResource"]["pods"] == len(bound) == 200
     assert control.stats()["requests"] - before >= 200  # YuniKorn's binds went through the proxy
 

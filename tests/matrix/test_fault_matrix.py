@@ -86,12 +86,12 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 @pytest.mark.parametrize("profile", profiles_in(PROFILES))
 def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
-    scheduler = cluster.state["scheduler"]
-    variant = cluster.state.get("schedulerVariant")
+    scheduler = cluster.scheduler
+    variant = cluster.scheduler_variant
     judged_as = f"{scheduler}+{variant}" if variant else scheduler
     namespace = f"m-{profile[:40]}-{seed}".replace(".", "-")
     api = cluster.admin_api()
-    faults = Faults(ProxyHandle(cluster.state["proxy"]["control"]), None)
+    faults = Faults(ProxyHandle(cluster.control_url), None)
     faults.reset()
     # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
     # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
@@ -106,7 +106,7 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
             # relist that may change what YuniKorn books, so those cells wait longer for quiet.
             quiet = 90.0 if "outage" in profile else 45.0
             with api.client() as client:
-                snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.state.get("yunikorn")), quiet, 300.0,
+                snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.yunikorn_url), quiet, 300.0,
                                            done=check.all_bound(namespace))
         finally:
             faults.deactivate()
@@ -115,7 +115,7 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         outcome = ("clean" if report.ok else "violations", broken)
         if RESULTS is not None:
             with RESULTS.open("a") as f:
-                f.write(json.dumps({"scheduler": judged_as, "build": cluster.state.get("schedulerBuild"),
+                f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build,
                                     "profile": profile, "seed": seed, "verdict": outcome[0],
                                     "broken": sorted(broken), "counts": report.counts,
                                     "injections": len(faults.injections())}) + "\n")
@@ -138,7 +138,7 @@ def _diagnostics(cluster: Cluster, faults: Faults) -> str:
     events: dict[str, int] = {}
     for r in faults.control.journal_after(0).records:
         events[r["event"]] = events.get(r["event"], 0) + 1
-    log = Path(cluster.state["processes"][cluster.state["scheduler"]]["log"])
+    log = cluster.log(cluster.scheduler)
     tail = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []
     return (f"proxy connections {stats.get('connections')}, journal events {events}\n"
             f"{log.name} (last lines):\n" + "\n".join(line[:300] for line in tail))

@@ -235,15 +235,13 @@ def kfp_config(request: pytest.FixtureRequest) -> PluginConfig:
 @pytest.fixture(scope="session")
 def kfp_cluster(kfp_config: PluginConfig) -> Iterator[Any]:
     """The local real control plane with the proxy in front (`cluster up` underneath)."""
-    from kube_fault_proxy.rig.cluster.control_plane import Options, down, up
+    from kube_fault_proxy.rig.cluster.control_plane import Options, running
 
     state = Path(tempfile.mkdtemp(prefix="kfp-pytest-cluster-"))
-    c = up(Options(state_dir=state, nodes=kfp_config.nodes, scheduler=kfp_config.scheduler, proxy=True,
-                   profiles_dir=kfp_config.profiles, yunikorn_patch=kfp_config.yunikorn_patch,
-                   yunikorn_source=kfp_config.yunikorn_source))
-    yield c
-    if not kfp_config.keep:
-        down(c.dir)
+    with running(Options(state_dir=state, nodes=kfp_config.nodes, scheduler=kfp_config.scheduler, proxy=True,
+                         profiles_dir=kfp_config.profiles, yunikorn_patch=kfp_config.yunikorn_patch,
+                         yunikorn_source=kfp_config.yunikorn_source), keep=kfp_config.keep) as c:
+        yield c
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,12 @@ import httpx
 JOURNAL_PAGE = 10000  # the most records the server returns in one page
 
 
+def profile_document(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A FaultProfile document made of these rules."""
+    return {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": name},
+            "spec": {"rules": rules}}
+
+
 class ControlError(Exception):
     """The control plane answered with an error; `status` is its HTTP status, the message its own."""
 
@@ -91,9 +97,12 @@ class ControlClient:
         return dict(self.call("DELETE", f"/v1/profiles/{name}"))
 
     # -- the active profile ---------------------------------------------------------------------------------
-    def activate(self, profile: str | dict[str, Any], seed: int | None = None,
-                 ttl_seconds: float | None = None) -> dict[str, Any]:
-        """Activate a profile by name, or upload one given as a document and activate it."""
+    def activate(self, profile: str | dict[str, Any], seed: int | None = None, ttl_seconds: float | None = None,
+                 *, rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Activate a profile by name, or upload one given as a document (or as a name and its `rules`) and
+        activate it."""
+        if rules is not None:
+            profile = profile_document(str(profile), rules)
         if isinstance(profile, dict):
             self.upload(profile)
             profile = str(profile["metadata"]["name"])
