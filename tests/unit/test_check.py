@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,27 @@ def test_each_invariant_fails_on_its_own_symptom(mutate: Callable[[dict[str, Any
     assert got == expected
 
 
+@pytest.mark.parametrize(
+    ("mutate", "kind"),
+    [(unbind, "phantom"), (rebind, "wrong-node"), (delete_pod, "no-pod")],
+    ids=["unbound-pod", "other-node", "deleted-pod"],
+)
+def test_a_phantom_is_told_apart_by_its_kind(mutate: Callable[[dict[str, Any]], None], kind: str) -> None:
+    doc = copy.deepcopy(load("clean"))
+    mutate(doc)
+    report = evaluate(snapshot(doc), {"yunikorn"})
+    [i2] = report.by_invariant()["I2"]
+    assert i2.kind == kind and i2.as_dict()["kind"] == kind
+    assert report.counts["phantomAllocations"] == (kind == "phantom")
+
+
+def test_the_report_names_each_invariant_beside_its_key() -> None:
+    invariants = evaluate(snapshot(load("3355")), {"yunikorn"}).as_dict()["invariants"]
+    assert invariants["I2"] == {"holds": False, "name": "no-phantom-allocation",
+                                "description": invariants["I2"]["description"], "violations": 51}
+    assert invariants["stranded"]["name"] == "stranded"
+
+
 def test_still_assumed_pods_are_named_when_the_dump_has_them() -> None:
     doc = copy.deepcopy(load("clean"))
     names = sorted(doc["cache"]["pods"])[:2]
@@ -150,7 +172,8 @@ def test_only_the_schedulers_own_pods_count() -> None:
 
 def test_render_names_the_objects() -> None:
     text = render(evaluate(snapshot(load("3355")), {"yunikorn"}))
-    assert "I2            NO" in text and "default/load-6e45ef40-" in text and "(+" in text
+    assert re.search(r"^I2 no-phantom-allocation +NO ", text, re.M)  # the alias, the name beside it
+    assert "default/load-6e45ef40-" in text and "(+" in text
     assert text.splitlines()[-1].startswith("158 violations (pods 60, bound 8")
 
 

@@ -59,6 +59,8 @@ def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
         ("spec:\n  expect: {yunikorn+fix: {verdict: violations, mayBreak: [I5]}}\n", "s.yaml:5:26: spec.expect.yunikorn+fix: mayBreak goes with verdict clean"),
         ("spec:\n  expect: {yunikron+fix: {verdict: clean}}\n", "spec.expect.yunikron+fix.[key]: String should match pattern"),
         ("spec:\n  settle: {quiet: 10}\n", "spec.settle.quiet: a duration needs a unit"),
+        ("spec:\n  expect: {yunikorn: {verdict: violations, invariants: [I9]}}\n",
+         "s.yaml:5:57: spec.expect.yunikorn.invariants[0]: unknown invariant 'I9' (known: stranded, missing-node, I1 "),
         ("spec:\n  loads: {}\n", "s.yaml:5:3: spec.loads: unknown field"),
     ],
 )
@@ -69,6 +71,16 @@ def test_errors_name_position_and_path(tmp_path: Path, spec: str, expected: str)
         load_scenario(path)
     assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
 
+
+def test_expectations_name_invariants_by_name_or_alias(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "spec:\n  expect:\n    yunikorn: {verdict: violations, invariants: "
+                           "[stranded, no-phantom-allocation, I1]}\n"
+                           "    kube-scheduler: {verdict: clean, mayBreak: [no-assumed-pod-left]}\n")
+    s = load_scenario(path)
+    assert s.spec.expect["yunikorn"].invariants == ["stranded", "I2", "I1"]  # as reports key them
+    assert s.spec.expect["kube-scheduler"].mayBreak == ["I5"]
+    assert meets(report("I2", "I1", "stranded"), s.spec.expect["yunikorn"])
 
 def report(*invariants: str) -> Report:
     return Report(violations=[Violation(i, "x") for i in invariants], checked=["stranded", "I1", "I2", "I5"])

@@ -1,4 +1,4 @@
-"""Invariants after a run: stranded pods and, for YuniKorn, phantom allocations (I1-I5).
+"""Invariants after a run: stranded pods and, for YuniKorn, its bookkeeping (I1-I5, named in catalogue.py).
 
 The evaluation is pure (a Snapshot in, violations out); fetching a snapshot and waiting for the
 cluster to go quiet are separate, so every invariant is tested on recorded payloads.
@@ -17,30 +17,13 @@ import httpx
 from lightkube import Client
 
 from kube_fault_proxy.kube.kubeapi import Node, Pod
+from kube_fault_proxy.rig import catalogue
+from kube_fault_proxy.rig.catalogue import INVARIANTS, Violation
+
+__all__ = ["INVARIANTS", "TABLE_HEADERS", "Report", "Snapshot", "Violation", "all_bound", "check_generic",
+           "check_yunikorn", "evaluate", "fetch", "render", "table_rows", "verdict_line", "wait_quiet"]
 
 Obj = dict[str, Any]
-INVARIANTS = {
-    "stranded": "no pod of the scheduler stays Pending and unbound while some node has room for it",
-    "missing-node": "no pod is bound to a node that does not exist",
-    "I1": "each queue books as many pods as are really bound in its namespace",
-    "I2": "every allocation's pod exists, is bound, and is bound to the allocation's node (no phantoms)",
-    "I3": "every pending pod has an ask or an allocation (none is ignored)",
-    "I4": "the shim cache's node for each pod is the apiserver's",
-    "I5": "no pod is still assumed once the cluster is idle",
-}
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken invariant and the objects that break it."""
-
-    invariant: str
-    message: str
-    objects: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"invariant": self.invariant, "message": self.message, "objects": list(self.objects)}
 
 
 @dataclass
@@ -84,8 +67,9 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"verdict": "clean" if self.ok else "violations", "quiet": self.quiet, "counts": self.counts,
-                "invariants": {name: {"holds": not vs, "description": INVARIANTS[name], "violations": len(vs)}
-                               for name, vs in self.by_invariant().items()},
+                "invariants": {key: {"holds": not vs, "name": INVARIANTS[key].name,
+                                     "description": INVARIANTS[key].meaning, "violations": len(vs)}
+                               for key, vs in self.by_invariant().items()},
                 "violations": [v.as_dict() for v in self.violations]}
 
 
@@ -205,15 +189,15 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
                 continue
             if pod is None and key in all_by_uid:
                 continue
-            label = f"{tags.get('kubernetes.io/meta/namespace', '?')}/{tags.get('kubernetes.io/meta/podName', key)}"
+            ref = f"{tags.get('kubernetes.io/meta/namespace', '?')}/{tags.get('kubernetes.io/meta/podName', key)}"
             if pod is None:
-                out.append(Violation("I2", f"allocation {label} on {node}: the pod does not exist", (label,)))
+                out.append(Violation("I2", f"allocation {ref} on {node}: the pod does not exist", (ref,), "no-pod"))
             elif not pod["spec"].get("nodeName"):
-                out.append(Violation("I2", f"phantom allocation: {label} is booked on {node} but the pod is unbound "
-                                           f"({pod['status'].get('phase')})", (label,)))
+                out.append(Violation("I2", f"phantom allocation: {ref} is booked on {node} but the pod is unbound "
+                                           f"({pod['status'].get('phase')})", (ref,), "phantom"))
             elif pod["spec"]["nodeName"] != node:
-                out.append(Violation("I2", f"allocation {label} is on {node} but the pod is bound to "
-                                           f"{pod['spec']['nodeName']}", (label,)))
+                out.append(Violation("I2", f"allocation {ref} is on {node} but the pod is bound to "
+                                           f"{pod['spec']['nodeName']}", (ref,), "wrong-node"))
 
     for pod in pods:
         uid = pod["metadata"]["uid"]
@@ -257,7 +241,7 @@ def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespac
     if snap.yunikorn is not None:
         report.counts["allocations"] = sum(len(a.get("allocations") or []) for a in snap.yunikorn["apps"])
         report.counts["phantomAllocations"] = sum(
-            1 for v in report.violations if v.invariant == "I2" and v.message.startswith("phantom"))
+            1 for v in report.violations if v.invariant == "I2" and v.kind == "phantom")
     return report
 
 
@@ -310,12 +294,12 @@ TABLE_HEADERS = ("invariant", "holds", "violations", "examples")
 
 
 def table_rows(report: Report, limit: int = 3) -> list[tuple[str, str, int, str]]:
-    """One row per invariant checked: name, holds (yes/NO), violations, a few examples."""
+    """One row per invariant checked: alias and name, holds (yes/NO), violations, a few examples."""
     rows = []
-    for name, vs in report.by_invariant().items():
+    for key, vs in report.by_invariant().items():
         refs = [o for v in vs for o in v.objects] or [v.message for v in vs]
         example = ", ".join(refs[:limit]) + (f" (+{len(refs) - limit})" if len(refs) > limit else "")
-        rows.append((name, "yes" if not vs else "NO", len(vs), example))
+        rows.append((catalogue.label(key), "yes" if not vs else "NO", len(vs), example))
     return rows
 
 
@@ -328,7 +312,9 @@ def verdict_line(report: Report) -> str:
 
 def render(report: Report, limit: int = 3) -> str:
     """The table people read, as plain text (logs, reports)."""
-    lines = [f"{'invariant':<13} {'holds':<6} {'violations':>10}  examples", "-" * 78]
-    lines += [f"{name:<13} {holds:<6} {n:>10}  {example}" for name, holds, n, example in table_rows(report, limit)]
+    rows = table_rows(report, limit)
+    width = max([len("invariant"), *(len(row[0]) for row in rows)])
+    lines = [f"{'invariant':<{width}} {'holds':<6} {'violations':>10}  examples", "-" * 78]
+    lines += [f"{name:<{width}} {holds:<6} {n:>10}  {example}" for name, holds, n, example in rows]
     lines += ["-" * 78, verdict_line(report)]
     return "\n".join(lines)

@@ -6,17 +6,19 @@ from pathlib import Path
 from typing import Annotated, Literal, Self
 
 import yaml
-from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, ValidationError, model_validator
 
 from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, compose, problem_from, read_text
 from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN
 from kube_fault_proxy.proxy.profiles.strict import Duration, StrictModel
+from kube_fault_proxy.rig.catalogue import lookup
 
 Scheduler = Literal["kube-scheduler", "yunikorn"]
 # An expectation is for a scheduler, or for one build of it: `yunikorn+<patch name>` is YuniKorn
 # v1.9.0 with patches/…/<patch name>.patch (`--yunikorn-patch`), `yunikorn+src-<dir>` a source tree.
 ExpectFor = Annotated[str, StringConstraints(pattern=r"^(kube-scheduler|yunikorn)(\+[A-Za-z0-9._-]+)?$")]
-Invariant = Literal["stranded", "missing-node", "I1", "I2", "I3", "I4", "I5"]
+# An invariant by name or alias (`no-phantom-allocation` or `I2`), kept as the key reports use (`I2`).
+Invariant = Annotated[str, AfterValidator(lambda word: lookup(word).key)]
 
 
 class ClusterSpec(StrictModel):

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from kube_fault_proxy import __version__, shipped
-from kube_fault_proxy.rig.invariants import INVARIANTS
+from kube_fault_proxy.rig.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search.engine import Outcome
@@ -128,7 +128,7 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
         minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
         rate = f"{out.reproduced}/{len(out.replays)}"
         spent = " (shrink budget spent)" if out.shrunk and out.shrunk.out_of_budget else ""
-        lines += [f"## Confirmed: {', '.join(out.target)}", "",
+        lines += [f"## Confirmed: {', '.join(label(i) for i in out.target)}", "",
                   f"- found at trial {out.confirmed.trial} after {out.search_seconds:.0f} s; replay broke "
                   f"{', '.join(out.confirmed.replay or []) or 'nothing'}; control "
                   f"({s.control or 'none'}) {', '.join(out.confirmed.control or []) or 'clean'}",
@@ -145,7 +145,8 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
                   + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else ""), "```", "",
                   "## Minimal profile (`minimal-profile.yaml`)", "", "```yaml",
                   (s.out / "minimal-profile.yaml").read_text().rstrip(), "```", "",
-                  "What each invariant means: " + "; ".join(f"{i}: {INVARIANTS[i]}" for i in out.target), ""]
+                  "What each invariant means: " + "; ".join(f"{label(i)}: {INVARIANTS[i].meaning}"
+                                                            for i in out.target if i in INVARIANTS), ""]
         lines += _witnesses(out)
         lines += ["## Shrink log", "", "| step | accepted | runs (broken) | s |", "|---|---|---|---|"]
         for st in out.shrunk.steps if out.shrunk else []:
@@ -180,7 +181,7 @@ def _witnesses(out: Outcome) -> list[str]:
     rank = {name: i for i, name in enumerate(WITNESS_ORDER)}  # phantoms first: the rarest, most telling
     chosen.sort(key=lambda c: (rank.get(c[1]["invariant"], 99), c[0] not in w.history, c[0]))
     for pod, v in chosen[:3]:
-        lines.append(f"- **{pod}**: {v['invariant']}: {v['message']}")
+        lines.append(f"- **{pod}**: {label(v['invariant'])}: {v['message']}")
         for step in w.history.get(pod, []) or ["(no faulted request of this pod in the journal)"]:
             lines.append(f"  - {step}")
     return [*lines, ""]

@@ -1,0 +1,74 @@
+"""Every invariant the checker knows, by name (the old I1-I5 as aliases) with its meaning, and a Violation of one.
+
+A report keys each invariant by its alias where it has one (`I2`, as saved reports and scenarios
+have it), else by its name; wherever an invariant is shown, the name stands beside the alias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """One invariant: a self-explaining name, its one-line meaning, and the number it used to go by."""
+
+    name: str
+    meaning: str
+    alias: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What reports, scenarios and the search key it by: the alias if it has one, else the name."""
+        return self.alias or self.name
+
+    @property
+    def label(self) -> str:
+        """How tables show it: `I2 no-phantom-allocation`, or just the name."""
+        return f"{self.alias} {self.name}" if self.alias else self.name
+
+
+CATALOGUE = (
+    Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it"),
+    Invariant("missing-node", "no pod is bound to a node that does not exist"),
+    Invariant("queue-books-bound-pods", "each queue books as many pods as are really bound in its namespace", "I1"),
+    Invariant("no-phantom-allocation",
+              "every allocation's pod exists, is bound, and is bound to the allocation's node (no phantoms)", "I2"),
+    Invariant("no-ignored-pod", "every pending pod has an ask or an allocation (none is ignored)", "I3"),
+    Invariant("shim-cache-agrees", "the shim cache's node for each pod is the apiserver's", "I4"),
+    Invariant("no-assumed-pod-left", "no pod is still assumed once the cluster is idle", "I5"),
+)
+INVARIANTS = {i.key: i for i in CATALOGUE}
+_BY_WORD = {**{i.name: i for i in CATALOGUE}, **INVARIANTS}
+
+
+def lookup(word: str) -> Invariant:
+    """The invariant a name or an alias means; ValueError names the known ones."""
+    try:
+        return _BY_WORD[word]
+    except KeyError:
+        known = ", ".join(i.label for i in CATALOGUE)
+        raise ValueError(f"unknown invariant {word!r} (known: {known})") from None
+
+
+def label(key: str) -> str:
+    """A report key as tables show it (an unknown key, from some other report, as it is)."""
+    return INVARIANTS[key].label if key in INVARIANTS else key
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant, what kind of break it is, and the objects that break it."""
+
+    invariant: str
+    message: str
+    objects: tuple[str, ...] = ()
+    kind: str = ""  # where an invariant breaks in more than one way, which (I2: phantom, wrong-node, no-pod)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (kind only where set)."""
+        out: dict[str, Any] = {"invariant": self.invariant, "message": self.message, "objects": list(self.objects)}
+        if self.kind:
+            out["kind"] = self.kind
+        return out
