@@ -13,8 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
 
-from tests.browser.conftest import Binds, keep, number, open_dashboard, rows, text
-from tests.support.browser import wait_until
+from tests.support.browser import Binds, keep, number, open_dashboard, rows, text, wait_until
 from tests.support.processes import ROOT, Started, start_fake_apiserver, start_proxy
 
 BAD = """apiVersion: kube-fault-proxy/v1

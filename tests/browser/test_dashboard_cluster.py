@@ -13,9 +13,8 @@ from kube_fault_proxy.proxy.control.client import ControlClient
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.browser.conftest import keep, number, open_dashboard, rows, text
-from tests.cluster.conftest import all_running, api_client, start_cluster, stop_cluster, wait_for
-from tests.support.browser import wait_until
+from tests.support.browser import keep, number, open_dashboard, rows, text, wait_until
+from tests.support.cluster import all_running, api_client, start_cluster, stop_cluster, wait_for
 from tests.support.processes import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster]

@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 from kube_fault_proxy.rig.cluster.build import build, burst_client
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve
 
-from tests.support.processes import Started, start
+from tests.support.processes import ROOT
 
 BURST = 1500  # concurrent GETs, on top of 15 held watches, like a scheduler's informers
 
@@ -62,9 +63,9 @@ def test_at_the_apiservers_default_of_100_streams_the_same_burst_storms(kube_sch
         assert proxy.stop() == 0, proxy.log.read_text()
 
 
-def start_storming_proxy(c: Cluster, workdir: Path) -> Started:
-    args = ["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")), "--listen", "127.0.0.1:0",
+def start_storming_proxy(c: Cluster, workdir: Path) -> ProxyProcess:
+    args = ["--kubeconfig", str(c.kubeconfig("proxy-upstream")), "--listen", "127.0.0.1:0",
             "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
-            "--confdir", str(workdir / "ca"), "--ready-file", str(workdir / "proxy.json"),
-            "--max-concurrent-streams", "100"]
-    return start(args, workdir / "proxy.json", workdir / "proxy.log", env={"KFP_STATE_DIR": str(workdir / "state")})
+            "--confdir", str(workdir / "ca"), "--max-concurrent-streams", "100"]
+    return start_serve(args, workdir / "proxy.json", workdir / "proxy.log", timeout=30, cwd=ROOT,
+                       env={"KFP_STATE_DIR": str(workdir / "state")})

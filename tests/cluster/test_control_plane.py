@@ -14,7 +14,7 @@ import pytest
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import live_groups
 
-from tests.cluster.conftest import kfp, start_cluster
+from tests.support.cluster import kfp, start_cluster
 from tests.support.processes import ROOT
 
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube-fault-proxy", "kube-scheduler"]

@@ -8,7 +8,7 @@ import uuid
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import client as k8s
 
-from tests.cluster.conftest import all_running, api_client, create_pods, kubectl, make_namespace, pod_manifest, wait_for
+from tests.support.cluster import all_running, api_client, create_pods, kubectl, make_namespace, pod_manifest, wait_for
 
 
 def test_deleting_a_namespace_removes_its_pods(kube_scheduler_cluster: Cluster) -> None:

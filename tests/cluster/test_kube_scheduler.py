@@ -11,9 +11,10 @@ from pathlib import Path
 
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.proxy_process import start_serve
 from kubernetes import watch
 
-from tests.cluster.conftest import (
+from tests.support.cluster import (
     all_running,
     api_client,
     create_pods,
@@ -137,22 +138,18 @@ def test_bearer_tokens_pass_through(kube_scheduler_cluster: Cluster) -> None:
 def test_the_proxy_presents_a_client_certificate(kube_scheduler_cluster: Cluster, tmp_path: Path) -> None:
     """serve --kubeconfig with a client-certificate user: the apiserver sees that identity."""
     c = kube_scheduler_cluster
-    ready = tmp_path / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("admin-cert")),
-                             "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", str(ready),
-                             "--journal", str(tmp_path / "j.jsonl"), "--confdir", str(tmp_path / "ca")],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    served = start_serve(["--kubeconfig", str(c.kubeconfig("admin-cert")), "--listen", "127.0.0.1:0",
+                          "--control", "127.0.0.1:0", "--journal", str(tmp_path / "j.jsonl"),
+                          "--confdir", str(tmp_path / "ca")], tmp_path / "ready.json", tmp_path / "serve.log",
+                         timeout=30, cwd=ROOT)
     try:
-        wait_for("proxy ready", ready.exists, 30, 0.1)
-        info = json.loads(ready.read_text())
         out = tmp_path / "via.kubeconfig"
         r = subprocess.run([sys.executable, "-m", "kube_fault_proxy", "kubeconfig",
                             "--kubeconfig", str(c.kubeconfig("admin-cert")),
-                            "--proxy-url", info["proxyUrl"], "--ca", info["caFile"], "-o", str(out)],
+                            "--proxy-url", served.proxy_url, "--ca", served.ca_file, "-o", str(out)],
                            cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         c.state["kubeconfigs"]["cert-via-serve"] = str(out)
         assert whoami(c, "cert-via-serve") == "kfp-admin-cert"
     finally:
-        proc.terminate()
-        assert proc.wait(15) == 0
+        assert served.stop(15) == 0

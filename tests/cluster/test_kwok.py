@@ -11,7 +11,7 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.kwok import NODE_LEASE_SECONDS, lease_age
 from kubernetes import client as k8s
 
-from tests.cluster.conftest import all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for
+from tests.support.cluster import all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for
 
 
 def test_pods_bound_through_the_proxy_run_ready_with_container_statuses(kube_scheduler_cluster: Cluster,

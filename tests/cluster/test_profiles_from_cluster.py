@@ -25,10 +25,11 @@ import yaml
 from kube_fault_proxy.proxy.crd.source import ACCESS
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve
 
-from tests.cluster.conftest import kubectl, start_cluster, stop_cluster, wait_for
+from tests.support.cluster import kubectl, start_cluster, stop_cluster, wait_for
 from tests.support.crd_examples import REJECTED
-from tests.support.processes import ROOT, Started, start
+from tests.support.processes import ROOT
 
 NS = "kfp-fleet"
 STATUS_INTERVAL = 2.0
@@ -78,19 +79,19 @@ class Replica:
 
     def __init__(self, name: str, kubeconfig: Path, workdir: Path, admin_token: str) -> None:
         self.name, self.kubeconfig, self.workdir, self.token = name, kubeconfig, workdir, admin_token
-        self.started: Started | None = None
+        self.started: ProxyProcess | None = None
         self.start()
 
     def start(self) -> None:
         d = self.workdir
-        self.started = start(["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(self.kubeconfig), "--listen", "127.0.0.1:0",
-                              "--control", "127.0.0.1:0", "--journal", str(d / "journal.jsonl"),
-                              "--confdir", str(d / "ca"), "--ready-file", str(d / "ready.json"),
-                              "--profiles-from-cluster", "--namespace", NS, "--proxy-name", self.name,
-                              "--proxy-labels", f"pool=p,replica={self.name}",
-                              "--status-interval", f"{STATUS_INTERVAL:g}s"],
-                             d / "ready.json", d / f"serve-{time.monotonic_ns()}.log", timeout=90,
-                             env={"KFP_STATE_DIR": str(d / "state")})
+        self.started = start_serve(["--kubeconfig", str(self.kubeconfig), "--listen", "127.0.0.1:0",
+                                    "--control", "127.0.0.1:0", "--journal", str(d / "journal.jsonl"),
+                                    "--confdir", str(d / "ca"),
+                                    "--profiles-from-cluster", "--namespace", NS, "--proxy-name", self.name,
+                                    "--proxy-labels", f"pool=p,replica={self.name}",
+                                    "--status-interval", f"{STATUS_INTERVAL:g}s"],
+                                   d / "ready.json", d / f"serve-{time.monotonic_ns()}.log", timeout=90, cwd=ROOT,
+                                   env={"KFP_STATE_DIR": str(d / "state")})
         self.control = httpx.Client(base_url=self.started.ready["controlUrl"], timeout=10)
         self.wire = httpx.Client(base_url=self.started.ready["proxyUrl"], verify=self.started.ready["caFile"],
                                  headers={"Authorization": f"Bearer {self.token}"}, timeout=10)
@@ -115,7 +116,7 @@ class Replica:
 class Fleet:
     """The relay and the two replicas."""
 
-    def __init__(self, c: Cluster, relay: Started, a: Replica, b: Replica) -> None:
+    def __init__(self, c: Cluster, relay: ProxyProcess, a: Replica, b: Replica) -> None:
         self.c, self.relay, self.a, self.b = c, relay, a, b
         self.relay_control = httpx.Client(base_url=relay.ready["controlUrl"], timeout=10)
 
@@ -183,10 +184,11 @@ def fleet(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     token.write_text(kubectl(c, "admin", "-n", NS, "create", "token", "kube-fault-proxy", "--duration", "2h").strip())
     token.chmod(0o600)
     admin = c.state["tokens"]["admin"]
-    relay = start(["-m", "kube_fault_proxy", "serve", "--kubeconfig", str(c.kubeconfig("proxy-upstream")),
-                   "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--journal", str(work / "relay.jsonl"),
-                   "--confdir", str(work / "relay-ca"), "--ready-file", str(work / "relay.json")],
-                  work / "relay.json", work / "relay.log", timeout=60, env={"KFP_STATE_DIR": str(work / "relay")})
+    relay = start_serve(["--kubeconfig", str(c.kubeconfig("proxy-upstream")),
+                         "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--journal", str(work / "relay.jsonl"),
+                         "--confdir", str(work / "relay-ca")],
+                        work / "relay.json", work / "relay.log", timeout=60, cwd=ROOT,
+                        env={"KFP_STATE_DIR": str(work / "relay")})
     direct = _sa_kubeconfig(work / "a.kubeconfig", c.apiserver, str(c.dir / "pki" / "ca.crt"), token)
     via_relay = _sa_kubeconfig(work / "b.kubeconfig", relay.ready["proxyUrl"], relay.ready["caFile"], token)
     (work / "a").mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 from kube_fault_proxy.cli.scenarios import DEMO_FIX, Contender, run_scenarios
 from kube_fault_proxy.rig.cluster import build
 
-from tests.cluster.conftest import start_cluster, stop_cluster
+from tests.support.cluster import start_cluster, stop_cluster
 from tests.support.processes import ROOT
 
 SCENARIO = ROOT / "scenarios" / "yunikorn-3355.yaml"

@@ -15,7 +15,7 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kube_fault_proxy.rig.scenario import load_scenario
 
-from tests.cluster.conftest import kfp
+from tests.support.cluster import kfp
 
 
 def test_search_finds_confirms_and_shrinks_a_yunikorn_violation(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from tests.cluster.conftest import (
+from tests.support.cluster import (
     all_running,
     api_client,
     create_pods,

@@ -8,7 +8,7 @@ import httpx
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.cluster.conftest import all_running, api_client, create_pods, kfp, pods, wait_for
+from tests.support.cluster import all_running, api_client, create_pods, kfp, pods, wait_for
 
 
 def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:

@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.integration.conftest import activate, injections
 from tests.integration.test_request_faults import BIND, bind, pod
+from tests.support.control import activate, injections
 from tests.support.processes import Started
 
 FAIL = [{"name": "fail", "match": BIND, "fault": {"abort": {"status": 500}}}]

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import activate, injections
+from tests.support.control import activate, injections
 from tests.support.processes import Started
 
 BIND = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}

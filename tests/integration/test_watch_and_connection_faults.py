@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import activate, injections
+from tests.support.control import activate, injections
 from tests.support.processes import Started, start_fake_apiserver, start_proxy
 
 PODS = {"verbs": ["watch"], "resources": ["pods"]}

@@ -5,15 +5,22 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.wait import WebDriverWait
+
+from tests.support.processes import Started
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -69,3 +76,75 @@ def screenshot(driver: WebDriver, name: str, height: int | None = None) -> Path:
     driver.set_window_size(1440, max(600, min(height, 4000)))
     driver.save_screenshot(str(path))
     return path
+
+
+# -- what the dashboard tests read off the page, and a Binding load beside it --------------------------------
+
+SAVED: list[Path] = []
+
+
+def keep(driver: WebDriver, name: str, height: int | None = None) -> Path:
+    """A screenshot kept as a test artifact (listed at the end of the run)."""
+    path = screenshot(driver, name, height)
+    SAVED.append(path)
+    print(f"screenshot: {path}")
+    return path
+
+
+class Binds:
+    """Binding POSTs through the proxy from a thread, one every `every` seconds, each for a new pod."""
+
+    def __init__(self, proxy: Started, prefix: str, every: float = 0.03) -> None:
+        self._proxy, self._prefix, self._every = proxy, prefix, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+        self.statuses: dict[int, int] = {}
+
+    def _run(self) -> None:
+        with httpx.Client(http2=True, verify=self._proxy.ready["caFile"], base_url=self._proxy.ready["proxyUrl"],
+                          timeout=10) as c:
+            while not self._stop.is_set():
+                pod = f"{self._prefix}-{self.sent}"
+                r = c.post(f"/api/v1/namespaces/default/pods/{pod}/binding",
+                           json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": pod},
+                                 "target": {"kind": "Node", "name": "node-1"}})
+                self.sent += 1
+                self.statuses[r.status_code] = self.statuses.get(r.status_code, 0) + 1
+                time.sleep(self._every)
+
+    def __enter__(self) -> Binds:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def open_dashboard(driver: WebDriver, control_url: str) -> None:
+    """Load /ui/ and wait until its live feed is connected."""
+    driver.get(f"{control_url}/ui/")
+    wait_until(driver, "the live feed", lambda d: d.find_element(By.ID, "live").text == "live")
+
+
+def text(driver: WebDriver, css: str) -> str:
+    """The visible text of the first element matching css, read in one go (the page re-renders live)."""
+    value = driver.execute_script(
+        "const el = document.querySelector(arguments[0]); return el === null ? null : el.innerText;", css)
+    if value is None:
+        raise NoSuchElementException(css)
+    return str(value).strip()
+
+
+def rows(driver: WebDriver, css: str, attribute: str) -> list[str]:
+    """One data attribute of every element matching css, read in one go."""
+    got = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((el) => el.getAttribute(arguments[1]));",
+        css, attribute)
+    return [str(v) for v in got]
+
+
+def number(driver: WebDriver, css: str) -> int:
+    value = text(driver, css)
+    return int(value) if value.isdigit() else -1

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -69,12 +71,10 @@ def start_fake_apiserver(pki: Path, workdir: Path, port: int = 0,
 
 
 def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str,
-                env: dict[str, str] | None = None) -> Started:
+                env: dict[str, str] | None = None) -> ProxyProcess:
     """`kube-fault-proxy serve` in front of an upstream, on free ports, with its own state dir."""
-    args = ["-m", "kube_fault_proxy", "serve", "--upstream", upstream_url,
-            "--upstream-ca", str(pki / "ca.pem"), "--client-cert", str(pki / "client.pem"),
-            "--client-key", str(pki / "client.key"), "--listen", "127.0.0.1:0",
-            "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
-            "--ready-file", str(workdir / "proxy.json"), *extra]
-    return start(args, workdir / "proxy.json", workdir / "proxy.log",
-                 env={"KFP_STATE_DIR": str(workdir / "state"), **(env or {})})
+    args = ["--upstream", upstream_url, "--upstream-ca", str(pki / "ca.pem"), "--client-cert", str(pki / "client.pem"),
+            "--client-key", str(pki / "client.key"), "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+            "--journal", str(workdir / "journal.jsonl"), *extra]
+    return start_serve(args, workdir / "proxy.json", workdir / "proxy.log", timeout=30, cwd=ROOT,
+                       env={"KFP_STATE_DIR": str(workdir / "state"), **(env or {})})

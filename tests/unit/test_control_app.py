@@ -17,7 +17,7 @@ from kube_fault_proxy.proxy.profiles.loader import LIMITS, load_text
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
 from kube_fault_proxy.proxy.runtime import Runtime
 
-from tests.unit.helpers import bind
+from tests.support.builders import bind
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = """apiVersion: kube-fault-proxy/v1

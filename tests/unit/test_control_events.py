@@ -18,7 +18,7 @@ from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.runtime import Runtime
 
-from tests.unit.helpers import get_pod
+from tests.support.builders import get_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 Message = dict[str, Any]

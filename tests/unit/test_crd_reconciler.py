@@ -11,7 +11,7 @@ from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.profiles.library import Entry, Library
 from kube_fault_proxy.proxy.runtime import Runtime
 
-from tests.unit.helpers import BIND_MATCH, bind, profile
+from tests.support.builders import BIND_MATCH, bind, profile
 
 T0 = 1_800_000_000.0
 FAIL_BINDS = [{"name": "fail-binds", "match": BIND_MATCH, "fault": {"abort": {"status": 500}}}]

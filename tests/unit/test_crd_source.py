@@ -17,7 +17,7 @@ from kube_fault_proxy.proxy.runtime import Runtime
 from lightkube.models.meta_v1 import Status
 from lightkube.types import PatchType
 
-from tests.unit.helpers import BIND_MATCH, Listing
+from tests.support.builders import BIND_MATCH, Listing
 
 EXPIRED = ApiError(status=Status(code=410, reason="Expired", message="too old resource version: 1 (20)"))
 FORBIDDEN = ApiError(status=Status(code=403, reason="Forbidden", message="no"))

@@ -8,7 +8,7 @@ import pytest
 from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
-from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile, watch_pods
+from tests.support.builders import BIND_MATCH, bind, get_pod, profile, watch_pods
 
 ABORT = {"abort": {"status": 500}}
 

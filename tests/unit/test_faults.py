@@ -10,7 +10,7 @@ from kube_fault_proxy.proxy.faults.plan import Reset as ResetStep
 from kube_fault_proxy.proxy.faults.plan import Respond, Wait
 from kube_fault_proxy.proxy.requests.status import APF_429_BODY, TIMEOUT_MESSAGE
 
-from tests.unit.helpers import bind
+from tests.support.builders import bind
 
 RNG = random.Random(0)
 

@@ -12,7 +12,7 @@ from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.profiles.library import Entry, Library
 from kube_fault_proxy.proxy.runtime import Runtime
 
-from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile
+from tests.support.builders import BIND_MATCH, bind, get_pod, profile
 
 
 class Clock:

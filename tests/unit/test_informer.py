@@ -13,7 +13,7 @@ from kube_fault_proxy.kube.kubeapi import ApiError, Pod
 from lightkube.models.meta_v1 import Status
 from lightkube.types import OnErrorAction
 
-from tests.unit.helpers import Listing
+from tests.support.builders import Listing
 
 
 def pod(name: str, rv: int, phase: str = "Pending") -> dict[str, Any]:

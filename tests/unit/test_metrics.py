@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.unit.helpers import BIND_MATCH, bind, get_pod, profile
+from tests.support.builders import BIND_MATCH, bind, get_pod, profile
 
 ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -12,7 +12,7 @@ from kube_fault_proxy.proxy.profiles.library import Entry, Library
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.runtime import ProfileInUse, Runtime, UnknownProfile
 
-from tests.unit.helpers import BIND_MATCH, bind, profile
+from tests.support.builders import BIND_MATCH, bind, profile
 
 
 class Clock:
