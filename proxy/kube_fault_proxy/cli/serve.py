@@ -13,6 +13,8 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kube_fault_proxy import __version__, paths
@@ -131,6 +133,8 @@ def cluster_kube(args: argparse.Namespace) -> Kube:
 
 
 async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream) -> int:
+    """Start the proxy, then the control plane, then (optionally) the cluster source; run until a signal or the
+    proxy's end; stop them in reverse order, however far startup got."""
     from kube_fault_proxy.proxy.control.app import build_app
     from kube_fault_proxy.proxy.control.parsing import ProcessParser
     from kube_fault_proxy.proxy.control.server import ControlServer
@@ -138,76 +142,103 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
 
     listen_host, listen_port = split_hostport(args.listen, "--listen")
     control_host, control_port = split_hostport(args.control, "--control")
-    token = args.control_token or os.environ.get("KFP_CONTROL_TOKEN") or None
+    token = _control_token(args, control_host)
+    loop = asyncio.get_running_loop()
+    journal_path = args.journal or paths.default_journal()
+    async with contextlib.AsyncExitStack() as stack:
+        journal = Journal(journal_path, time.time)
+        stack.callback(journal.close)
+        running = stack.enter_context(_stop_recorded(journal))  # proxy-stop, once startup is complete
+        runtime = Runtime(library, journal, time.monotonic, time.time,
+                          schedule=lambda delay, fn: loop.call_later(delay, fn), scheduler_build=args.scheduler_build)
+        proxy = await mitm_server.start(mitm_server.ProxySettings(
+            upstream=upstream, listen_host=listen_host, listen_port=listen_port,
+            confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
+            read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout), runtime)
+        stack.push_async_callback(proxy.stop)
+        info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
+                "journal": str(journal_path)}
+        parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
+        stack.callback(parser.close)
+        source = _make_source(args, runtime) if args.profiles_from_cluster else None
+        control = ControlServer(build_app(runtime, info, token, parser, cluster=source), control_host, control_port)
+        await control.start()
+        stack.push_async_callback(control.stop)
+        chost = f"[{control_host}]" if ":" in control_host else control_host
+        control_url = f"http://{chost}:{control.port}"
+        _record_start(journal, args, library, proxy.url, upstream.url)
+        _activate_at_startup(args, runtime)
+        running["complete"] = True
+        _announce(args, runtime, library, proxy.url, str(proxy.ca_cert), upstream.url, control_url, journal_path)
+        ready: dict[str, object] = {**info, "controlUrl": control_url, "pid": os.getpid()}
+        if source is not None:
+            await _start_source(args, source)
+            stack.push_async_callback(source.stop)
+            ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
+        if args.ready_file:
+            paths.write_private(args.ready_file, json.dumps(ready))  # 0600, like the journal
+        await _until_stopped(loop, proxy.task)
+        print("kube-fault-proxy: shutting down", flush=True)
+    return OK
+
+
+def _control_token(args: argparse.Namespace, control_host: str) -> str | None:
+    """The control plane's bearer token; required when it listens beyond loopback."""
+    token: str | None = args.control_token or os.environ.get("KFP_CONTROL_TOKEN") or None
     if not is_loopback(control_host) and token is None:
         raise UsageError(
             f"--control {args.control} is reachable from the network: set --control-token "
             "(or KFP_CONTROL_TOKEN)"
         )
-    loop = asyncio.get_running_loop()
-    journal_path = args.journal or paths.default_journal()
-    journal = Journal(journal_path, time.time)
-    runtime = Runtime(library, journal, time.monotonic, time.time,
-                      schedule=lambda delay, fn: loop.call_later(delay, fn), scheduler_build=args.scheduler_build)
-    settings = mitm_server.ProxySettings(
-        upstream=upstream, listen_host=listen_host, listen_port=listen_port,
-        confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
-        read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout,
-    )
-    proxy = await mitm_server.start(settings, runtime)
-    info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
-            "journal": str(journal_path)}
-    parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
-    source = _make_source(args, runtime) if args.profiles_from_cluster else None
-    control = ControlServer(build_app(runtime, info, token, parser, cluster=source), control_host, control_port)
+    return token
+
+
+@contextlib.contextmanager
+def _stop_recorded(journal: Journal) -> Iterator[dict[str, bool]]:
+    """Journal `proxy-stop` on the way out, once startup has completed (a refused start records no stop)."""
+    state = {"complete": False}
     try:
-        await control.start()
-    except OSError:
-        await proxy.stop()
-        raise
-    chost = f"[{control_host}]" if ":" in control_host else control_host
-    control_url = f"http://{chost}:{control.port}"
+        yield state
+    finally:
+        if state["complete"]:
+            journal.append("proxy-stop")
+
+
+def _record_start(journal: Journal, args: argparse.Namespace, library: Library, proxy_url: str,
+                  upstream_url: str) -> None:
     repaired = {"journalTornBytesCut": journal.torn_bytes} if journal.torn_bytes else {}
     build = {"schedulerBuild": args.scheduler_build} if args.scheduler_build else {}
-    journal.append("proxy-start", version=__version__, proxyUrl=proxy.url, upstream=upstream.url,
+    journal.append("proxy-start", version=__version__, proxyUrl=proxy_url, upstream=upstream_url,
                    profiles=library.names(), **repaired, **build)
+
+
+def _activate_at_startup(args: argparse.Namespace, runtime: Runtime) -> None:
+    """`--profile NAME [--seed N]`: active from the first request."""
     if args.profile:
         try:
             runtime.activate(args.profile, args.seed, source="startup")
         except UnknownProfile:
-            await control.stop()
-            parser.close()
-            await proxy.stop()
             raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
+
+
+def _announce(args: argparse.Namespace, runtime: Runtime, library: Library, proxy_url: str, ca_cert: str,
+              upstream_url: str, control_url: str, journal_path: Path) -> None:
     active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
     print(f"kube-fault-proxy {__version__} ready\n"
-          f"  proxy:    {proxy.url}  ->  {upstream.url}\n"
-          f"  trust CA: {proxy.ca_cert}\n"
+          f"  proxy:    {proxy_url}  ->  {upstream_url}\n"
+          f"  trust CA: {ca_cert}\n"
           f"  control:  {control_url}  (API docs: {control_url}/docs)\n"
           f"  journal:  {journal_path}\n"
           f"  profiles: {len(library)} from {args.profiles}; active: {active}", flush=True)
-    ready: dict[str, object] = {**info, "controlUrl": control_url, "pid": os.getpid()}
-    if source is not None:
-        await _start_source(args, source)
-        ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
-    if args.ready_file:
-        paths.write_private(args.ready_file, json.dumps(ready))  # 0600, like the journal
 
+
+async def _until_stopped(loop: asyncio.AbstractEventLoop, proxy_task: Awaitable[object]) -> None:
+    """Until SIGINT or SIGTERM, or the proxy's own end."""
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    proxy_died = asyncio.ensure_future(proxy.task)
-    await asyncio.wait([asyncio.ensure_future(stop.wait()), proxy_died],
+    await asyncio.wait([asyncio.ensure_future(stop.wait()), asyncio.ensure_future(proxy_task)],
                        return_when=asyncio.FIRST_COMPLETED)
-    print("kube-fault-proxy: shutting down", flush=True)
-    if source is not None:
-        await source.stop()
-    await control.stop()
-    parser.close()
-    await proxy.stop()
-    journal.append("proxy-stop")
-    journal.close()
-    return OK
 
 
 def _make_source(args: argparse.Namespace, runtime: Runtime) -> ClusterSource:
