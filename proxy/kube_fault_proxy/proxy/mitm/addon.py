@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import weakref
+import functools
 from collections.abc import Awaitable, Sequence
 
-from mitmproxy import connection, ctx, http
+from mitmproxy import http
 
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
@@ -20,21 +19,18 @@ from kube_fault_proxy.proxy.faults.plan import (
     Step,
     Wait,
 )
+from kube_fault_proxy.proxy.mitm import internals, watch_edits
+from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
-from kube_fault_proxy.proxy.requests.watch import EventEditor, EventStream
+from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.runtime import Runtime
 
-log = logging.getLogger(__name__)
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
-COUNTED = "kfp.bind-counted"
-OUTAGE_FAILED = "kfp.outage-failed"  # a Binding in flight when an outage began: its client got no answer
-OPEN = "kfp.request-open"  # reported to the connection timeouts as started, not yet as ended
-JSON_TYPES = ("application/json",)
 POLL_SECONDS = 0.2
 
 
@@ -59,25 +55,22 @@ async def _wait(flow: http.HTTPFlow, step: Wait) -> bool:
 
 
 class FaultAddon:
-    """Parses each request, asks the runtime for a decision and carries it out."""
+    """Parses each request, asks the runtime for a decision and carries it out.
+
+    On the way it reports what its helpers count: every request's start and end to the connection
+    timeouts, every Binding POST's read and end (with the answer its client got) to the bind outcomes.
+    """
 
     def __init__(self, runtime: Runtime, outage: OutageController,
                  timeouts: ConnectionTimeouts | None = None) -> None:
         self.runtime = runtime
         self.outage = outage
         self.timeouts = timeouts
-        # Binding POSTs read but not yet counted: an outage fails them all at once, as their client
-        # sees it (mitmproxy runs no hook for a flow whose connection it has already dropped).
-        self._binds: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
+        self.binds = BindOutcomes(runtime.counters.bind_outcome)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if self.timeouts is not None and OPEN not in flow.metadata:
-            flow.metadata[OPEN] = True
-            self.timeouts.request_started(flow.client_conn.id)
-
-    def _request_ended(self, flow: http.HTTPFlow) -> None:
-        if self.timeouts is not None and flow.metadata.pop(OPEN, False):
-            self.timeouts.request_ended(flow.client_conn.id)
+        if self.timeouts is not None:
+            self.timeouts.request_started(flow.client_conn.id, flow.id)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response or flow.error or not flow.live:
@@ -95,14 +88,16 @@ class FaultAddon:
             req.headers.get("accept", ""),
         )
         flow.metadata[IDENT] = ident
-        if ident.binding:
-            self._binds[flow.id] = flow
+        binding = ident.binding
+        if binding:
+            self.binds.read(flow.id, flow)
         if self.outage.active:
             # The apiserver is "down": a request already read from a connection the outage is
             # closing (a burst arrives in one read) must not reach it, as none would after a kill -9.
             self.outage.drop_request()
             flow.kill()
-            self._count_bind(flow)
+            if binding:
+                self._bind_ended(flow)
             return None
         decision = self.runtime.decide(ident)
         if decision is None:
@@ -134,16 +129,20 @@ class FaultAddon:
         return None
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
-        self._request_ended(flow)
+        if self.timeouts is not None:
+            self.timeouts.request_ended(flow.client_conn.id, flow.id)
+        ident: RequestIdentity | None = flow.metadata.get(IDENT)
+        if ident is None:
+            return None  # its request hook skipped it (already answered or killed): nothing to count or perform
         decision: Decision | None = flow.metadata.get(DECISION)
-        answered: RequestIdentity | None = flow.metadata.get(IDENT)
-        if answered is not None and flow.response is not None and not answered.watch and (
+        if flow.response is not None and not ident.watch and (
                 decision is None or not decision.plan.before):  # the apiserver's own answer
-            self.runtime.answered(answered, flow.response.status_code)
+            self.runtime.answered(ident, flow.response.status_code)
+        binding = ident.binding
         if decision is None or not decision.plan.after or flow.response is None:
-            self._count_bind(flow)
+            if binding:
+                self._bind_ended(flow)
             return None
-        ident: RequestIdentity = flow.metadata[IDENT]
         if ident.watch:
             return None
         status = flow.response.status_code
@@ -151,71 +150,53 @@ class FaultAddon:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
             # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
             self.runtime.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
-            self._count_bind(flow)
+            if binding:
+                self._bind_ended(flow)
             return None
         self.runtime.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
         if any(isinstance(s, Wait) for s in after):
-            return self._perform(flow, after, count=True)
+            return self._perform(flow, after, count=binding)
         self._apply(flow, after)
-        self._count_bind(flow)
+        if binding:
+            self._bind_ended(flow)
         return None
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self._request_ended(flow)
-        self._count_bind(flow)
-
-    def _count_bind(self, flow: http.HTTPFlow) -> None:
-        """Count a Binding POST once, by the answer its client finally got (None: no answer)."""
+        if self.timeouts is not None:
+            self.timeouts.request_ended(flow.client_conn.id, flow.id)
         ident: RequestIdentity | None = flow.metadata.get(IDENT)
-        if ident is None or not ident.binding or COUNTED in flow.metadata:
-            return
-        flow.metadata[COUNTED] = True
-        self._binds.pop(flow.id, None)
-        ok = flow.error is None and flow.response is not None and OUTAGE_FAILED not in flow.metadata
-        self.runtime.bind_outcome(flow.response.status_code if ok and flow.response else None)
+        if ident is not None and ident.binding:
+            self._bind_ended(flow)
+
+    def _bind_ended(self, flow: http.HTTPFlow) -> None:
+        """Tell the bind outcomes what a Binding's client got: the answer, or none after an error or a kill."""
+        response = flow.response
+        self.binds.ended(flow.id, response.status_code if flow.error is None and response is not None else None)
 
     def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
-        """Stream the watch through the editor, one whole event at a time."""
+        """Stream the watch through the editor, one whole event at a time (if it can read the body)."""
         assert flow.response is not None
-        ctype = flow.response.headers.get("content-type", "").split(";")[0].strip()
+        headers = flow.response.headers
         decision: Decision = flow.metadata[DECISION]
-        if ctype not in JSON_TYPES or flow.response.headers.get("content-encoding"):
+        ctype, encoding = headers.get("content-type", ""), headers.get("content-encoding", "")
+        if not watch_edits.editable(ctype, encoding):
             self.runtime.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
-                              contentType=flow.response.headers.get("content-type", ""),
-                              contentEncoding=flow.response.headers.get("content-encoding", ""))
+                              contentType=ctype, contentEncoding=encoding)
             return
-        events = EventStream(editor.edit)
-        stream_id = flow.id
+        flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.runtime.note,
+                                                  functools.partial(self._close_upstream, flow))
 
-        def chunk(data: bytes) -> list[bytes]:
-            try:
-                out = events.feed(data) if data else events.end() + editor.at_end()
-            except Exception:  # never let an edit break the stream: pass the chunk on
-                log.exception("watch edit failed; passing the chunk through")
-                return [data] if data else []
-            for record in editor.records:
-                self.runtime.note("watch-event", **decision.stamp(), stream=stream_id, **record)
-            editor.records.clear()
-            if editor.cut_connection:
-                editor.cut_connection = False
-                asyncio.get_running_loop().call_soon(self._close_upstream, flow)
-            return out
-
-        flow.response.stream = chunk
-
-    def _close_upstream(self, flow: http.HTTPFlow) -> None:
+    @staticmethod
+    def _close_upstream(flow: http.HTTPFlow) -> None:
         """Drop the client's apiserver connection(s): every stream on them fails (an apiserver restart).
 
         Not just `flow.server_conn`: upstream connections open lazily, so a request decided in its
         `request` hook has no upstream connection of its own yet; the one it would use is the
         client's existing one."""
-        handler = ctx.master.addons.get("proxyserver").connections.get(flow.client_conn.id)
-        if handler is None:
-            return
-        for conn in list(handler.transports):
-            if isinstance(conn, connection.Server) and conn.connected:
-                handler.close_connection(conn)
+        handler = internals.handler(internals.proxyserver(), flow.client_conn.id)
+        if handler is not None:
+            internals.close_upstream(handler)
 
     async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
         for i, step in enumerate(steps):
@@ -226,7 +207,7 @@ class FaultAddon:
                 self._apply(flow, steps[i:])
                 break
         if count:
-            self._count_bind(flow)
+            self._bind_ended(flow)
 
     def _apply(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for step in steps:
@@ -250,8 +231,6 @@ class FaultAddon:
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
                     if self.outage.start(seconds, refuse, **decision.stamp()):
-                        for bind in list(self._binds.values()):  # every one in flight dies with it
-                            bind.metadata[OUTAGE_FAILED] = True
-                            self._count_bind(bind)
+                        self.binds.fail_in_flight()  # every Binding in flight dies with it
                     flow.kill()
                     return

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from mitmproxy import ctx
 from mitmproxy.proxy import server_hooks
 
+from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,13 @@ class UpstreamLoss:
     def _close_client(self, data: server_hooks.ServerConnectionHookData, why: str) -> None:
         if not data.client.connected:
             return
-        handler = ctx.master.addons.get("proxyserver").connections.get(data.client.id)
-        if handler is None or data.client not in handler.transports:
+        handler = internals.handler(internals.proxyserver(), data.client.id)
+        if handler is None or not internals.carries(handler, data.client):
             return
         self.runtime.note(
             "upstream-lost", reason=why, client=f"{data.client.peername[0]}:{data.client.peername[1]}"
         )
-        handler.close_connection(data.client)
+        internals.close(handler, data.client)
 
     def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:
         self._close_client(data, "upstream connection closed")

@@ -15,6 +15,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.proxy.mitm import internals
+
 SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 
 
@@ -33,13 +35,11 @@ def widen(proxyserver: Any, backlog: int | None = None) -> int:
     """
     backlog = backlog or kernel_backlog()
     done = 0
-    for instance in list(proxyserver.servers):
-        for server in getattr(instance, "_servers", []):
-            for ts in getattr(server, "sockets", ()):
-                if ts.type != socket.SOCK_STREAM:
-                    continue
-                dup = socket.socket(fileno=os.dup(ts.fileno()))
-                with contextlib.closing(dup):
-                    dup.listen(backlog)
-                done += 1
+    for ts in internals.listening_sockets(proxyserver):
+        if ts.type != socket.SOCK_STREAM:
+            continue
+        dup = socket.socket(fileno=os.dup(ts.fileno()))
+        with contextlib.closing(dup):
+            dup.listen(backlog)
+        done += 1
     return done

@@ -8,42 +8,13 @@ import logging
 from typing import Any
 
 from mitmproxy import connection, ctx
-from mitmproxy.proxy import mode_specs, server_hooks
+from mitmproxy.proxy import server_hooks
 
-from kube_fault_proxy.proxy.mitm import listen
+from kube_fault_proxy.proxy.mitm import internals, listen
 from kube_fault_proxy.proxy.runtime import Runtime
 
 log = logging.getLogger(__name__)
 REASON = "kube-fault-proxy: simulated apiserver outage"
-
-
-def close_client(handler: Any) -> bool:
-    """Close a handler's client connection at once, as a crashed apiserver's kernel would.
-
-    mitmproxy is told (so its layers clean up), and the socket itself is aborted: mitmproxy's own
-    close can wait behind a busy handler, and a client that sees no FIN keeps its requests in
-    flight until its HTTP/2 health check gives up (client-go: 30 s idle + 15 s ping).
-    """
-    io = handler.transports.get(handler.client)
-    if io is None:
-        return False
-    handler.close_connection(handler.client)
-    if io.writer is not None:
-        io.writer.transport.abort()
-    return True
-
-
-def abort_upstream(handler: Any) -> int:
-    """Abort a handler's upstream connections, as a crashed apiserver's would be: the apiserver
-    cancels the requests they carry that it has not yet committed, and no answer of theirs is
-    counted as given. Returns how many were aborted."""
-    aborted = 0
-    for conn, io in list(handler.transports.items()):
-        if conn is handler.client or io.writer is None:
-            continue
-        io.writer.transport.abort()
-        aborted += 1
-    return aborted
 
 
 class OutageController:
@@ -75,8 +46,8 @@ class OutageController:
         self.until = loop.time() + seconds
         self.mode = mode
         self._ended = asyncio.Event()
-        server = ctx.master.addons.get("proxyserver")
-        handlers = list(server.connections.values())
+        server = internals.proxyserver()
+        handlers = internals.handlers(server)
         self.counts = {"clientConnectionsClosed": len(handlers), "newConnectionsRefused": 0,
                        "upstreamConnectsFailed": 0, "requestsDropped": 0}
         # Schedule the end first: nothing below may leave the proxy in an endless outage.
@@ -87,16 +58,16 @@ class OutageController:
                           bindsFailed=self.runtime.binds_failed)
         aborted = 0
         for h in handlers:
-            close_client(h)  # first: the upstream losses below then close no client a second time
-            aborted += abort_upstream(h)
+            internals.close_client(h)  # first: the upstream losses below then close no client a second time
+            aborted += internals.abort_upstream(h)
         self.counts["upstreamConnectionsAborted"] = aborted
-        self._closed_ids = {h.client.id for h in handlers}
+        self._closed_ids = {internals.client_of(h).id for h in handlers}
         if mode == "refuse":
             self.counts["listener"] = "stopped"
             host, port = server.listen_addrs()[0][:2]
             spec = ctx.options.mode[0].rsplit("@", 1)[0]
             self._listen = [f"{spec}@{host}:{port}"]
-            self._spawn(server.servers.update([]))
+            self._spawn(internals.set_listeners(server, []))
         return True
 
     def drop_request(self) -> None:
@@ -109,14 +80,14 @@ class OutageController:
         task.add_done_callback(self._tasks.discard)
 
     async def _end(self) -> None:
-        server = ctx.master.addons.get("proxyserver")
+        server = internals.proxyserver()
         if self.mode == "refuse" and self._listen:
-            await server.servers.update([mode_specs.ProxyMode.parse(m) for m in self._listen])
+            await internals.set_listeners(server, self._listen)
             listen.widen(server)
         self.until = 0.0
         self._ended.set()
         # A connection closed at the start must be gone by now; one still here is a proxy bug.
-        self.counts["clientConnectionsLingering"] = len(self._closed_ids & set(server.connections))
+        self.counts["clientConnectionsLingering"] = len(self._closed_ids & internals.client_ids(server))
         self.runtime.note("outage-end", **self.counts)
 
     async def _blackhole(self, client: connection.Client) -> None:

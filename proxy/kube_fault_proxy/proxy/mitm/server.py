@@ -13,12 +13,12 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from kube_fault_proxy import paths
-from kube_fault_proxy.proxy.mitm import hooks, listen, streams
+from kube_fault_proxy.proxy.mitm import hooks, internals, listen, streams
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
-from kube_fault_proxy.proxy.mitm.outage import OutageController, close_client
+from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.upstream import Upstream
@@ -83,12 +83,12 @@ class RunningProxy:
 
     def close_client_connections(self) -> int:
         """Close every live client connection; returns how many."""
-        return sum(close_client(h) for h in list(self._server.connections.values()))
+        return sum(internals.close_client(h) for h in internals.handlers(self._server))
 
     async def stop(self) -> None:
         """Stop listening, drop live connections, end the master."""
         with contextlib.suppress(Exception):
-            await self._server.servers.update([])
+            await internals.set_listeners(self._server, [])
         self.close_client_connections()
         self.master.shutdown()
         with contextlib.suppress(asyncio.CancelledError):

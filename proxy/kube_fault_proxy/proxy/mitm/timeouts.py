@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from mitmproxy import connection, ctx
+from mitmproxy import connection
 
+from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
 
@@ -27,10 +28,16 @@ class _Conn:
     last: float
     open: int = 0
     requests: int = 0
+    open_ids: set[str] = field(default_factory=set)  # the open requests reported by id
 
 
 class ConnectionTimeouts:
-    """Per client connection: when accepted, when last active, requests open."""
+    """Per client connection: when accepted, when last active, requests open.
+
+    The fault addon reports each request's start and end from hooks it runs anyway (one more
+    addon with the same hooks would cost every request another dispatch), by request id: a
+    request reported twice, or ended without a start, counts once or not at all.
+    """
 
     def __init__(self, runtime: Runtime, read_header_seconds: float, idle_seconds: float,
                  clock: Any = time.monotonic) -> None:
@@ -56,20 +63,30 @@ class ConnectionTimeouts:
     def client_disconnected(self, client: connection.Client) -> None:
         self.conns.pop(client.id, None)
 
-    def request_started(self, client_id: str) -> None:
-        """A request's headers arrived on this connection (the fault addon reports it, once each)."""
+    def request_started(self, client_id: str, request_id: str | None = None) -> None:
+        """A request's headers arrived on this connection (without an id: the caller reports it once)."""
         c = self.conns.get(client_id)
-        if c is not None:
-            c.open += 1
-            c.requests += 1
-            c.last = self.clock()
+        if c is None:
+            return
+        if request_id is not None:
+            if request_id in c.open_ids:
+                return
+            c.open_ids.add(request_id)
+        c.open += 1
+        c.requests += 1
+        c.last = self.clock()
 
-    def request_ended(self, client_id: str) -> None:
-        """That request was answered, failed or reset (reported once per request)."""
+    def request_ended(self, client_id: str, request_id: str | None = None) -> None:
+        """That request was answered, failed or reset (without an id: the caller reports it once)."""
         c = self.conns.get(client_id)
-        if c is not None:
-            c.open = max(0, c.open - 1)
-            c.last = self.clock()
+        if c is None:
+            return
+        if request_id is not None:
+            if request_id not in c.open_ids:
+                return
+            c.open_ids.remove(request_id)
+        c.open = max(0, c.open - 1)
+        c.last = self.clock()
 
     def expired(self, now: float) -> list[tuple[str, str]]:
         """Connections to close now, and why."""
@@ -87,14 +104,14 @@ class ConnectionTimeouts:
         period = max(0.1, min(t for t in (self.read_header, self.idle) if t > 0) / 8)
         while True:
             await asyncio.sleep(period)
-            server = ctx.master.addons.get("proxyserver")
+            server = internals.proxyserver()
             for cid, why in self.expired(self.clock()):
                 self.conns.pop(cid, None)
-                handler = server.connections.get(cid)
+                handler = internals.handler(server, cid)
                 if handler is None:
                     continue
-                client = handler.client
+                client = internals.client_of(handler)
                 self.runtime.note("client-timeout", reason=why,
                                   client=f"{client.peername[0]}:{client.peername[1]}" if client.peername else "")
                 with contextlib.suppress(Exception):
-                    handler.close_connection(client)
+                    internals.close(handler, client)

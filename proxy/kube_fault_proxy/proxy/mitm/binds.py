@@ -1,0 +1,40 @@
+"""Binding POST outcomes as their clients saw them: each counted once, the ones in flight kept for an outage."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+
+class BindOutcomes:
+    """Counts every Binding POST once, by the answer its client finally got (a 2xx, another status, none).
+
+    The fault addon reports each Binding when it is read and whenever it may have ended (a response,
+    an error, a kill); only the first end counts. One read but not yet ended is in flight while its
+    flow lives (held weakly, never touched): an outage fails them all at once, as their clients see
+    it, since mitmproxy runs no hook for a flow whose connection it has already dropped.
+    """
+
+    def __init__(self, outcome: Callable[[int | None], None]) -> None:
+        self._outcome = outcome
+        self._in_flight: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
+
+    def read(self, request_id: str, owner: object) -> None:
+        """A Binding POST was read: in flight until it ends (or `owner`, its flow, is gone)."""
+        self._in_flight[request_id] = owner
+
+    def ended(self, request_id: str, status: int | None) -> None:
+        """The answer its client got (None: none); counted if it is the first end of one in flight."""
+        if self._in_flight.pop(request_id, None) is not None:
+            self._outcome(status)
+
+    def fail_in_flight(self) -> int:
+        """An outage began: every Binding in flight dies with it, counted as failed. Returns how many."""
+        failed = list(self._in_flight.items())  # held until all are counted
+        for request_id, _ in failed:
+            self.ended(request_id, None)
+        return len(failed)
+
+    def __len__(self) -> int:
+        """How many are in flight."""
+        return len(self._in_flight)

@@ -1,0 +1,107 @@
+"""Every touch of mitmproxy's proxyserver internals, beyond its addon API, in one place.
+
+mitmproxy has no public API to close or abort a live connection, to find the handler that carries a
+client connection, or to start and stop listeners at runtime: the outage, the upstream-loss
+propagation, the connection timeouts, the upstream-closing faults and the server's own stop reach
+`Proxyserver.connections` (client id → `ProxyConnectionHandler`), a handler's `client`,
+`transports` (connection → `ConnectionIO` with its `writer`) and `close_connection`,
+`Proxyserver.servers.update` and a listener instance's `_servers` (asyncio servers). Pinned to
+mitmproxy 12.3; `tests/unit/test_internals.py` fails loudly if an upgrade changes any of them.
+(The HTTP/2 stream limit and the lean hook dispatch keep their own overrides and guards: streams.py, hooks.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from mitmproxy import connection, ctx
+from mitmproxy.proxy import mode_specs
+
+# mitmproxy's own classes, loosely typed: its API is only partly annotated.
+Handler = Any  # mitmproxy.proxy.mode_servers.ProxyConnectionHandler
+Proxyserver = Any  # mitmproxy.addons.proxyserver.Proxyserver
+
+
+def proxyserver() -> Proxyserver:
+    """The running master's proxyserver addon."""
+    return ctx.master.addons.get("proxyserver")
+
+
+def handlers(server: Proxyserver) -> list[Handler]:
+    """The handlers of every live client connection, at this instant."""
+    return list(server.connections.values())
+
+
+def handler(server: Proxyserver, client_id: str) -> Handler | None:
+    """The handler of one client connection, if it is still live."""
+    return server.connections.get(client_id)
+
+
+def client_ids(server: Proxyserver) -> set[str]:
+    """The ids of every live client connection."""
+    return set(server.connections)
+
+
+def client_of(h: Handler) -> connection.Client:
+    """A handler's client connection."""
+    client: connection.Client = h.client
+    return client
+
+
+def carries(h: Handler, conn: connection.Connection) -> bool:
+    """Whether the handler still has a transport for this connection."""
+    return conn in h.transports
+
+
+def close(h: Handler, conn: connection.Connection) -> None:
+    """Close one of a handler's connections the way mitmproxy does (its layers clean up)."""
+    h.close_connection(conn)
+
+
+def close_client(h: Handler) -> bool:
+    """Close a handler's client connection at once, as a crashed apiserver's kernel would.
+
+    mitmproxy is told (so its layers clean up), and the socket itself is aborted: mitmproxy's own
+    close can wait behind a busy handler, and a client that sees no FIN keeps its requests in
+    flight until its HTTP/2 health check gives up (client-go: 30 s idle + 15 s ping).
+    """
+    io = h.transports.get(h.client)
+    if io is None:
+        return False
+    h.close_connection(h.client)
+    if io.writer is not None:
+        io.writer.transport.abort()
+    return True
+
+
+def abort_upstream(h: Handler) -> int:
+    """Abort a handler's upstream connections, as a crashed apiserver's would be: the apiserver
+    cancels the requests they carry that it has not yet committed, and no answer of theirs is
+    counted as given. Returns how many were aborted."""
+    aborted = 0
+    for conn, io in list(h.transports.items()):
+        if conn is h.client or io.writer is None:
+            continue
+        io.writer.transport.abort()
+        aborted += 1
+    return aborted
+
+
+def close_upstream(h: Handler) -> None:
+    """Close a handler's open upstream connections the way mitmproxy does: every stream on them fails."""
+    for conn in list(h.transports):
+        if isinstance(conn, connection.Server) and conn.connected:
+            h.close_connection(conn)
+
+
+async def set_listeners(server: Proxyserver, specs: Iterable[str]) -> bool:
+    """Listen on exactly these modes (none: stop listening); live connections are kept."""
+    return bool(await server.servers.update([mode_specs.ProxyMode.parse(s) for s in specs]))
+
+
+def listening_sockets(server: Proxyserver) -> Iterator[Any]:
+    """Every socket the proxyserver's listeners listen on (asyncio's TransportSocket)."""
+    for instance in list(server.servers):
+        for listener in getattr(instance, "_servers", []):
+            yield from getattr(listener, "sockets", ())

@@ -1,0 +1,42 @@
+"""Editing a watch as it streams: whole events through the fault's editor, each edit journaled."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.requests.watch import EventEditor, EventStream
+
+log = logging.getLogger(__name__)
+JSON_TYPES = ("application/json",)
+Chunks = Callable[[bytes], list[bytes]]  # mitmproxy's stream callable: b"" marks the end
+
+
+def editable(content_type: str, content_encoding: str) -> bool:
+    """Whether the editor can read a watch with these headers: JSON, not encoded."""
+    return content_type.split(";")[0].strip() in JSON_TYPES and not content_encoding
+
+
+def edited(editor: EventEditor, decision: Decision, stream_id: str, note: Callable[..., None],
+           cut: Callable[[], None]) -> Chunks:
+    """The stream callable of one edited watch: events reassembled and edited whole, each edit noted
+    as a `watch-event`; `cut` runs on the loop, just after the chunk, when the editor asks for it."""
+    events = EventStream(editor.edit)
+
+    def chunk(data: bytes) -> list[bytes]:
+        try:
+            out = events.feed(data) if data else events.end() + editor.at_end()
+        except Exception:  # never let an edit break the stream: pass the chunk on
+            log.exception("watch edit failed; passing the chunk through")
+            return [data] if data else []
+        for record in editor.records:
+            note("watch-event", **decision.stamp(), stream=stream_id, **record)
+        editor.records.clear()
+        if editor.cut_connection:
+            editor.cut_connection = False
+            asyncio.get_running_loop().call_soon(cut)
+        return out
+
+    return chunk
