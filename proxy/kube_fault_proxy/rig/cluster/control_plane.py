@@ -28,6 +28,7 @@ from kube_fault_proxy.rig.cluster.processes import (
     Stopped,
     alive,
     free_port,
+    kill_group,
     live_groups,
     port_in_use,
     spawn,
@@ -312,20 +313,22 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 
     api_port = free_port()
     server = f"https://127.0.0.1:{api_port}"
-    log = logs / "kube-apiserver.log"
-    pid = spawn([str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-                 f"--secure-port={api_port}", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-                 f"--tls-cert-file={certs / 'apiserver.crt'}", f"--tls-private-key-file={certs / 'apiserver.key'}",
-                 f"--client-ca-file={certs / 'ca.crt'}", f"--token-auth-file={d / 'tokens.csv'}",
-                 "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
-                 f"--service-account-key-file={certs / 'sa.pub'}",
-                 f"--service-account-signing-key-file={certs / 'sa.key'}",
-                 "--service-cluster-ip-range=10.0.0.0/24",
-                 f"--http2-max-streams-per-connection={opts.apiserver_max_streams}"], log)
-    c.record("kube-apiserver", pid, log)
     c.state["apiserver"] = server
+    c.state["apiserverArgv"] = [
+        str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+        f"--secure-port={api_port}", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+        f"--tls-cert-file={certs / 'apiserver.crt'}", f"--tls-private-key-file={certs / 'apiserver.key'}",
+        f"--client-ca-file={certs / 'ca.crt'}", f"--token-auth-file={d / 'tokens.csv'}",
+        "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={certs / 'sa.pub'}",
+        f"--service-account-signing-key-file={certs / 'sa.key'}",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        f"--http2-max-streams-per-connection={opts.apiserver_max_streams}",
+        # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
+        # of waiting out the killed connections' TIME_WAIT.
+        "--permit-address-sharing"]
+    _start_apiserver(c, opts.timeout)
     api = c.admin_api()
-    _wait("kube-apiserver", api.ready, pid, log, opts.timeout)
     say(f"  etcd and kube-apiserver ready on {server} ({time.monotonic() - t0:.1f}s)")
 
     ca = certs / "ca.crt"
@@ -352,6 +355,36 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 
 
 
+def _start_apiserver(c: Cluster, timeout: float) -> None:
+    """kube-apiserver from the argv `up` recorded (same flags, port, certificates and etcd); waits until ready."""
+    log = c.log("kube-apiserver")
+    pid = spawn(list(c.state["apiserverArgv"]), log)
+    c.record("kube-apiserver", pid, log)
+    _wait("kube-apiserver", c.admin_api().ready, pid, log, timeout)
+
+
+def kill_apiserver(c: Cluster) -> int:
+    """`kill -9` the real kube-apiserver (its process group), as the seed did; returns its pid.
+
+    etcd, the proxy and every client stay up; `start_apiserver` brings it back on the same URL."""
+    proc = c.state.get("processes", {}).get("kube-apiserver")
+    if proc is None or "apiserverArgv" not in c.state:
+        raise ClusterError(f"no kube-apiserver to kill in {c.dir}")
+    pid = int(proc["pid"])
+    if not kill_group(pid):
+        raise ClusterError(f"kube-apiserver (pid {pid}) still runs after SIGKILL")
+    c.state["processes"].pop("kube-apiserver")
+    c.save()
+    return pid
+
+
+def start_apiserver(c: Cluster, timeout: float = 120.0) -> float:
+    """Start kube-apiserver again after `kill_apiserver`, exactly as `up` did; the seconds until it was ready."""
+    t0 = time.monotonic()
+    _start_apiserver(c, timeout)
+    return time.monotonic() - t0
+
+
 def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path], announce: bool = True) -> None:
     binary = SCHEDULER_BINARIES.get(opts.scheduler)
     if binary is None:
@@ -369,20 +402,39 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     a search trial): etcd, the apiserver and the proxy stay up; the scheduler starts from a relist
     with an empty cache."""
     t0 = time.monotonic()
+    stop_scheduler(c, timeout)
+    start_scheduler(c, timeout)
+    return time.monotonic() - t0
+
+
+def stop_scheduler(c: Cluster, timeout: float = 120.0) -> None:
+    """Stop the scheduler `up` started (its process group, SIGKILL after 5 s); `start_scheduler` starts it again."""
     scheduler = c.state.get("scheduler")
-    binary = SCHEDULER_BINARIES.get(str(scheduler))
-    if binary is None or "schedulerBinary" not in c.state:
-        raise ClusterError(f"no scheduler to restart in {c.dir}")
+    if SCHEDULER_BINARIES.get(str(scheduler)) is None or "schedulerBinary" not in c.state:
+        raise ClusterError(f"no scheduler to stop in {c.dir}")
     proc = c.state.get("processes", {}).pop(scheduler, None)
     if proc is not None:
-        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)  # its process group, SIGKILL after 5 s
+        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)
+    c.save()
     if scheduler == "yunikorn":
         deadline = time.monotonic() + timeout
         while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone
             if time.monotonic() > deadline:
                 raise ClusterError(f"port {YUNIKORN_PORT} still in use {timeout:g}s after stopping YuniKorn")
             time.sleep(0.2)
-    opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=str(scheduler),
+
+
+def start_scheduler(c: Cluster, timeout: float = 120.0) -> float:
+    """Start the same scheduler build `up` started (after `stop_scheduler`), through the proxy if
+    there is one, and wait until it is ready; returns the seconds it took. It starts from a relist."""
+    t0 = time.monotonic()
+    scheduler = str(c.state.get("scheduler"))
+    binary = SCHEDULER_BINARIES.get(scheduler)
+    if binary is None or "schedulerBinary" not in c.state:
+        raise ClusterError(f"no scheduler to start in {c.dir}")
+    if scheduler in c.state.get("processes", {}):
+        raise ClusterError(f"{scheduler} is already running in {c.dir}")
+    opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=scheduler,
                    proxy="proxy" in c.state, timeout=timeout)
     _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])}, announce=False)
     c.save()

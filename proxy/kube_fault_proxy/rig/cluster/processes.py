@@ -104,6 +104,12 @@ def stop_groups(groups: dict[str, int], grace: float = 10.0, kill_wait: float = 
                    survivors=[n for n in groups if n in survivors])
 
 
+def kill_group(pgid: int, timeout: float = 5.0) -> bool:
+    """SIGKILL the group at once (no SIGTERM first: `kill -9`) and wait until it is gone; whether it is."""
+    _signal_group(pgid, signal.SIGKILL)
+    return not _wait_gone({str(pgid): pgid}, timeout)
+
+
 def stop(pid: int, timeout: float = 15.0) -> None:
     """SIGTERM the process group, then SIGKILL what is left after timeout."""
     stop_groups({str(pid): pid}, timeout, timeout)
