@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.rig.invariants import Report, Snapshot, evaluate, render
+from kube_fault_proxy.rig.safety import SAFETY
 
 DATA = Path(__file__).parent / "data"
 NOW = 1796011400.0  # some minutes after both recordings
+SAFE = dict.fromkeys(SAFETY, 0)  # every scheduler's safety invariants, judged in every report; these runs keep them
 
 
 def load(name: str) -> dict[str, Any]:
@@ -38,7 +40,7 @@ def test_a_clean_yunikorn_run_is_clean() -> None:
 
 def test_the_recorded_yunikorn_3355_run_violates_everything_it_should() -> None:
     report = evaluate(snapshot(load("3355")), {"yunikorn"})
-    assert by(report) == {"stranded": 52, "missing-node": 0, "I1": 1, "I2": 51, "I3": 1, "I4": 52, "I5": 1}
+    assert by(report) == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 1, "I2": 51, "I3": 1, "I4": 52, "I5": 1}
     assert report.counts["phantomAllocations"] == 51
     [i1] = report.by_invariant()["I1"]
     assert i1.message == "queue root.default books 59 pods; 8 are bound in namespace default"
@@ -182,7 +184,7 @@ def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
     other = evaluate(snap, {"yunikorn"}, namespace="elsewhere")
     assert other.ok and other.counts["pods"] == 0 and "I5" not in other.checked
     here = by(evaluate(snap, {"yunikorn"}, namespace="default"))
-    assert here == {"stranded": 52, "missing-node": 0, "I1": 1, "I2": 51, "I3": 1, "I4": 52}
+    assert here == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 1, "I2": 51, "I3": 1, "I4": 52}
 
 
 def test_all_bound_ends_a_wait_early_only_when_the_work_is_done() -> None:

@@ -60,7 +60,7 @@ def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
         ("spec:\n  expect: {yunikron+fix: {verdict: clean}}\n", "spec.expect.yunikron+fix.[key]: String should match pattern"),
         ("spec:\n  settle: {quiet: 10}\n", "spec.settle.quiet: a duration needs a unit"),
         ("spec:\n  expect: {yunikorn: {verdict: violations, invariants: [I9]}}\n",
-         "s.yaml:5:57: spec.expect.yunikorn.invariants[0]: unknown invariant 'I9' (known: stranded, missing-node, I1 "),
+         "s.yaml:5:57: spec.expect.yunikorn.invariants[0]: unknown invariant 'I9' (known: stranded, missing-node, "),
         ("spec:\n  loads: {}\n", "s.yaml:5:3: spec.loads: unknown field"),
     ],
 )

@@ -12,11 +12,12 @@ import pytest
 import yaml
 from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.proxy.profiles.loader import load_text
+from kube_fault_proxy.rig.catalogue import INVARIANTS
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search.engine import Hit, Outcome, Search, Settings
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
-from kube_fault_proxy.rig.search.output import scenario_doc, write
+from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable
 
@@ -265,3 +266,23 @@ def test_set_schedulable_cordons_all_but_the_first_nodes_by_name_and_undoes_it()
     assert set_schedulable(api, 2) == 2 and api.patches == []  # nothing to change: no write
     assert set_schedulable(api, None) == 5
     assert not any(node["spec"] for node in api.nodes.values()) and len(api.patches) == 3
+
+
+def test_set_schedulable_keeps_when_it_knew_each_node_cordoned() -> None:
+    api, cordoned = _Nodes(5), dict[str, float]()
+    set_schedulable(api, 3, cordoned)
+    first = dict(cordoned)
+    assert sorted(first) == ["kfp-node-0004", "kfp-node-0005"]
+    set_schedulable(api, 2, cordoned)  # one more; the earlier cordons keep their times
+    assert sorted(cordoned) == ["kfp-node-0003", "kfp-node-0004", "kfp-node-0005"]
+    assert {n: cordoned[n] for n in first} == first
+    set_schedulable(api, None, cordoned)
+    assert cordoned == {}
+
+
+def test_the_search_knows_every_invariant() -> None:
+    assert sorted(INVARIANT_NAMES) == sorted(WITNESS_ORDER) == sorted(INVARIANTS)
+    assert WITNESS_ORDER[0] == "no-overcommit" and WITNESS_ORDER.index("I2") < WITNESS_ORDER.index("I1")
+    g = Genome(rules=(), seed=1, pods=10)
+    doc = scenario_doc(g, "kube-scheduler", None, ["no-overcommit", "stranded"], 5)
+    assert doc["spec"]["expect"]["kube-scheduler"]["invariants"] == ["no-overcommit", "stranded"]

@@ -99,7 +99,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     clean.add_argument("--namespace", default="default")
     clean.add_argument("--run-id", help="only this run (default: every run)")
 
-    cp = sub.add_parser("check", help="check invariants: stranded pods, phantom allocations (exit 1 on violation)")
+    cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "
+                                      "placement, cordons, anti-affinity), phantom allocations (exit 1 on violation)")
     target(cp)
     cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")

@@ -6,7 +6,7 @@ have it), else by its name; wherever an invariant is shown, the name stands besi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -32,6 +32,15 @@ class Invariant:
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it"),
     Invariant("missing-node", "no pod is bound to a node that does not exist"),
+    # Safety: what every scheduler promises, judged on every pod whoever bound it (KWOK has no
+    # kubelet to refuse a bad placement, so only the checker sees one).
+    Invariant("no-overcommit", "no node's bound pods request more than its allocatable cpu, memory, "
+                               "ephemeral storage, other resources or pod count"),
+    Invariant("no-excluded-node", "no pod is on a node its nodeSelector or required node affinity excludes"),
+    Invariant("no-untolerated-taint", "no pod is on a node with a NoSchedule or NoExecute taint it does not tolerate"),
+    Invariant("no-bind-to-cordoned-node", "no pod is bound to a node after the rig cordoned it"),
+    Invariant("no-anti-affinity-breach", "no two pods share a topology domain (a node, for kubernetes.io/hostname) "
+                                         "where one's required pod anti-affinity selects the other"),
     Invariant("queue-books-bound-pods", "each queue books as many pods as are really bound in its namespace", "I1"),
     Invariant("no-phantom-allocation",
               "every allocation's pod exists, is bound, and is bound to the allocation's node (no phantoms)", "I2"),
@@ -65,10 +74,16 @@ class Violation:
     message: str
     objects: tuple[str, ...] = ()
     kind: str = ""  # where an invariant breaks in more than one way, which (I2: phantom, wrong-node, no-pod)
+    node: str = ""  # the node it happens on, where there is one
+    numbers: dict[str, float] = field(default_factory=dict, hash=False)  # what was counted (requested, …)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form (kind only where set)."""
+        """JSON form (kind, node and numbers only where set)."""
         out: dict[str, Any] = {"invariant": self.invariant, "message": self.message, "objects": list(self.objects)}
         if self.kind:
             out["kind"] = self.kind
+        if self.node:
+            out["node"] = self.node
+        if self.numbers:
+            out["numbers"] = dict(self.numbers)
         return out

@@ -14,13 +14,16 @@ import yaml
 from kube_fault_proxy import __version__, shipped
 from kube_fault_proxy.rig.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.report import timeline_svg
+from kube_fault_proxy.rig.safety import SAFETY
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search.engine import Outcome
 from kube_fault_proxy.rig.search.genome import Genome
 
 MINIMAL = "search-minimal"
-INVARIANT_NAMES = ("stranded", "missing-node", "I1", "I2", "I3", "I4", "I5")
-WITNESS_ORDER = ("I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
+INVARIANT_NAMES = ("stranded", "missing-node", *SAFETY, "I1", "I2", "I3", "I4", "I5")
+# Witness pods: a broken promise first (a double-booked node is the worst form of the bind bugs),
+# then phantoms (the rarest, most telling of YuniKorn's bookkeeping), the rest after.
+WITNESS_ORDER = (*SAFETY, "I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
 
 
 def _commit() -> str:
@@ -178,7 +181,7 @@ def _witnesses(out: Outcome) -> list[str]:
             pod = obj.split("/")[-1]
             if pod not in [c[0] for c in chosen]:
                 chosen.append((pod, v))
-    rank = {name: i for i, name in enumerate(WITNESS_ORDER)}  # phantoms first: the rarest, most telling
+    rank = {name: i for i, name in enumerate(WITNESS_ORDER)}
     chosen.sort(key=lambda c: (rank.get(c[1]["invariant"], 99), c[0] not in w.history, c[0]))
     for pod, v in chosen[:3]:
         lines.append(f"- **{pod}**: {label(v['invariant'])}: {v['message']}")

@@ -48,6 +48,7 @@ class Rig:
     trials: int = 0
     cursor: int = 0  # the proxy journal's last record seen
     schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
+    cordoned: dict[str, float] = field(default_factory=dict)  # node -> when the rig knew it cordoned (epoch s)
 
     @classmethod
     @contextlib.contextmanager
@@ -147,15 +148,21 @@ def _fetch(api: Any, yunikorn: str | None, attempts: int = 20) -> check.Snapshot
     raise ValueError(f"YuniKorn's REST API at {yunikorn} did not answer a partition")
 
 
-def set_schedulable(api: Any, keep: int | None) -> int:
+def set_schedulable(api: Any, keep: int | None, cordoned: dict[str, float] | None = None) -> int:
     """Cordon every node but the first `keep` by name (None: uncordon all), as `kubectl cordon`
-    does; returns how many nodes are schedulable now."""
+    does; returns how many nodes are schedulable now. `cordoned` (if given) keeps, per cordoned
+    node, a moment by which it was cordoned (for no-bind-to-cordoned-node)."""
     nodes = sorted(api.list(Node), key=lambda n: n["metadata"]["name"])
+    times = {} if cordoned is None else cordoned
     for i, node in enumerate(nodes):
-        cordon = keep is not None and i >= keep
+        name, cordon = node["metadata"]["name"], keep is not None and i >= keep
         if bool((node.get("spec") or {}).get("unschedulable")) != cordon:
-            api.patch(Node, node["metadata"]["name"], {"spec": {"unschedulable": cordon or None}},
-                      patch_type=PatchType.MERGE)
+            api.patch(Node, name, {"spec": {"unschedulable": cordon or None}}, patch_type=PatchType.MERGE)
+            times.pop(name, None)
+        if cordon:
+            times.setdefault(name, time.time())  # after the patch: it is cordoned by now
+        else:
+            times.pop(name, None)
     return len(nodes) if keep is None else min(keep, len(nodes))
 
 
@@ -223,7 +230,7 @@ class _Trial:
         """The nodes the genome asks for, then a fresh scheduler: nothing an earlier trial's faults left in its
         cache or its informers' backoff leaks into this one (cordoned before the restart, so it lists them so)."""
         if self.genome.nodes != self.rig.schedulable:
-            set_schedulable(self.api, self.genome.nodes)
+            set_schedulable(self.api, self.genome.nodes, self.rig.cordoned)
             self.rig.schedulable = self.genome.nodes
         self.result.restart_seconds = restart_scheduler(self.rig.cluster)
         self.rig.cursor = self.control.journal_after(self.rig.cursor).next  # skip what came before this trial
@@ -243,7 +250,7 @@ class _Trial:
         binds = stats["bindsTotal"]
         sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
                tuple(sorted(stats.get("events", {}).items())))
-        return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, proxy=sig)
+        return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, dict(self.rig.cordoned), proxy=sig)
 
     def tick(self, snap: check.Snapshot) -> None:
         """The near miss: the peak of allocations over bound pods in the trial's namespace."""
