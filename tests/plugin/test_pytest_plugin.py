@@ -151,7 +151,8 @@ def test_assert_helpers_name_the_broken_invariants() -> None:
     broken = Report(violations=[Violation("I2", "phantom allocation: ns/p", ("ns/p",))], checked=["stranded", "I2"])
     assert_clean(clean)
     assert_violates(broken, "I2")
-    with pytest.raises(AssertionError, match=r"(?s)invariants violated:.*I2 +NO +1  ns/p"):
+    assert_violates(broken, "no-phantom-allocation")  # the same invariant by name
+    with pytest.raises(AssertionError, match=r"(?s)invariants violated:.*I2 no-phantom-allocation +NO +1  ns/p"):
         assert_clean(broken)
     with pytest.raises(AssertionError, match=r"expected \['stranded'\] to be violated"):
         assert_violates(broken, "stranded", "I2")

@@ -288,11 +288,12 @@ def assert_clean(report: Any) -> None:
 
 
 def assert_violates(report: Any, *invariants: str) -> None:
-    """Fail unless every named invariant is broken."""
+    """Fail unless every named invariant is broken (by name, e.g. `no-phantom-allocation`, or alias, `I2`)."""
+    from kube_fault_proxy.rig.catalogue import lookup
     from kube_fault_proxy.rig.invariants import render
 
     broken = {name for name, vs in report.by_invariant().items() if vs}
-    missing = set(invariants) - broken
+    missing = {word for word in invariants if lookup(word).key not in broken}
     if missing:
         raise AssertionError(f"expected {sorted(missing)} to be violated:\n" + render(report))
 
