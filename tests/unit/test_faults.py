@@ -6,8 +6,7 @@ import json
 import random
 
 from kube_fault_proxy.proxy.faults import Abort, CommitThenFail, Delay, Hang, Reset, Throttle
-from kube_fault_proxy.proxy.faults.plan import Reset as ResetStep
-from kube_fault_proxy.proxy.faults.plan import Respond, Wait
+from kube_fault_proxy.proxy.faults.plan import ResetStream, Respond, Wait
 from kube_fault_proxy.proxy.requests.status import APF_429_BODY, TIMEOUT_MESSAGE
 
 from tests.support.builders import bind
@@ -82,18 +81,18 @@ def test_hang_then_timeout_or_reset() -> None:
     assert wait == Wait(3, until_client_gone=True)
     status, _, body = reply_of(end)
     assert status == 504 and json.loads(body)["message"] == TIMEOUT_MESSAGE
-    assert Hang(then="reset").plan(bind("p"), RNG).before == (Wait(3600.0, True), ResetStep())
+    assert Hang(then="reset").plan(bind("p"), RNG).before == (Wait(3600.0, True), ResetStream())
 
 
 def test_reset() -> None:
-    assert Reset().plan(bind("p"), RNG).before == (ResetStep(),)
+    assert Reset().plan(bind("p"), RNG).before == (ResetStream(),)
 
 
 def test_commit_then_fail_acts_after_upstream() -> None:
     plan = CommitThenFail(abort=Abort(status=500)).plan(bind("p"), RNG)
     assert plan.before == () and plan.forwards and plan.after_only_if_committed
     assert reply_of(plan.after[0])[0] == 500
-    assert CommitThenFail(reset=Reset()).plan(bind("p"), RNG).after == (ResetStep(),)
+    assert CommitThenFail(reset=Reset()).plan(bind("p"), RNG).after == (ResetStream(),)
     assert plan.describe() == "forward, then respond 500"
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
-from kube_fault_proxy.proxy.faults.plan import Plan, Reset, Respond, Step, Wait
+from kube_fault_proxy.proxy.faults.plan import Plan, ResetStream, Respond, Step, Wait
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
 
@@ -25,7 +25,7 @@ class Hang(FaultSpec):
     def steps(self, ident: RequestIdentity) -> tuple[Step, ...]:
         """The wait and what ends it."""
         wait = Wait(self.seconds or UNTIL_CLIENT_GIVES_UP, until_client_gone=True)
-        end: Step = Reset() if self.then == "reset" else Respond(status_reply(504, ident))
+        end: Step = ResetStream() if self.then == "reset" else Respond(status_reply(504, ident))
         return (wait, end)
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:

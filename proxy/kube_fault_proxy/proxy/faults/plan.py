@@ -16,7 +16,7 @@ class Respond:
 
 
 @dataclass(frozen=True, slots=True)
-class Reset:
+class ResetStream:
     """Reset the HTTP/2 stream, or close the HTTP/1 connection."""
 
 
@@ -55,7 +55,7 @@ class StartOutage:
     refuse: str
 
 
-Step = Respond | Reset | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage
+Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class Plan:
     @property
     def forwards(self) -> bool:
         """Whether the request still reaches the apiserver."""
-        return not any(isinstance(s, Respond | Reset | CloseUpstream | StartOutage) for s in self.before)
+        return not any(isinstance(s, Respond | ResetStream | CloseUpstream | StartOutage) for s in self.before)
 
     def describe(self) -> str:
         """A short human reading of the plan, for the journal."""
@@ -77,7 +77,7 @@ class Plan:
             match step:
                 case Respond(reply):
                     return f"respond {reply.status}"
-                case Reset():
+                case ResetStream():
                     return "reset"
                 case Wait(seconds, until_gone):
                     return f"wait {seconds:.3f}s" + (" or until client leaves" if until_gone else "")

@@ -6,8 +6,7 @@ import random
 from typing import ClassVar
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
-from kube_fault_proxy.proxy.faults.plan import Plan
-from kube_fault_proxy.proxy.faults.plan import Reset as ResetStep
+from kube_fault_proxy.proxy.faults.plan import Plan, ResetStream
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
 
@@ -17,4 +16,4 @@ class Reset(FaultSpec):
     kind: ClassVar[str] = "reset"
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
-        return Plan(before=(ResetStep(),))
+        return Plan(before=(ResetStream(),))

@@ -13,7 +13,7 @@ from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
     EditEvents,
     LimitWatch,
-    Reset,
+    ResetStream,
     Respond,
     StartOutage,
     Step,
@@ -215,7 +215,7 @@ class FaultAddon:
                 case Respond():
                     flow.response = _make_response(step)
                     return
-                case Reset():
+                case ResetStream():
                     flow.kill()
                     return
                 case LimitWatch(seconds):
