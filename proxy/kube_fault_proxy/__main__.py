@@ -1,4 +1,4 @@
-"""python -m proxy → the kube-fault-proxy command."""
+"""python -m kube_fault_proxy → the kube-fault-proxy command."""
 
 from kube_fault_proxy.cli.main import main
 
