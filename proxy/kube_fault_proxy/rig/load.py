@@ -49,6 +49,7 @@ class LoadSpec:
     app_id: str | None = None
     timeout: float = 600.0
     http2: bool = False  # one connection for every creation (HTTP/1.1: one per creation in flight)
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates: no scheduler takes the pod until they are lifted
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
 
@@ -82,11 +83,15 @@ def pod_manifest(spec: LoadSpec, name: str) -> dict[str, Any]:
     labels = {LOAD_LABEL: spec.run_id, **spec.labels}
     if spec.app_id:
         labels["applicationId"] = spec.app_id
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
-            "spec": {"schedulerName": spec.scheduler_name, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                     "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}}}]}}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {"schedulerName": spec.scheduler_name, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}}}]}}
+    if spec.scheduling_gates:
+        pod["spec"]["schedulingGates"] = [{"name": gate} for gate in spec.scheduling_gates]
+    return pod
 
 
 def _failure(e: HTTPError) -> str:

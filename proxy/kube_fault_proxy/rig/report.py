@@ -12,7 +12,7 @@ from typing import Any
 W, H = 960, 380
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 50, 60
 COLORS = {"bound": "#2b6cb0", "pending": "#dd6b20", "ok": "#38a169", "failed": "#e53e3e",
-          "outage": "#fed7d7", "profile": "#e9d8fd", "step": "#4a5568"}
+          "outage": "#fed7d7", "profile": "#e9d8fd", "step": "#4a5568", "killed": "#feebc8", "wave": "#805ad5"}
 
 
 def _esc(text: object) -> str:
@@ -62,6 +62,15 @@ def timeline_svg(run: dict[str, Any]) -> str:
     for a, b, _ in _windows(events, "outage-start", "outage-end", t_end):
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
                      f'fill="{COLORS["outage"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 12}" fill="#9b2c2c">outage</text>')
+    for a, b, _ in _windows(events, "apiserver-killed", "apiserver-restarted", t_end):  # the real kill -9
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
+                     f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 40}" fill="#9c4221">'
+                     'apiserver killed</text>')
+    for e in (e for e in events if e["event"] == "wave-released"):
+        wx = x(e["t"])
+        parts.append(f'<line x1="{wx:.1f}" x2="{wx:.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{COLORS["wave"]}" '
+                     f'stroke-width="2"/><text x="{wx + 3:.1f}" y="{TOP + 54}" fill="{COLORS["wave"]}">'
+                     f'wave released ({_esc(e.get("pending"))} pending)</text>')
     for a, b, name in _windows(events, "activate", "deactivate", t_end):
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP - 14}" width="{max(x(b) - x(a), 1):.1f}" height="10" '
                      f'fill="{COLORS["profile"]}"/><text x="{x(a) + 3:.1f}" y="{TOP - 6}" fill="#553c9a">'
@@ -121,6 +130,15 @@ def _binds(b: dict[str, Any]) -> str:
     return text
 
 
+def _wave(w: dict[str, Any]) -> str:
+    how = {"schedulingGates": "scheduling gates lifted", "beforeScheduler": "scheduler started"}.get(
+        str(w.get("holdBack")), str(w.get("holdBack")))
+    rate = w.get("bindsPerSecond")
+    return (f"released at {w['t']}s with {w['pending']} pods pending ({how} in {w['releaseSeconds']}s); "
+            f"{w.get('waveBound', 0)} bound"
+            + (f" in {w['boundSeconds']}s: {rate} binds/s" if rate is not None else ""))
+
+
 def run_markdown(run: dict[str, Any], table: str) -> str:
     """One run's summary."""
     c = run["check"]
@@ -132,6 +150,7 @@ def run_markdown(run: dict[str, Any], table: str) -> str:
              "- counts: " + ", ".join(f"{k} {v}" for k, v in c["counts"].items()),
              "- steps: " + "; ".join(f"{s['t']}s {s['did']}" for s in run.get("steps", [])),
              *([f"- binds (as the scheduler saw them): {_binds(run['binds'])}"] if run.get("binds") else []),
+             *([f"- wave (held back: {run['wave']['holdBack']}): {_wave(run['wave'])}"] if run.get("wave") else []),
              f"- took {run['seconds']}s; timeline: [timeline.html](timeline.html)", "", "```", table, "```", ""]
     return "\n".join(lines)
 

@@ -17,8 +17,9 @@ from lightkube import Client
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load
-from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig import load, wave
+from kube_fault_proxy.rig.apiserver_kill import kill_and_restart
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import Report
 from kube_fault_proxy.rig.scenario import Expectation, Scenario, Step
@@ -28,11 +29,14 @@ SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"
 
 @dataclass
 class Target:
-    """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API."""
+    """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API, and
+    the local control plane when the run may stop and start its components (holdBack
+    beforeScheduler, killApiserver)."""
 
     kube: Kube
     control: str
     yunikorn: str | None = None
+    cluster: Cluster | None = None
 
 
 @dataclass
@@ -50,6 +54,7 @@ class RunResult:
     expected: dict[str, Any] | None = None
     build: str | None = None  # the scheduler's exact build, e.g. "yunikorn v1.9.0+3355-forget-pod-reverts-1830f1776417"
     binds: dict[str, Any] = field(default_factory=dict)
+    wave: dict[str, Any] | None = None  # a held-back load's release (wave.summary)
     met: bool | None = None
     seconds: float = 0.0
     table: str = ""
@@ -64,12 +69,19 @@ def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
     """Binding POSTs as the scheduler saw them (the proxy's counters), and the connections it made.
 
     committedWithoutAnswer: pods the apiserver bound although the scheduler never saw their Binding
-    succeed (an outage took the answer, or commitThenFail replaced it)."""
+    succeed (an outage took the answer, or commitThenFail replaced it).
+
+    With the real apiserver killed (killApiserver) instead of the proxy's outage, the counts are the
+    same Binding POSTs, through the proxy: succeeded, those a live apiserver answered 2xx; failed,
+    those answered otherwise, including the proxy's own error answer for a request whose upstream
+    connection died with the apiserver or could not be made while it was down; committedWithoutAnswer,
+    Bindings the dying apiserver had written to etcd before it could answer (the scheduler saw a
+    broken connection, the pod is bound). beforeOutage is counted at the outage's start or the kill."""
     if not result.samples:
         return {}
     first, last = result.samples[0], result.samples[-1]
     succeeded = last["bindsSucceeded"] - first["bindsSucceeded"]
-    start = next((e for e in result.events if e["event"] == "outage-start"), None)
+    start = next((e for e in result.events if e["event"] in ("outage-start", "apiserver-killed")), None)
     before = None
     if start is not None and "bindsSucceeded" in start:
         before = {"succeeded": start["bindsSucceeded"] - first["bindsSucceeded"],
@@ -156,23 +168,47 @@ class Timeline(threading.Thread):
         self.sampler, self.result, self.say = sampler, result, say
         self.stop = threading.Event()
         self.load_started = time.monotonic()
+        self.binds_reached: dict[int, float] = {}  # step index -> when its afterBinds count was reached
+        self.binds_base = self._binds() if any(s.afterBinds for s in steps) else 0
+        self.killing = False  # a killApiserver step is under way: the exit waits for its restart
+
+    def _binds(self) -> int:
+        with ControlClient(self.target.control) as control:
+            return int(control.stats()["bindsTotal"]["succeeded"])
 
     def due(self, step: Step) -> bool:
         """Whether a step's time has come."""
+        now = time.monotonic()
         if step.at is not None:
-            return time.monotonic() - self.load_started >= step.at + step.after
+            return now - self.load_started >= step.at + step.after
+        if step.afterBinds is not None:
+            key = id(step)
+            if key not in self.binds_reached:
+                with contextlib.suppress(httpx.HTTPError, ControlError, KeyError):
+                    if self._binds() - self.binds_base >= step.afterBinds:
+                        self.binds_reached[key] = now
+            return key in self.binds_reached and now >= self.binds_reached[key] + step.after
         seen = self.sampler.seen(str(step.onEvent))
-        return seen is not None and time.monotonic() - self.sampler.t0 >= seen + step.after
+        return seen is not None and now - self.sampler.t0 >= seen + step.after
 
     def run_due(self) -> None:
         """Perform every step that is due, once; a step that fails is reported, not fatal."""
         for step in [s for s in self.pending if self.due(s)]:
             self.pending.remove(step)
+            began = time.monotonic()
             try:
-                what = _perform(step, self.target, self.seed, self.ls.namespace, self.ls.run_id, self.stop)
-            except (httpx.HTTPError, ControlError, HTTPError) as e:
+                if step.killApiserver is not None:
+                    self.killing = True
+                    what = kill_and_restart(self.target.cluster, self.target.control, step.killApiserver.restartAfter,
+                                            self.sampler.t0, self.sampler.events, self.stop)
+                else:
+                    what = _perform(step, self.target, self.seed, self.ls.namespace, self.ls.run_id, self.stop)
+            except (httpx.HTTPError, ControlError, HTTPError, ClusterError, ValueError) as e:
                 what = f"step failed: {type(e).__name__}: {e}"
-            t = time.monotonic() - self.sampler.t0
+            finally:
+                self.killing = False
+            # a kill is placed where it began (its restart is the apiserver-restarted event); others where they ended
+            t = (began if step.killApiserver is not None else time.monotonic()) - self.sampler.t0
             self.result.steps.append({"t": round(t, 2), "did": what})
             if self.say:
                 print(f"  [{t:5.1f}s] {what}", file=sys.stderr, flush=True)
@@ -191,6 +227,8 @@ class Timeline(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(5)
+        if self.killing:  # the apiserver is coming back (at once, now): never leave it down or start it late
+            self.join(150)
 
 
 def _retry(call: Any, attempts: int = 3) -> Any:
@@ -233,16 +271,26 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     spec = scenario.spec
     ls = load.LoadSpec(count=spec.load.count, rate=spec.load.rate, concurrency=spec.load.concurrency,
                        namespace=spec.load.namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
-                       cpu=spec.load.cpu, memory=spec.load.memory)
+                       cpu=spec.load.cpu, memory=spec.load.memory,
+                       scheduling_gates=(wave.GATE,) if spec.load.holdBack == "schedulingGates" else ())
     result = RunResult(scenario.metadata.name, scheduler, seed, expected=None, build=build)
     expect = spec.expectation(scheduler, variant)
     result.expected = expect.model_dump() if expect else None
+    hold = spec.load.holdBack
+    if hold == "beforeScheduler" and target.cluster is None:
+        raise ValueError("holdBack beforeScheduler stops and starts the scheduler: it needs the local control plane")
     t0 = time.monotonic()
-    with Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
+    # With holdBack beforeScheduler the scheduler is stopped first and runs again however the run ends.
+    with wave.scheduler_stopped(target.cluster if hold == "beforeScheduler" else None) as start_scheduler, \
+            Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
             Timeline(list(spec.timeline), target, seed, ls, sampler, result, say):  # both end with the run
-        _load(target, ls, result, sampler, say)
+        names = _load(target, ls, result, sampler, say)
+        if hold is not None:
+            release = _release(target, hold, ls, names, spec.load.releaseConcurrency, start_scheduler, sampler, say)
         snap, quiet = _settle(target, scenario, ls, t0, say)
     _judge(result, snap, quiet, expect, sampler, spec.settle.grace)
+    if hold is not None:
+        result.wave = wave.summary(release, result.samples)
     result.seconds = round(time.monotonic() - t0, 1)
     if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
         with target.kube.client() as api:
@@ -250,12 +298,37 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     return result
 
 
-def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler, say: bool) -> None:
-    """Create the scenario's pods at its rate."""
+def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler, say: bool) -> list[str]:
+    """Create the scenario's pods at its rate; their names."""
     if say:
         print(f"  creating {ls.count} pods at {ls.rate:g}/s for {result.scheduler}", file=sys.stderr, flush=True)
-    result.load = load.create_pods(target.kube, ls, progress=say).as_dict()
+    created = load.create_pods(target.kube, ls, progress=say)
+    result.load = created.as_dict()
     sampler.events.append({"t": round(time.monotonic() - sampler.t0, 2), "event": "load-done"})
+    return created.names
+
+
+def _release(target: Target, hold: str, ls: load.LoadSpec, names: list[str], concurrency: int,
+             start_scheduler: Any, sampler: Sampler, say: bool) -> dict[str, Any]:
+    """Release a held-back load at once: lift every pod's gate, or start the stopped scheduler (its
+    first list is the wave). The `wave-released` event says when, how many were pending, and how long
+    the release itself took."""
+    pending = _retry(lambda: wave.pending(target.kube, ls.namespace, load.LOAD_LABEL, ls.run_id))
+    t = time.monotonic() - sampler.t0
+    failed = 0
+    if hold == "schedulingGates":
+        seconds, failed = wave.lift_gates(target.kube, ls.namespace, names, concurrency)
+        how = f"lifted {len(names) - failed} pods' scheduling gates ({concurrency} in flight)"
+    else:
+        seconds = start_scheduler()
+        how = "started the scheduler"
+    release = {"holdBack": hold, "t": round(t, 2), "pending": pending, "releaseSeconds": round(seconds, 2),
+               "releaseFailed": failed}
+    sampler.events.append({**release, "event": "wave-released"})
+    if say:
+        print(f"  [{t:5.1f}s] wave released: {pending} pods pending; {how} in {seconds:.2f}s",
+              file=sys.stderr, flush=True)
+    return release
 
 
 def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float,
@@ -270,8 +343,9 @@ def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float,
 
         done = check.all_bound(ls.namespace, load.LOAD_LABEL)
         with target.kube.client() as api:
-            return check.wait_quiet(lambda: check.fetch(api, target.yunikorn), settle.quiet, settle.timeout,
-                                    tick, done)
+            # a killApiserver step may have the apiserver down for a while: wait for it, up to a minute per read
+            return check.wait_quiet(lambda: _retry(lambda: check.fetch(api, target.yunikorn), 120),
+                                    settle.quiet, settle.timeout, tick, done)
 
 
 def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expectation | None,
@@ -282,7 +356,8 @@ def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expecta
     result.check = report.as_dict()
     result.table = check.render(report)
     result.report = report
-    result.samples, result.events = sampler.samples, sampler.events
+    # the timeline's own events (apiserver-killed, wave-released) arrive beside the sampler's: in time order
+    result.samples, result.events = sampler.samples, sorted(sampler.events, key=lambda e: float(e["t"]))
     result.binds = bind_outcomes(result, report.as_dict())
     result.met = meets(report, expect)
 
@@ -296,5 +371,5 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
                    profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
                    yunikorn_source=yunikorn_source if yk else None)
     with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
-        return run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url), scenario, scheduler, seed, say,
+        return run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
                       c.scheduler_build, c.scheduler_variant, clean=False)

@@ -28,6 +28,13 @@ class ClusterSpec(StrictModel):
     scheduler: Scheduler = "kube-scheduler"
 
 
+# How a load is held back from the scheduler until all of it exists, then released as one wave:
+# schedulingGates: every pod is created with a scheduling gate, and the gates are lifted together;
+# beforeScheduler: the scheduler under test is stopped before the load and started after it (its
+# first list is the wave).
+HoldBack = Literal["schedulingGates", "beforeScheduler"]
+
+
 class LoadSpec(StrictModel):
     """Pods to create once the timeline's first step has run."""
 
@@ -37,25 +44,60 @@ class LoadSpec(StrictModel):
     namespace: Annotated[str, Field(pattern=NAME_PATTERN)] = "default"
     cpu: str = "100m"
     memory: str = "64Mi"
+    holdBack: HoldBack | None = Field(None, description=(
+        "create the whole load before the scheduler may take any of it, then release it at once"))
+    releaseConcurrency: Annotated[int, Field(ge=1, le=256)] = Field(
+        32, description="with holdBack schedulingGates: gate removals (pod patches) in flight")
+
+    @model_validator(mode="after")
+    def _release_concurrency_only_with_gates(self) -> Self:
+        if "releaseConcurrency" in self.model_fields_set and self.holdBack != "schedulingGates":
+            raise ValueError("releaseConcurrency goes with holdBack schedulingGates")
+        return self
+
+
+class KillApiserver(StrictModel):
+    """`kill -9` the real kube-apiserver (the seed's method), and start it again, as before, later."""
+
+    restartAfter: Annotated[Duration, Field(gt=0, le=600)]
+
+
+# What `onEvent` may wait for: the proxy's outage (journal), the end of the load, and the run's own
+# events of a held-back load's release and of a killApiserver step.
+EVENTS = ("outage-start", "outage-end", "load-done", "wave-released", "apiserver-killed", "apiserver-restarted")
+
+
+def _event(name: str) -> str:
+    if name not in EVENTS:
+        raise ValueError("Input should be 'outage-start', 'outage-end' or 'load-done' (or, with holdBack or "
+                         "killApiserver, 'wave-released', 'apiserver-killed' or 'apiserver-restarted')")
+    return name
+
+
+Event = Annotated[str, AfterValidator(_event)]
 
 
 class Step(StrictModel):
-    """When (`at` a time after the load starts, or `onEvent`, a journal event, plus `after`) and
-    what (one action)."""
+    """When (`at` a time after the load starts, `onEvent` a journal or run event, or `afterBinds`
+    Bindings answered with success since the run began; plus `after`) and what (one action)."""
 
     at: Duration | None = None
-    onEvent: Literal["outage-start", "outage-end", "load-done"] | None = None
+    onEvent: Event | None = None
+    afterBinds: Annotated[int, Field(ge=1, le=100000)] | None = Field(
+        None, description="once the proxy has answered this many Binding POSTs with success (bindsTotal.succeeded)")
     after: Duration = 0.0
     activate: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     deactivate: bool = False
     touchPods: bool = Field(False, description="annotate every pod of the load: an informer update for each")
+    killApiserver: KillApiserver | None = Field(
+        None, description="kill -9 the local control plane's kube-apiserver; restart it after restartAfter")
 
     @model_validator(mode="after")
     def _one_when_one_what(self) -> Self:
-        if (self.at is None) == (self.onEvent is None):
-            raise ValueError("a step needs exactly one of at, onEvent")
-        if sum([self.activate is not None, self.deactivate, self.touchPods]) != 1:
-            raise ValueError("a step needs exactly one of activate, deactivate, touchPods")
+        if sum(w is not None for w in (self.at, self.onEvent, self.afterBinds)) != 1:
+            raise ValueError("a step needs exactly one of at, onEvent, afterBinds")
+        if sum([self.activate is not None, self.deactivate, self.touchPods, self.killApiserver is not None]) != 1:
+            raise ValueError("a step needs exactly one of activate, deactivate, touchPods, killApiserver")
         return self
 
 
