@@ -14,10 +14,11 @@ from kube_fault_proxy.proxy.profiles.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console
-from kube_fault_proxy.rig.search.engine import Outcome, Search, Settings
+from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS
 from kube_fault_proxy.rig.search.trial import CONFIRM, Rig, run_trial
+from kube_fault_proxy.rig.shapes import SHAPES
 
 SCHEDULERS = ("yunikorn", "kube-scheduler")
 
@@ -41,7 +42,14 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.scheduler is None or args.budget is None or args.output is None:
         raise UsageError("search needs --scheduler, --budget and -o DIR (or: search replay DIR)")
     if args.control == args.scheduler:
-        raise UsageError("--control must be another scheduler than --scheduler")
+        raise UsageError(f"--control must be another scheduler than --scheduler (or {UNFAULTED}: the same one "
+                         "without the profile)")
+    control = _control(args.scheduler, args.control)
+    shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
+    if not shapes or set(shapes) - set(SHAPES):
+        raise UsageError(f"--shapes takes some of {', '.join(SHAPES)}")
+    if args.canary_every < 0:
+        raise UsageError("--canary-every must be 0 (no canaries) or more")
     try:
         budget, shrink_budget = parse_duration(args.budget), parse_duration(args.shrink_budget)
     except ValueError as e:
@@ -52,11 +60,21 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
                          "they need --scheduler yunikorn")
     state = args.state_dir or default_state_dir().parent / "search"
-    return Settings(scheduler=args.scheduler, control=args.control, budget=budget, seed=args.seed,
+    return Settings(scheduler=args.scheduler, control=control, budget=budget, seed=args.seed,
                     kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
-                    yunikorn_source=args.yunikorn_source)
+                    yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every)
+
+
+def _control(scheduler: str, asked: str | None) -> str | None:
+    """The control: as asked (`none`: no control run); by default kube-scheduler for a YuniKorn search and
+    the same workload without the profile for a kube-scheduler search."""
+    if asked == "none":
+        return None
+    if asked is not None:
+        return asked
+    return "kube-scheduler" if scheduler == "yunikorn" else UNFAULTED
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -79,15 +97,21 @@ def _search(args: argparse.Namespace) -> int:
         started = time.monotonic()
         out = Search(s, bar.note, progress).run()
     report = write(out, sys.argv)
-    if out.confirmed is None:
-        print(f"no confirmed violation in {len(out.trials)} trials ({out.search_seconds:.0f}s); report: {report}")
+    canaries = f"{len(out.canaries)} canaries ({len(out.broken_canaries())} broke: the rig's or the workload's)"
+    nothing = f"{out.injected_nothing} injected nothing ({out.injected_nothing_share():.0%})"
+    if not out.findings:
+        print(f"no confirmed violation in {len(out.trials)} trials ({out.search_seconds:.0f}s; {nothing}; "
+              f"{canaries}); report: {report}")
         return OK
-    minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
-    print(f"confirmed: {', '.join(out.target)} on {s.scheduler} (trial {out.confirmed.trial}); minimal profile "
-          f"{len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or s.nodes} nodes, "
-          f"reproduced {out.reproduced}/{len(out.replays)}; "
-          f"{out.trials_per_hour():.0f} trials/hour, median {out.median_trial():.1f}s")
-    print(f"report: {report}\nreproduce: kube-fault-proxy search replay {s.out}")
+    print(f"{len(out.findings)} distinct finding(s) on {s.scheduler} in {len(out.trials)} trials ({nothing}; "
+          f"{canaries}):")
+    for i, f in enumerate(out.findings, 1):
+        m = f.minimal
+        print(f"  {i}. {', '.join(f.target)} by {'; '.join(f.signature[1:])} (trials "
+              f"{', '.join(str(h.trial) for h in f.hits)}); minimal {len(m.rules)} rules, {m.pods} pods, "
+              f"{m.nodes or s.nodes} nodes, {m.shape}; reproduced {f.rate()}; {s.out}/findings/{f.slug(i)}")
+    print(f"{out.trials_per_hour():.0f} trials/hour, median {out.median_trial():.1f}s")
+    print(f"report: {report}\nreproduce: kube-fault-proxy search replay {s.out}/findings/<dir> (the first: {s.out})")
     return FAILED
 
 
@@ -98,7 +122,7 @@ def _replay(args: argparse.Namespace) -> int:
     except (OSError, KeyError, json.JSONDecodeError) as e:
         raise UsageError(f"{args.directory}: not a search directory with a minimal case ({e})") from None
     genome = Genome(rules=tuple(minimal["rules"]), pods=minimal["pods"], action=minimal["action"],
-                    seed=minimal["seed"], nodes=minimal.get("nodes"))
+                    seed=minimal["seed"], nodes=minimal.get("nodes"), shape=minimal.get("shape", "roomy"))
     genome.profile()  # the strict loader, once more
     if (args.pods is not None and args.pods < 1) or (args.nodes is not None and args.nodes < 1):
         raise UsageError("--pods and --nodes must be at least 1")
@@ -139,7 +163,14 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     """The `search` subcommand."""
     p = sub.add_parser("search", help="search fault profiles for one that breaks an invariant; shrink it")
     p.add_argument("--scheduler", choices=SCHEDULERS, help="the scheduler under test")
-    p.add_argument("--control", choices=SCHEDULERS, help="the control scheduler a hit must leave clean")
+    p.add_argument("--control", choices=(*SCHEDULERS, UNFAULTED, "none"),
+                   help="the control a hit must leave clean: the other scheduler under the same profile, or "
+                        f"{UNFAULTED} (the same scheduler and workload without it), or none; default "
+                        f"kube-scheduler for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
+    p.add_argument("--shapes", metavar="S,...",
+                   help=f"workload shapes the trials draw from (default all: {', '.join(SHAPES)})")
+    p.add_argument("--canary-every", type=int, default=10, metavar="N",
+                   help="every N-th trial is a fault-free canary (default 10; 0: none)")
     p.add_argument("--budget", metavar="DURATION", help="search time, e.g. 10m (shrinking has its own budget)")
     p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
     p.add_argument("--kinds", metavar="K,...", help=f"fault kinds to search (default all: {', '.join(ALL_KINDS)})")

@@ -1,10 +1,13 @@
-"""The search loop: random and mutated trials with novelty feedback, then confirmation (replay,
-and the control scheduler under the same profile), shrinking, and the minimal case's replays."""
+"""The search loop: random and mutated trials with novelty feedback and fault-free canaries, each hit
+confirmed (replay, then the control: another scheduler under the same profile, or the same scheduler
+without it); every confirmed hit filed by signature until the budget ends; each distinct finding shrunk
+and its minimal case replayed."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -12,12 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.rig.search import precheck
+from kube_fault_proxy.rig.search.findings import Finding, add_hit, merge
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
-from kube_fault_proxy.rig.search.trial import CONFIRM, CONTROL, SEARCH, Rig, Tier, TrialResult, run_trial
+from kube_fault_proxy.rig.search.trial import CANARY, CONFIRM, CONTROL, SEARCH, Rig, Tier, TrialResult, run_trial
+from kube_fault_proxy.rig.shapes import SHAPES
 
 FRESH_SHARE = 0.4  # share of trials drawn fresh once the corpus is not empty (the rest mutate it)
+UNFAULTED = "unfaulted"  # the control: the same scheduler and workload without the profile
+PRECHECK_ATTEMPTS = 30  # draws per trial before a genome the pre-check calls wasted is run anyway
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,8 @@ class Settings:
     # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
+    shapes: tuple[str, ...] = SHAPES  # workload shapes the grammar draws from (rig.shapes)
+    canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
 
 
 @dataclass
@@ -51,7 +61,13 @@ class Hit:
     broken: list[str]
     replay: list[str] | None = None
     control: list[str] | None = None
-    verdict: str = "unconfirmed"  # confirmed | not-reproduced | control-broken (rig or workload)
+    # confirmed | not-reproduced | control-broken (rig or workload) | no-injection (nothing injected: not the faults)
+    verdict: str = "unconfirmed"
+
+    @property
+    def target(self) -> list[str]:
+        """What both the first run and the replay broke."""
+        return sorted(set(self.broken) & set(self.replay or []))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -79,6 +95,22 @@ class Outcome:
     best_near_miss: int = 0
     fast_seconds: list[float] = field(default_factory=list)  # every search-tier run (search and shrink)
     builds: dict[str, str] = field(default_factory=dict)  # scheduler -> its exact build, as the rig ran it
+    findings: list[Finding] = field(default_factory=list)  # distinct confirmed bugs, first found first
+    canaries: list[TrialResult] = field(default_factory=list)  # fault-free trials; one that broke is the rig's
+    prechecked: int = 0  # genomes the pre-check redrew (no rule could fire on the workload)
+
+    @property
+    def injected_nothing(self) -> int:
+        """Search trials (canaries aside) whose profile injected nothing: no evidence either way."""
+        return sum(1 for t in self.trials if t.injections == 0 and not t.error)
+
+    def injected_nothing_share(self) -> float:
+        """That, as a share of the search trials."""
+        return self.injected_nothing / len(self.trials) if self.trials else 0.0
+
+    def broken_canaries(self) -> list[TrialResult]:
+        """Canaries that broke an invariant with no fault active: the rig's or the workload's problem."""
+        return [c for c in self.canaries if c.broken]
 
     @property
     def reproduced(self) -> int:
@@ -111,6 +143,9 @@ class Search:
         self._rigs = contextlib.ExitStack()  # every rig started, stopped together by close()
         self.builds: dict[str, str] = {}
         self.journal = settings.out / "trials.jsonl"
+        self.ran: dict[str, int] = {}  # rule form -> trials it was in; fired: those where it injected
+        self.fired: dict[str, int] = {}
+        self.prechecked = 0
 
     def rig(self, scheduler: str) -> Rig:
         """The rig for a scheduler, started on first use."""
@@ -137,19 +172,45 @@ class Search:
         return result
 
     def genome(self, number: int, corpus: Sequence[Genome]) -> Genome:
-        """Trial `number`'s genome: a function of (seed, number) and the corpus so far."""
-        rng = trial_rng(self.s.seed, number)
-        if corpus and rng.random() >= FRESH_SHARE:
-            parent, other = rng.choice(list(corpus)), rng.choice(list(corpus))
-            g = mutate(rng, parent, self.s.kinds, other)
-        else:
-            g = random_genome(rng, self.s.kinds, self.s.pods)
-        if not valid(g):  # never expected: the grammar only builds loader-valid rules
-            raise AssertionError(f"the grammar built an invalid profile: {g.canonical()}")
+        """Trial `number`'s genome: a function of (seed, number), the corpus and the forms learned dead so far;
+        redrawn while the pre-check says no rule of it can fire on the workload."""
+        dead = precheck.dead_forms(self.ran, self.fired)
+        for attempt in range(PRECHECK_ATTEMPTS):
+            rng = trial_rng(self.s.seed, number) if attempt == 0 else random.Random(
+                f"kfp-search:{self.s.seed}:{number}:{attempt}")
+            if corpus and rng.random() >= FRESH_SHARE:
+                parent, other = rng.choice(list(corpus)), rng.choice(list(corpus))
+                g = mutate(rng, parent, self.s.kinds, other, self.s.shapes)
+            else:
+                g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes)
+            if not valid(g):  # never expected: the grammar only builds loader-valid rules
+                raise AssertionError(f"the grammar built an invalid profile: {g.canonical()}")
+            if precheck.can_inject(g, dead):
+                break
+            self.prechecked += 1
         return g
 
+    def learn(self, g: Genome, result: TrialResult) -> None:
+        """Which rule forms ran and which injected (the pre-check's learned dead forms)."""
+        if result.error:
+            return
+        for r in g.rules:
+            f = precheck.form(r)
+            self.ran[f] = self.ran.get(f, 0) + 1
+            if r["name"] in result.fired:
+                self.fired[f] = self.fired.get(f, 0) + 1
+
+    def canary(self, number: int, out: Outcome) -> None:
+        """A fault-free trial of a drawn workload: what breaks here is the rig's or the workload's, never a finding."""
+        g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes)
+        result = self.trial(self.s.scheduler, g.with_(rules=(), action=None, origin="canary"), f"c{number}", CANARY)
+        out.canaries.append(result)
+        if result.broken:
+            self.note(f"  canary c{number} ({g.shape}, no fault) broke {', '.join(result.broken)}: the rig's or the "
+                      "workload's problem, not a finding")
+
     def run(self) -> Outcome:
-        """Search until a confirmed hit or the budget; then shrink and replay it."""
+        """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one."""
         s, out = self.s, Outcome(self.s)
         s.out.mkdir(parents=True, exist_ok=True)
         self.journal.write_text("")
@@ -159,27 +220,44 @@ class Search:
         try:
             number = 0
             while time.monotonic() - t_start < s.budget and (s.max_trials is None or number < s.max_trials):
+                if s.canary_every and number % s.canary_every == s.canary_every - 1:
+                    self.canary(number, out)
+                    number += 1
+                    continue
                 g = self.genome(number, corpus)
                 result = self.trial(s.scheduler, g, f"t{number}")
                 out.trials.append(result)
+                self.learn(g, result)
                 new = result.tokens - seen
                 seen |= result.tokens
-                if (new or result.near_miss > out.best_near_miss) and not result.error:
-                    corpus.append(g)
+                if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
+                    corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
                 out.best_near_miss = max(out.best_near_miss, result.near_miss)
                 out.corpus = len(corpus)
                 if self.progress is not None:
                     self.progress(out)
                 if result.hit and not result.error:
-                    hit = self.confirm(number, g, result)
-                    out.hits.append(hit)
-                    if hit.verdict == "confirmed":
-                        out.confirmed = hit
-                        break
+                    if result.injections == 0:
+                        out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
+                        self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
+                                  "the rig's or the workload's problem, not a finding")
+                    else:
+                        hit = self.confirm(number, g, result)
+                        out.hits.append(hit)
+                        if hit.verdict == "confirmed":
+                            add_hit(out.findings, hit)
                 number += 1
             out.search_seconds = time.monotonic() - t_start
-            if out.confirmed is not None:
-                self.minimise(out)
+            out.prechecked = self.prechecked
+            t0 = time.monotonic()
+            for f in out.findings:
+                self.minimise(f)
+            out.findings = merge(out.findings)
+            out.shrink_seconds = time.monotonic() - t0
+            if out.findings:
+                first = out.findings[0]
+                out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
+                out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
         finally:
             self.close()
         out.total_seconds = time.monotonic() - t_start
@@ -196,47 +274,54 @@ class Search:
         if not set(first.broken) & set(replay.broken):
             hit.verdict = "not-reproduced"
             return hit
-        if self.s.control is not None:
-            control = self.trial(self.s.control, g, f"t{number}-control", CONTROL)
-            hit.control = control.broken if not control.error else [f"error: {control.error}"]
-            if hit.control:
-                hit.verdict = "control-broken"
-                self.note(f"  the control ({self.s.control}) broke too: the rig's or the workload's fault")
-                return hit
+        hit.control = self.control_run(g, f"t{number}-control")
+        if hit.control:
+            hit.verdict = "control-broken"
+            self.note(f"  the control ({self.s.control}) broke too: the rig's or the workload's fault")
+            return hit
         hit.verdict = "confirmed"
         self.note(f"  confirmed: {', '.join(sorted(set(first.broken) & set(replay.broken)))}")
         return hit
 
-    def minimise(self, out: Outcome) -> None:
-        """Shrink the confirmed hit keeping its invariants broken, then replay the minimal case."""
-        assert out.confirmed is not None and out.confirmed.replay is not None
-        out.target = sorted(set(out.confirmed.broken) & set(out.confirmed.replay))
-        target = set(out.target)
+    def control_run(self, g: Genome, name: str) -> list[str] | None:
+        """The control under the genome: another scheduler under the same profile, or (UNFAULTED) the same
+        scheduler and workload without it; None when no control is set."""
+        if self.s.control is None:
+            return None
+        if self.s.control == UNFAULTED:
+            r = self.trial(self.s.scheduler, g.with_(rules=(), origin="control"), name, CONTROL)
+        else:
+            r = self.trial(self.s.control, g, name, CONTROL)
+        return r.broken if not r.error else [f"error: {r.error}"]
+
+    def minimise(self, found: Finding) -> None:
+        """Shrink a finding's first hit keeping its invariants broken, then replay the minimal case."""
+        target = set(found.target)
         count = 0
+        tag = f"-t{found.first.trial}"  # one finding's trials apart from another's
 
         def still_fails(cand: Genome) -> tuple[bool, list[list[str]]]:
             nonlocal count
             runs: list[list[str]] = []
             for _ in range(2):  # a candidate that passes twice is rejected ("unresolved" in ddmin)
                 count += 1
-                r = self.trial(self.s.scheduler, cand, f"shrink{count}")
+                r = self.trial(self.s.scheduler, cand, f"shrink{tag}-{count}")
                 runs.append(r.broken)
                 if target <= set(r.broken):
                     return True, runs
             return False, runs
 
         t0 = time.monotonic()
-        self.note(f"shrinking (keeping {', '.join(out.target)} broken; budget {self.s.shrink_budget:.0f}s)")
-        out.shrunk = shrink(out.confirmed.genome.with_(origin="confirmed"), still_fails, self.s.shrink_budget)
-        out.shrink_seconds = time.monotonic() - t0
-        minimal = out.shrunk.genome
-        self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or self.s.nodes} nodes; "
-                  f"replaying it {self.s.replays} times")
+        self.note(f"shrinking trial {found.first.trial}'s hit (keeping {', '.join(found.target)} broken; "
+                  f"budget {self.s.shrink_budget:.0f}s)")
+        found.shrunk = shrink(found.first.genome.with_(origin="confirmed"), still_fails, self.s.shrink_budget)
+        found.shrink_seconds = time.monotonic() - t0
+        minimal = found.shrunk.genome
+        self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or self.s.nodes} nodes, "
+                  f"{minimal.shape}; replaying it {self.s.replays} times")
         for k in range(self.s.replays):
-            r = self.trial(self.s.scheduler, minimal, f"minimal-{k + 1}", CONFIRM)
-            out.replays.append(r.broken)
-            if out.witness is None and target <= set(r.broken):
-                out.witness = r
-        if self.s.control is not None:
-            c = self.trial(self.s.control, minimal, "minimal-control", CONTROL)
-            out.minimal_control = c.broken if not c.error else [f"error: {c.error}"]
+            r = self.trial(self.s.scheduler, minimal, f"minimal{tag}-{k + 1}", CONFIRM)
+            found.replays.append(r.broken)
+            if found.witness is None and target <= set(r.broken):
+                found.witness = r
+        found.minimal_control = self.control_run(minimal, f"minimal{tag}-control")

@@ -28,14 +28,17 @@ class Genome:
     action: str | None = None  # one of ACTIONS, done once the faulted load has gone quiet
     seed: int = 1  # the profile's seed for every probabilistic choice
     nodes: int | None = None  # schedulable nodes (the rest cordoned); None: every node of the rig
+    shape: str = "roomy"  # the workload shape (rig.shapes.SHAPES); roomy is the weakest form
     origin: str = field(default="random", compare=False)
 
     def canonical(self) -> str:
         """The genome as sorted JSON (what the cache and the simplicity order see); `nodes` only when
-        set, so a genome drawn before shrinking keeps its digest."""
+        set and `shape` only when tight, so a genome drawn before shrinking keeps its digest."""
         doc: dict[str, Any] = {"rules": self.rules, "pods": self.pods, "action": self.action, "seed": self.seed}
         if self.nodes is not None:
             doc["nodes"] = self.nodes
+        if self.shape != "roomy":
+            doc["shape"] = self.shape
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
@@ -80,13 +83,13 @@ def fault_kind(rule: Rule) -> str:
 
 
 def simplicity(genome: Genome) -> tuple[Any, ...]:
-    """Shortlex-like order: fewer rules, no action, fewer optional fields, less fault mass, fewer
+    """Shortlex-like order: fewer rules, no action, the roomy shape, fewer optional fields, less fault mass, fewer
     pods, fewer nodes, then the canonical text. A shrink step is taken only when this strictly decreases."""
     fields = sum(_count_fields(r) for r in genome.rules)
     mass = sum(_mass(r) for r in genome.rules)
     nodes = genome.nodes if genome.nodes is not None else 1 << 30
-    return (len(genome.rules), genome.action is not None, fields, round(mass, 3), genome.pods, nodes,
-            genome.canonical())
+    return (len(genome.rules), genome.action is not None, genome.shape != "roomy", fields, round(mass, 3),
+            genome.pods, nodes, genome.canonical())
 
 
 def _count_fields(value: Any) -> int:

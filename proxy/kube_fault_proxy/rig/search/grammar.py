@@ -132,12 +132,15 @@ def rule_count(rng: random.Random) -> int:
     return min(4, 1 + sum(1 for _ in range(3) if rng.random() < 0.45))
 
 
-def random_genome(rng: random.Random, kinds: Sequence[str], pods: int) -> Genome:
-    """A fresh genome: a swarm subset of kinds, 1-4 rules, maybe a workload action."""
+def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: Sequence[str] = ("roomy",)) -> Genome:
+    """A fresh genome: a swarm subset of kinds, 1-4 rules, maybe a workload action, a workload shape
+    (drawn last, and only when there is a choice, so a roomy-only stream is the old one)."""
     enabled = swarm(rng, kinds)
     rules = tuple(rule(rng, rng.choice(enabled), pods, i + 1) for i in range(rule_count(rng)))
     action = rng.choice(["touchPods", "touchPods", "deletePods"]) if rng.random() < 0.4 else None
-    return Genome(rules=_renamed(rules), pods=pods, action=action, seed=rng.randrange(1, 2**31))
+    seed = rng.randrange(1, 2**31)
+    shape = rng.choice(list(shapes)) if len(shapes) > 1 else shapes[0]
+    return Genome(rules=_renamed(rules), pods=pods, action=action, seed=seed, shape=shape)
 
 
 def _renamed(rules: Sequence[Rule]) -> tuple[Rule, ...]:
@@ -149,8 +152,13 @@ def _renamed(rules: Sequence[Rule]) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Genome | None = None) -> Genome:
-    """One mutation of a corpus entry: change a rule, add one, drop one, splice, move a trigger."""
+def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Genome | None = None,
+           shapes: Sequence[str] = ("roomy",)) -> Genome:
+    """One mutation of a corpus entry: change a rule, add one, drop one, splice, move a trigger; with a
+    choice of shapes, one in ten changes the workload shape instead."""
+    if len(shapes) > 1 and rng.random() < 0.1:
+        return parent.with_(shape=rng.choice([s for s in shapes if s != parent.shape] or list(shapes)),
+                            origin="mutate:shape")
     rules = list(parent.rules)
     op = rng.choice(["regen", "add", "drop", "splice", "trigger", "action", "seed"])
     if op == "regen" and rules:

@@ -1,11 +1,14 @@
-"""What a search leaves in its directory: minimal-profile.yaml, replay-scenario.yaml, report.md,
-search.json (what `search replay` reads) and trials.jsonl (every trial, written as it ran)."""
+"""What a search leaves in its directory: report.md (with an index of the distinct findings),
+minimal-profile.yaml, replay-scenario.yaml and search.json (what `search replay` reads) for the first
+finding, trials.jsonl (every trial, written as it ran), and findings/<n>-<signature>/ with the same files
+for each distinct finding."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,8 @@ from kube_fault_proxy.rig.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.safety import SAFETY
 from kube_fault_proxy.rig.scenario import load_scenario
-from kube_fault_proxy.rig.search.engine import Outcome
+from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome
+from kube_fault_proxy.rig.search.findings import Finding
 from kube_fault_proxy.rig.search.genome import Genome
 
 MINIMAL = "search-minimal"
@@ -47,10 +51,13 @@ def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: li
         timeline.append({"onEvent": "load-done", "after": "6s", "touchPods": True})
     elif genome.action == "deletePods":
         note = " The trial also deleted every fifth pod once quiet; a scenario cannot say that, so it does not."
+    if genome.shape != "roomy":
+        note += (f" The search ran it on the {genome.shape} workload shape; a scenario's load is the roomy one "
+                 "(`search replay` keeps the shape).")
     timeline.append({"onEvent": "load-done", "after": "8s", "deactivate": True})
     expect: dict[str, Any] = {scheduler: {"verdict": "violations",
                                           "invariants": [i for i in target if i in INVARIANT_NAMES]}}
-    if control is not None:
+    if control is not None and control != UNFAULTED:
         expect[control] = {"verdict": "clean"}
     return {"apiVersion": "kube-fault-proxy/v1", "kind": "Scenario",
             "metadata": {"name": "search-minimal-replay",
@@ -60,8 +67,30 @@ def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: li
                      "expect": expect}}
 
 
+def control_text(control: str | None, broken: list[str] | None) -> str:
+    """How a report names the control's verdict: `no control run` when none ran."""
+    if control is None or broken is None:
+        return "no control run"
+    who = "the same workload without the profile" if control == UNFAULTED else control
+    return f"control ({who}) {', '.join(broken) or 'clean'}"
+
+
+def finding_view(out: Outcome, found: Finding, index: int) -> Outcome:
+    """The outcome as one finding's report sees it (its directory, its hits, its minimal case)."""
+    settings = replace(out.settings, out=out.settings.out / "findings" / found.slug(index))
+    return replace(out, settings=settings, hits=list(found.hits), confirmed=found.first, target=found.target,
+                   shrunk=found.shrunk, replays=found.replays, minimal_control=found.minimal_control,
+                   witness=found.witness, shrink_seconds=found.shrink_seconds, findings=[found])
+
+
 def write(out: Outcome, argv: list[str]) -> Path:
-    """Write every file; returns report.md's path."""
+    """Write every file, each finding's directory first; returns the top report.md's path."""
+    for i, found in enumerate(out.findings, 1):
+        _write_one(finding_view(out, found, i), argv, index=False)
+    return _write_one(out, argv, index=True)
+
+
+def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
     s, d = out.settings, out.settings.out
     d.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
@@ -77,7 +106,12 @@ def write(out: Outcome, argv: list[str]) -> Path:
         "searchSeconds": round(out.search_seconds, 1),
         "shrinkSeconds": round(out.shrink_seconds, 1), "totalSeconds": round(out.total_seconds, 1),
         "hits": [h.as_dict() for h in out.hits], "target": out.target, "corpus": out.corpus,
-        "bestNearMiss": out.best_near_miss}
+        "bestNearMiss": out.best_near_miss, "shapes": list(s.shapes),
+        "injectedNothing": out.injected_nothing, "injectedNothingShare": round(out.injected_nothing_share(), 3),
+        "prechecked": out.prechecked,
+        "canaries": [{"name": c.name, "shape": c.genome.shape, "broken": c.broken, "error": c.error}
+                     for c in out.canaries],
+        "findings": [f.as_dict(i) for i, f in enumerate(out.findings, 1)] if index else []}
     minimal = out.shrunk.genome if out.shrunk is not None else None
     if minimal is not None:
         (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
@@ -93,7 +127,7 @@ def write(out: Outcome, argv: list[str]) -> Path:
         (d / "timeline.svg").write_text(timeline_svg(witness_run(out)))
     (d / "search.json").write_text(json.dumps(doc, indent=1))
     report = d / "report.md"
-    report.write_text(_markdown(out, doc))
+    report.write_text(_markdown(out, doc, index))
     return report
 
 
@@ -114,7 +148,36 @@ def _description(out: Outcome) -> str:
             f"{len(out.confirmed.genome.rules)} rules.")
 
 
-def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
+def _evidence(out: Outcome) -> list[str]:
+    """The injected-nothing share and the canaries."""
+    s, broken = out.settings, out.broken_canaries()
+    lines = [f"- {out.injected_nothing} of {len(out.trials)} search trials ({out.injected_nothing_share():.0%}) "
+             f"injected nothing: no evidence either way, never counted as clean; the pre-check redrew "
+             f"{out.prechecked} genomes no rule of which could fire on the workload",
+             f"- {len(out.canaries)} fault-free canaries (every {s.canary_every}th trial): "
+             + (f"{len(broken)} broke invariants with no fault active, the rig's or the workload's problem "
+                f"(never a finding): " + "; ".join(f"{c.name} ({c.genome.shape}) {', '.join(c.broken)}"
+                                                     for c in broken) if broken else "all clean")]
+    return lines
+
+
+def _index(out: Outcome) -> list[str]:
+    """The distinct findings, each with its reproduction rate and report directory."""
+    if not out.findings:
+        return []
+    lines = [f"## Findings: {len(out.findings)} distinct", "",
+             "| # | invariants broken | fault kinds and matches (minimal profile) | found at trials | reproduced "
+             "| control | report |", "|---|---|---|---|---|---|---|"]
+    for i, f in enumerate(out.findings, 1):
+        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)} | {'; '.join(f.signature[1:]) or '-'} | "
+                     f"{', '.join(str(h.trial) for h in f.hits)} | {f.rate()} | "
+                     f"{control_text(out.settings.control, f.minimal_control)} | "
+                     f"[findings/{f.slug(i)}](findings/{f.slug(i)}/report.md) |")
+    return [*lines, "", "The first finding's minimal case is also at the top (`minimal-profile.yaml`, "
+                        "`search replay` of this directory).", ""]
+
+
+def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
     s = out.settings
     lines = [f"# kube-fault-proxy search: {doc['build'] or s.scheduler}", ""]
     lines += [f"- search seed {s.seed}, kinds {', '.join(s.kinds)}; {s.nodes} nodes, {s.pods} pods per trial; "
@@ -124,7 +187,9 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
               f"{out.median_trial():.1f} s, **{out.trials_per_hour():.0f} trials/hour**; corpus {out.corpus}, "
               f"best near miss (allocations - bound) {out.best_near_miss}",
               f"- every search-tier run (search trials and shrink candidates): {len(out.fast_seconds)}, median "
-              f"{doc['searchTierMedianSeconds']} s", ""]
+              f"{doc['searchTierMedianSeconds']} s", *_evidence(out), ""]
+    if index:
+        lines += _index(out)
     if out.confirmed is None:
         lines += ["**No confirmed violation within the budget.**", ""]
     else:
@@ -132,15 +197,16 @@ def _markdown(out: Outcome, doc: dict[str, Any]) -> str:
         rate = f"{out.reproduced}/{len(out.replays)}"
         spent = " (shrink budget spent)" if out.shrunk and out.shrunk.out_of_budget else ""
         lines += [f"## Confirmed: {', '.join(label(i) for i in out.target)}", "",
-                  f"- found at trial {out.confirmed.trial} after {out.search_seconds:.0f} s; replay broke "
-                  f"{', '.join(out.confirmed.replay or []) or 'nothing'}; control "
-                  f"({s.control or 'none'}) {', '.join(out.confirmed.control or []) or 'clean'}",
+                  f"- found at trial {out.confirmed.trial} (of {len(out.trials)} in {out.search_seconds:.0f} s); "
+                  f"replay broke "
+                  f"{', '.join(out.confirmed.replay or []) or 'nothing'}; "
+                  f"{control_text(s.control, out.confirmed.control)}",
                   f"- shrunk in {out.shrink_seconds:.0f} s from {len(out.confirmed.genome.rules)} rules to "
                   f"**{len(minimal.rules)}** ({minimal.pods} pods, "
-                  f"{minimal.nodes or s.nodes} of the rig's {s.nodes} nodes schedulable){spent}",
+                  f"{minimal.nodes or s.nodes} of the rig's {s.nodes} nodes schedulable, shape {minimal.shape}){spent}",
                   f"- minimal profile replayed {len(out.replays)} times: **{rate}** reproduce "
                   f"{', '.join(out.target)} (runs: {'; '.join(', '.join(r) or 'clean' for r in out.replays)}); "
-                  f"control under it: {', '.join(out.minimal_control or []) or 'clean'}", "",
+                  f"{control_text(s.control, out.minimal_control)} under it", "",
                   "Reproduce:", "", "```sh", f"kube-fault-proxy search replay {s.out}",
                   f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
                   f"--scheduler {s.scheduler} --seed {minimal.seed}"

@@ -118,6 +118,8 @@ def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
     """Every one-step simplification of a genome, in pass order (rules are ddmin's, not here)."""
     if g.action is not None:
         yield "drop the workload action", g.with_(action=None)
+    if g.shape != "roomy":
+        yield f"shape {g.shape} -> roomy", g.with_(shape="roomy")
     for pods in load_sizes:
         if pods < g.pods:
             yield f"load {g.pods} -> {pods} pods", g.with_(pods=pods)

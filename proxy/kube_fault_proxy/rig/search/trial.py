@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 from lightkube.types import PatchType
 
-from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
+from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig import load, shapes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search.genome import Genome
@@ -37,6 +37,7 @@ class Tier:
 # The control must outwait kube-scheduler's retry of a failed bind (backoff up to 10 s, and the
 # 20 s flush of unschedulable pods the rig configures) before a Pending pod counts as stranded.
 SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 8.0, 90.0), Tier("control", 25.0, 120.0)
+CANARY = Tier("canary", 4.0, 45.0)  # a fault-free trial at the search tier's pace
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Rig:
     cursor: int = 0  # the proxy journal's last record seen
     schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
     cordoned: dict[str, float] = field(default_factory=dict)  # node -> when the rig knew it cordoned (epoch s)
+    shaped: tuple[shapes.NodeSpec, ...] = ()  # the node specs last applied to the first nodes (by name)
 
     @classmethod
     @contextlib.contextmanager
@@ -59,7 +61,7 @@ class Rig:
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
         with running(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source)) as c:
-            yield cls(c, scheduler)
+            yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes)  # control_plane's default NodeShape
 
     @property
     def build(self) -> str:
@@ -98,6 +100,7 @@ class TrialResult:
     broken: list[str] = field(default_factory=list)
     check: dict[str, Any] = field(default_factory=dict)
     injections: int = 0
+    fired: set[str] = field(default_factory=set)  # the rules that injected at least once
     near_miss: int = 0  # peak of (allocations - bound pods) in the trial's namespace
     tokens: set[str] = field(default_factory=set)  # per-pod sequences and phase events: novelty
     history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
@@ -119,7 +122,8 @@ class TrialResult:
         """JSON form (one line of trials.jsonl)."""
         return {"name": self.name, "scheduler": self.scheduler, "origin": self.genome.origin,
                 "genome": self.genome.canonical(), "digest": self.genome.digest(), "broken": self.broken,
-                "counts": self.check.get("counts", {}), "injections": self.injections, "nearMiss": self.near_miss,
+                "counts": self.check.get("counts", {}), "injections": self.injections,
+                "fired": sorted(self.fired), "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error}
 
@@ -164,6 +168,15 @@ def set_schedulable(api: Any, keep: int | None, cordoned: dict[str, float] | Non
         else:
             times.pop(name, None)
     return len(nodes) if keep is None else min(keep, len(nodes))
+
+
+def apply_shape(api: Any, specs: tuple[shapes.NodeSpec, ...]) -> None:
+    """Give the first nodes (by name) the shape's capacity, labels and taints (KWOK keeps the capacity given)."""
+    nodes = sorted(api.list(Node), key=lambda n: n["metadata"]["name"])
+    for node, spec in zip(nodes, specs, strict=False):
+        body, status = shapes.node_patches(spec, node)
+        api.patch(Node, node["metadata"]["name"], body, patch_type=PatchType.MERGE)
+        api.patch(Node.Status, node["metadata"]["name"], status, patch_type=PatchType.MERGE)
 
 
 def _act(api: Any, action: str, namespace: str) -> str:
@@ -225,6 +238,7 @@ class _Trial:
         self.scheduler_name = SCHEDULER_NAMES[rig.scheduler]
         self.result = TrialResult(name, rig.scheduler, genome)
         self.wall0 = time.time()
+        self.workload: shapes.Workload | None = None
 
     def prepare(self) -> None:
         """The nodes the genome asks for, then a fresh scheduler: nothing an earlier trial's faults left in its
@@ -232,12 +246,18 @@ class _Trial:
         if self.genome.nodes != self.rig.schedulable:
             set_schedulable(self.api, self.genome.nodes, self.rig.cordoned)
             self.rig.schedulable = self.genome.nodes
+        count = self.genome.nodes or len(self.api.list(Node))
+        self.workload = shapes.generate(self.genome.shape, count, self.genome.pods, self.genome.seed)
+        if self.workload.nodes != self.rig.shaped:
+            apply_shape(self.api, self.workload.nodes)
+            self.rig.shaped = self.workload.nodes
         self.result.restart_seconds = restart_scheduler(self.rig.cluster)
         self.rig.cursor = self.control.journal_after(self.rig.cursor).next  # skip what came before this trial
 
     def activate(self) -> None:
-        """Upload the genome's profile and switch it on."""
-        self.control.activate(self.genome.document(self.profile), self.genome.seed)
+        """Upload the genome's profile and switch it on (a canary's, with no rules, is never switched on)."""
+        if self.genome.rules:
+            self.control.activate(self.genome.document(self.profile), self.genome.seed)
         self.wall0 = time.time()
         self.result.events.append({"event": "activate", "t": 0.0, "profile": self.profile})
 
@@ -266,7 +286,10 @@ class _Trial:
         spec = load.LoadSpec(count=self.genome.pods, rate=LOAD_RATE, concurrency=8, namespace=self.namespace,
                              scheduler_name=self.scheduler_name, timeout=60)
         self.take()
-        load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
+        if self.genome.shape == "roomy" or self.workload is None:
+            load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
+        else:
+            self.create_shaped(spec, self.workload)
         done = check.all_bound(self.namespace, load.LOAD_LABEL)
         _, quiet1 = self.settle(done)
         if self.genome.action is not None:
@@ -278,6 +301,19 @@ class _Trial:
         self.result.quiet = quiet1 and quiet2
         return snap
 
+    def create_shaped(self, spec: load.LoadSpec, workload: shapes.Workload) -> None:
+        """The shape's pods, one by one (a few hundred at most): the load's manifest with the shape's requests
+        and constraints."""
+        ensure_namespace(self.api, self.namespace)
+        for i, pod in enumerate(workload.pods):
+            one = load.LoadSpec(count=1, namespace=spec.namespace, scheduler_name=spec.scheduler_name,
+                                cpu=f"{pod.cpu_m}m", memory=f"{pod.memory_mi}Mi", labels=dict(pod.labels),
+                                run_id=spec.run_id)
+            manifest = load.pod_manifest(one, f"load-{spec.run_id}-{i:05d}")
+            manifest["spec"].update(pod.spec_fields())
+            with contextlib.suppress(ApiError):
+                self.api.create(Pod.from_dict(manifest))
+
     def judge(self, snap: check.Snapshot) -> None:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
         result = self.result
@@ -287,6 +323,7 @@ class _Trial:
         page = self.control.journal_after(self.rig.cursor)
         self.rig.cursor, records = page.next, page.records
         result.injections = sum(1 for r in records if r["event"] == "inject")
+        result.fired = {str(r["rule"]) for r in records if r["event"] == "inject" and r.get("rule")}
         result.events += [{"event": r["event"], "t": round(float(r["time"]) - self.wall0, 2)} for r in records
                           if r["event"] in ("outage-start", "outage-end")]
         result.events.sort(key=lambda e: float(e["t"]))
@@ -295,6 +332,8 @@ class _Trial:
                  for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
         result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
         result.tokens |= {f"broken:{b}" for b in result.broken}
+        if result.tokens and self.genome.shape != "roomy":
+            result.tokens.add(f"shape:{self.genome.shape}")
 
     def clean(self) -> None:
         """Pass-through again, the profile gone, the namespace gone (pods and all, by kube-controller-manager)."""

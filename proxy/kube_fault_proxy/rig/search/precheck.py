@@ -1,0 +1,66 @@
+"""A cheap pre-check against the workload's expected requests: rules whose match can never fire in a trial.
+
+A trial activates its profile after the scheduler has listed and started watching, so a rule matching
+only lists or watches fires only when something makes the scheduler reconnect (an outage, a reset
+upstream connection). A count trigger or `afterMatches` above the requests the load sends never arms;
+a namespace the load never uses never matches. Forms (kind and match, from the grammar's rule names)
+that have run often and never injected are learned as dead too."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
+from kube_fault_proxy.rig.search.grammar import CONNECTION_KINDS
+
+RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
+NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
+DEAD_AFTER = 3  # a form that ran this often and never injected is dead
+
+
+def form(rule: Rule) -> str:
+    """A rule's form: its kind and match, as the grammar names them (`abort-binding`)."""
+    name = str(rule.get("name", ""))
+    return name.split("-", 1)[1] if name.startswith("r") and "-" in name else fault_kind(rule)
+
+
+def _expected(match: Mapping[str, Any], pods: int) -> int | None:
+    """Requests the load's pods bring that a match sees (None: unbounded or unknown, e.g. every request)."""
+    if match.get("subresources") == ["binding"]:
+        return pods
+    return None
+
+
+def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[str] = ()) -> bool:
+    """Whether one rule can fire on the genome's workload."""
+    if form(rule) in set(dead):
+        return False
+    match = rule.get("match") or {}
+    namespaces = match.get("namespaces")
+    if namespaces is not None and not any(fnmatch.fnmatchcase(NAMESPACE, n) for n in namespaces):
+        return False
+    verbs = set(match.get("verbs") or [])
+    if verbs and verbs <= RECONNECT_ONLY and not reconnects:
+        return False
+    when = rule.get("when") or {}
+    expected = _expected(match, genome.pods)
+    if expected is not None and int(when.get("afterMatches", 0)) >= expected:
+        return False
+    trigger = when.get("trigger") or {}
+    return not ("count" in trigger and (trigger.get("match") or {}).get("subresources") == ["binding"]
+                and int(trigger["count"]) > genome.pods)
+
+
+def can_inject(genome: Genome, dead: Iterable[str] = ()) -> bool:
+    """Whether any rule of the genome can fire (a genome that cannot is a wasted trial)."""
+    dead = set(dead)
+    reconnects = any(fault_kind(r) in CONNECTION_KINDS and rule_can_fire(r, genome, False, dead)
+                     for r in genome.rules)
+    return any(rule_can_fire(r, genome, reconnects, dead) for r in genome.rules)
+
+
+def dead_forms(ran: Mapping[str, int], fired: Mapping[str, int]) -> set[str]:
+    """Forms that ran at least DEAD_AFTER times and never injected."""
+    return {f for f, n in ran.items() if n >= DEAD_AFTER and not fired.get(f)}

@@ -1,0 +1,161 @@
+"""Workload shapes: a pure function from (shape, node count, pod count, seed) to node specs and pod
+specs, with a planned legal placement. The tight shapes end full or nearly full, where placement bugs live.
+
+- roomy: the old default (16-cpu nodes, 100m pods), nothing near full;
+- exact-fill: equal pods whose requests sum to exactly every node's allocatable (cpu, memory, pod count);
+- mixed: pods of four sizes, every node one largest pod short of full (so any-fit always places them);
+- tainted: a third of the nodes labelled and tainted NoSchedule; their pods select and tolerate them,
+  the rest do neither; each pool filled exactly;
+- anti-affinity: pods in pairs that require different nodes; one spare pod slot per node.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+SHAPES = ("roomy", "exact-fill", "mixed", "tainted", "anti-affinity")
+TIGHT = SHAPES[1:]
+POOL_LABEL = "kube-fault-proxy/pool"
+TAINT_KEY = "kube-fault-proxy/dedicated"
+PAIR_LABEL = "kube-fault-proxy/pair"
+HOSTNAME = "kubernetes.io/hostname"
+UNIT_CPU, MIB_PER_MILLICPU = 500, 2  # exact-fill's pod: 500m and 1000Mi
+SIZES = (250, 500, 1000, 1500)  # mixed's pod sizes (millicpu; memory in proportion)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What one node offers, and its labels and taints (beyond a kubelet's own)."""
+
+    cpu_m: int
+    memory_mi: int
+    pods: int
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[dict[str, str], ...] = ()
+
+    def allocatable(self) -> dict[str, str]:
+        """Capacity and allocatable, in Kubernetes' quantities."""
+        return {"cpu": f"{self.cpu_m}m", "memory": f"{self.memory_mi}Mi", "pods": str(self.pods)}
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """One pod's requests and placement constraints."""
+
+    cpu_m: int
+    memory_mi: int
+    labels: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+    anti_affinity: str | None = None  # the PAIR_LABEL value this pod must not share a node with
+
+    def spec_fields(self) -> dict[str, Any]:
+        """The pod spec fields this shape sets (merged into the load's pod manifest)."""
+        out: dict[str, Any] = {}
+        if self.node_selector:
+            out["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            out["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.anti_affinity is not None:
+            out["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {PAIR_LABEL: self.anti_affinity}}, "topologyKey": HOSTNAME}]}}
+        return out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Node specs (in node-name order), pod specs, and a legal placement (pod index -> node index)."""
+
+    shape: str
+    nodes: tuple[NodeSpec, ...]
+    pods: tuple[PodSpec, ...]
+    placement: tuple[int, ...]
+
+
+ROOMY_NODE = NodeSpec(16000, 65536, 110)
+SPECIAL_TAINT = {"key": TAINT_KEY, "value": "special", "effect": "NoSchedule"}
+SPECIAL_TOLERATION = {"key": TAINT_KEY, "operator": "Equal", "value": "special", "effect": "NoSchedule"}
+
+
+def _spread(pods: int, nodes: int) -> list[int]:
+    """Pods per node, as even as it gets (the first nodes one more)."""
+    return [pods // nodes + (1 if i < pods % nodes else 0) for i in range(nodes)]
+
+
+def _filled(counts: list[int], spare: int = 0, **node: Any) -> list[NodeSpec]:
+    """Nodes holding exactly `counts` unit pods, plus `spare` unit slots (an empty node keeps one slot)."""
+    out = []
+    for k in counts:
+        slots = k + spare if k + spare > 0 else 1
+        out.append(NodeSpec(slots * UNIT_CPU, slots * UNIT_CPU * MIB_PER_MILLICPU, slots, **node))
+    return out
+
+
+def _unit(**pod: Any) -> PodSpec:
+    return PodSpec(UNIT_CPU, UNIT_CPU * MIB_PER_MILLICPU, **pod)
+
+
+def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
+    """The shape's nodes and pods; raises ValueError for an unknown shape or a size below one."""
+    if nodes < 1 or pods < 1:
+        raise ValueError("a workload needs at least one node and one pod")
+    rng = random.Random(f"kfp-shape:{shape}:{nodes}:{pods}:{seed}")
+    match shape:
+        case "roomy":
+            return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods,
+                            tuple(j % nodes for j in range(pods)))
+        case "exact-fill":
+            return Workload(shape, tuple(_filled(_spread(pods, nodes))), (_unit(),) * pods,
+                            tuple(j % nodes for j in range(pods)))
+        case "mixed":
+            sizes = [rng.choice(SIZES) for _ in range(pods)]
+            placement = tuple(j % nodes for j in range(pods))
+            specs = []
+            for i in range(nodes):
+                cpu = sum(s for s, n in zip(sizes, placement, strict=True) if n == i) + max(SIZES)
+                specs.append(NodeSpec(cpu, cpu * MIB_PER_MILLICPU, 110))
+            return Workload(shape, tuple(specs), tuple(PodSpec(s, s * MIB_PER_MILLICPU) for s in sizes), placement)
+        case "tainted":
+            special = max(1, nodes // 3)
+            plain = nodes - special
+            special_pods = pods if plain == 0 else max(1, min(pods - 1, round(pods * special / nodes)))
+            plain_pods = pods - special_pods
+            spec_nodes = _filled(_spread(special_pods, special), labels={POOL_LABEL: "special"},
+                                 taints=(SPECIAL_TAINT,))
+            plain_nodes = _filled(_spread(plain_pods, plain)) if plain else []
+            chosen = rng.sample(range(pods), special_pods)  # which pods are the special ones
+            chosen_set = set(chosen)
+            pod_specs: list[PodSpec] = []
+            planned: list[int] = []
+            s_i = p_i = 0
+            for j in range(pods):
+                if j in chosen_set:
+                    pod_specs.append(_unit(node_selector={POOL_LABEL: "special"}, tolerations=(SPECIAL_TOLERATION,)))
+                    planned.append(s_i % special)
+                    s_i += 1
+                else:
+                    pod_specs.append(_unit())
+                    planned.append(special + p_i % plain)
+                    p_i += 1
+            return Workload(shape, (*spec_nodes, *plain_nodes), tuple(pod_specs), tuple(planned))
+        case "anti-affinity":
+            pod_specs = []
+            for j in range(pods):
+                pair = f"p{j // 2}" if nodes >= 2 and (j // 2) * 2 + 1 < pods else None
+                pod_specs.append(_unit(labels={PAIR_LABEL: pair} if pair else {}, anti_affinity=pair))
+            return Workload(shape, tuple(_filled(_spread(pods, nodes), spare=1)), tuple(pod_specs),
+                            tuple(j % nodes for j in range(pods)))
+    raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(SHAPES)}")
+
+
+def node_patches(spec: NodeSpec, node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metadata and spec merge patch, status merge patch) that give an existing node this spec: the shape's
+    labels set and stale ones removed, the shape's taints in place of stale ones (others kept), its capacity."""
+    labels: dict[str, Any] = {k: None for k in (node["metadata"].get("labels") or {}) if k == POOL_LABEL}
+    labels.update(spec.labels)
+    kept = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_KEY]
+    body: dict[str, Any] = {"metadata": {"labels": labels}, "spec": {"taints": [*kept, *spec.taints] or None}}
+    resources = spec.allocatable()
+    return body, {"status": {"capacity": resources, "allocatable": resources}}
