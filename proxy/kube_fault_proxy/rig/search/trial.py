@@ -246,7 +246,7 @@ class _Trial:
         if self.genome.nodes != self.rig.schedulable:
             set_schedulable(self.api, self.genome.nodes, self.rig.cordoned)
             self.rig.schedulable = self.genome.nodes
-        count = self.genome.nodes or len(self.api.list(Node))
+        count = self.genome.nodes or len(list(self.api.list(Node)))
         self.workload = shapes.generate(self.genome.shape, count, self.genome.pods, self.genome.seed)
         if self.workload.nodes != self.rig.shaped:
             apply_shape(self.api, self.workload.nodes)

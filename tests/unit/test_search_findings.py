@@ -1,0 +1,180 @@
+"""The search's findings: grouped by signature, canaries never findings, the pre-check and the
+injected-nothing share, and what the report says (engine, findings, precheck and output, on fake trials)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_fault_proxy.rig.search import precheck
+from kube_fault_proxy.rig.search.engine import UNFAULTED, Hit, Outcome, Search, Settings
+from kube_fault_proxy.rig.search.findings import Finding, add_hit, merge, signature
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING
+from kube_fault_proxy.rig.search.output import control_text, write
+from kube_fault_proxy.rig.search.shrink import Shrunk
+from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+
+
+def rule(kind: str, match: dict[str, Any] | None = None, name: str | None = None, **when: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name or f"r1-{kind.lower()}-binding", "match": dict(match or BINDING),
+                           "when": {"maxInjections": 1, **when}, "fault": {kind: {"status": 500} if kind == "abort"
+                                                                            else {}}}
+    return out
+
+
+WATCH = {"verbs": ["watch"], "resources": ["pods"]}
+
+
+def settings(tmp_path: Path, control: str | None = UNFAULTED, **more: Any) -> Settings:
+    return Settings(scheduler="kube-scheduler", control=control, budget=3600, seed=3, kinds=("abort", "reset", "delay"),
+                    out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path, pods=40, shrink_budget=30, replays=2,
+                    **more)
+
+
+# --- grouping by signature
+
+
+def hit(trial: int, rules: tuple[dict[str, Any], ...], broken: list[str]) -> Hit:
+    return Hit(trial, Genome(rules=rules), broken, list(broken), [], "confirmed")
+
+
+def test_hits_of_one_signature_are_one_finding_and_other_kinds_or_invariants_another() -> None:
+    findings: list[Finding] = []
+    add_hit(findings, hit(1, (rule("abort"),), ["stranded"]))
+    add_hit(findings, hit(4, (rule("abort", maxInjections=5),), ["stranded"]))  # same kinds and match
+    add_hit(findings, hit(6, (rule("reset"),), ["stranded"]))  # another kind
+    add_hit(findings, hit(8, (rule("abort"),), ["no-overcommit", "stranded"]))  # more broken
+    assert [[h.trial for h in f.hits] for f in findings] == [[1, 4], [6], [8]]
+    assert findings[0].signature == ("stranded", "abort on binding")
+    assert signature(["stranded"], Genome(rules=(rule("abort", WATCH),))) == ("stranded", "abort on pod-watch")
+
+
+def test_findings_whose_minimal_cases_agree_are_merged_after_shrinking() -> None:
+    findings: list[Finding] = []
+    add_hit(findings, hit(1, (rule("abort"),), ["stranded"]))
+    two = add_hit(findings, hit(3, (rule("abort"), rule("delay", name="r2-delay-binding")), ["stranded"]))
+    two.shrunk = Shrunk(Genome(rules=(rule("abort"),)), [])  # the delay was not needed
+    merged = merge(findings)
+    assert len(merged) == 1 and [h.trial for h in merged[0].hits] == [1, 3]
+
+
+# --- the engine on fake trials: canaries, every distinct bug, nothing injected
+
+
+def fake_trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
+    """abort breaks stranded, reset breaks no-overcommit (both only when injected); canary c9 breaks stranded."""
+    kinds = {fault_kind(r) for r in genome.rules}
+    if not genome.rules:
+        return TrialResult(name, scheduler, genome, broken=["stranded"] if name == "c9" else [], seconds=1.0)
+    silent = genome.seed % 7 == 0  # a few trials whose faults never fire
+    broken = [] if silent else ["stranded"] * ("abort" in kinds) + ["no-overcommit"] * ("reset" in kinds)
+    return TrialResult(name, scheduler, genome, broken=sorted(broken), injections=0 if silent else 3,
+                       fired=set() if silent else {r["name"] for r in genome.rules}, seconds=1.0)
+
+
+@pytest.fixture
+def outcome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Outcome:
+    monkeypatch.setattr(Search, "trial", fake_trial)
+    return Search(settings(tmp_path, max_trials=30), lambda _: None).run()
+
+
+def test_the_search_keeps_going_and_reports_every_distinct_bug(outcome: Outcome) -> None:
+    targets = sorted(",".join(f.target) for f in outcome.findings)
+    assert "stranded" in targets and "no-overcommit" in targets
+    assert len({f.signature for f in outcome.findings}) == len(outcome.findings)
+    for f in outcome.findings:  # each shrunk to one rule per invariant it breaks, and replayed
+        assert len(f.minimal.rules) == len(f.target) and f.rate() == "2/2" and f.minimal_control == []
+    assert outcome.confirmed is outcome.findings[0].first and outcome.target == outcome.findings[0].target
+
+
+def test_canaries_run_every_tenth_trial_and_a_broken_one_is_never_a_finding(outcome: Outcome) -> None:
+    assert [c.name for c in outcome.canaries] == ["c9", "c19", "c29"]
+    assert all(not c.genome.rules for c in outcome.canaries)
+    assert [c.name for c in outcome.broken_canaries()] == ["c9"]
+    assert all(9 not in [h.trial for h in f.hits] for f in outcome.findings)
+    assert len(outcome.trials) == 27
+
+
+def test_a_trial_that_injected_nothing_is_counted_and_never_clean_evidence(outcome: Outcome) -> None:
+    nothing = [t for t in outcome.trials if t.injections == 0]
+    assert outcome.injected_nothing == len(nothing)
+    assert outcome.injected_nothing_share() == pytest.approx(len(nothing) / len(outcome.trials))
+    o = Outcome(outcome.settings, trials=[TrialResult("a", "k", Genome(rules=()), injections=0),
+                                          TrialResult("b", "k", Genome(rules=()), injections=2)])
+    assert o.injected_nothing == 1 and o.injected_nothing_share() == 0.5
+
+
+def test_a_hit_with_nothing_injected_is_the_rigs_not_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def breaks_silently(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
+        return TrialResult(name, scheduler, genome, broken=["stranded"], injections=0, seconds=1.0)
+
+    monkeypatch.setattr(Search, "trial", breaks_silently)
+    out = Search(settings(tmp_path, max_trials=5), lambda _: None).run()
+    assert out.findings == [] and {h.verdict for h in out.hits} == {"no-injection"}
+
+
+def test_the_report_indexes_every_finding_with_its_rate_and_directory(outcome: Outcome) -> None:
+    report = write(outcome, ["search"]).read_text()
+    d = outcome.settings.out
+    assert f"## Findings: {len(outcome.findings)} distinct" in report
+    for i, f in enumerate(outcome.findings, 1):
+        sub = d / "findings" / f.slug(i)
+        assert (sub / "report.md").exists() and (sub / "minimal-profile.yaml").exists()
+        assert f"findings/{f.slug(i)}/report.md" in report
+        assert json.loads((sub / "search.json").read_text())["target"] == f.target
+    assert "injected nothing" in report and "3 fault-free canaries" in report and "c9" in report
+    doc = json.loads((d / "search.json").read_text())
+    assert len(doc["findings"]) == len(outcome.findings) and doc["injectedNothing"] == outcome.injected_nothing
+    assert "control (the same workload without the profile) clean" in report
+
+
+def test_a_report_says_no_control_run_when_none_ran(tmp_path: Path) -> None:
+    g = Genome(rules=(rule("abort"),), pods=20)
+    out = Outcome(settings(tmp_path, control=None), confirmed=Hit(0, g, ["stranded"], ["stranded"], None, "confirmed"),
+                  target=["stranded"], shrunk=Shrunk(g, []), replays=[["stranded"]])
+    report = write(out, ["search"]).read_text()
+    assert "no control run" in report and "control (none)" not in report
+    assert control_text("kube-scheduler", ["stranded"]) == "control (kube-scheduler) stranded"
+    assert control_text("kube-scheduler", None) == "no control run"
+
+
+# --- the pre-check
+
+
+def test_a_rule_that_only_matches_watches_fires_only_with_a_reconnect() -> None:
+    watch_only = Genome(rules=(rule("abort", WATCH),))
+    assert not precheck.can_inject(watch_only)
+    with_reset = Genome(rules=(rule("abort", WATCH), rule("resetUpstream", name="r2-resetupstream-binding")))
+    assert precheck.can_inject(with_reset)
+
+
+@pytest.mark.parametrize(("r", "fires"), [
+    (rule("abort"), True),
+    (rule("abort", trigger={"match": dict(BINDING), "count": 41}), False),  # above the load's 40 bindings
+    (rule("abort", trigger={"match": dict(BINDING), "count": 40}), True),
+    (rule("abort", afterMatches=40), False),
+    (rule("abort", {**BINDING, "namespaces": ["kube-system"]}), False),
+    (rule("abort", {**BINDING, "namespaces": ["s-*"]}), True),
+    (rule("abort", {"resources": ["events"]}), True),
+])
+def test_rules_that_can_never_fire_on_the_workload(r: dict[str, Any], fires: bool) -> None:
+    assert precheck.can_inject(Genome(rules=(r,), pods=40)) is fires
+
+
+def test_forms_that_ran_often_and_never_injected_are_learned_dead() -> None:
+    dead = precheck.dead_forms({"abort-binding": 3, "delay-events": 3, "cut-pod-watch": 2}, {"abort-binding": 1})
+    assert dead == {"delay-events"}
+    assert not precheck.can_inject(Genome(rules=(rule("delay", {"resources": ["events"]}, "r1-delay-events"),)),
+                                   dead)
+
+
+def test_the_pre_check_keeps_the_drawn_trials_that_cannot_inject_under_a_tenth(tmp_path: Path) -> None:
+    for kinds in (ALL_KINDS, ("abort", "reset", "hang", "commitThenFail", "expire", "cut")):
+        search = Search(Settings(scheduler="yunikorn", control=None, budget=60, seed=5, kinds=kinds, out=tmp_path,
+                                 state_dir=tmp_path, profiles_dir=tmp_path), lambda _: None)
+        drawn = [search.genome(n, []) for n in range(200)]
+        assert sum(1 for g in drawn if not precheck.can_inject(g)) < 20
+        assert search.prechecked > 0  # it did redraw some

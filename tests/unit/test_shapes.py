@@ -1,0 +1,113 @@
+"""Workload shapes: exact fills sum to every node's allocatable, each shape's planned placement is legal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig.cluster.kwok import NodeShape, node_manifest, node_name
+from kube_fault_proxy.rig.safety import check_safety
+from kube_fault_proxy.rig.shapes import POOL_LABEL, SHAPES, SIZES, TAINT_KEY, TIGHT, Workload, generate, node_patches
+
+SIZES_TABLE = [(5, 60), (20, 200), (3, 20), (1, 20), (7, 23), (20, 20)]
+
+
+def objects(w: Workload) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The nodes as KWOK's patched to the shape, and the pods bound as planned."""
+    nodes = []
+    for i, spec in enumerate(w.nodes, 1):
+        node = node_manifest(i, NodeShape())
+        body, status = node_patches(spec, node)
+        node["metadata"]["labels"].update({k: v for k, v in body["metadata"]["labels"].items() if v is not None})
+        node["spec"]["taints"] = body["spec"]["taints"] or []
+        node["status"] = status["status"]
+        nodes.append(node)
+    pods = []
+    for j, (want, on) in enumerate(zip(w.pods, w.placement, strict=True)):
+        manifest = load.pod_manifest(load.LoadSpec(cpu=f"{want.cpu_m}m", memory=f"{want.memory_mi}Mi",
+                                                   labels=dict(want.labels), namespace="s-t0-1"), f"p{j}")
+        manifest["spec"].update(want.spec_fields(), nodeName=node_name(on + 1))
+        manifest["status"] = {"phase": "Running"}
+        pods.append(manifest)
+    return nodes, pods
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(("nodes", "pods"), SIZES_TABLE)
+def test_every_shape_has_a_legal_placement(shape: str, nodes: int, pods: int) -> None:
+    w = generate(shape, nodes, pods, seed=3)
+    assert len(w.nodes) == nodes and len(w.pods) == len(w.placement) == pods
+    node_objs, pod_objs = objects(w)
+    assert check_safety(pod_objs, node_objs, {}) == []
+
+
+@pytest.mark.parametrize(("nodes", "pods"), SIZES_TABLE)
+def test_exact_fill_pods_sum_to_every_nodes_allocatable(nodes: int, pods: int) -> None:
+    w = generate("exact-fill", nodes, pods, seed=1)
+    for i, node in enumerate(w.nodes):
+        mine = [p for p, on in zip(w.pods, w.placement, strict=True) if on == i]
+        if not mine:  # fewer pods than nodes: an empty node keeps one slot
+            continue
+        assert (sum(p.cpu_m for p in mine), sum(p.memory_mi for p in mine), len(mine)) == \
+            (node.cpu_m, node.memory_mi, node.pods)
+
+
+def test_exact_fill_has_no_room_for_one_more_pod() -> None:
+    w = generate("exact-fill", 5, 60, seed=1)
+    node_objs, pod_objs = objects(w)
+    extra = dict(pod_objs[0], metadata={**pod_objs[0]["metadata"], "name": "extra", "uid": "extra"})
+    assert {v.invariant for v in check_safety([*pod_objs, extra], node_objs, {})} == {"no-overcommit"}  # cpu, memory, pods
+
+
+def test_mixed_sizes_leave_every_node_one_largest_pod_short_of_full() -> None:
+    w = generate("mixed", 5, 60, seed=2)
+    assert len({p.cpu_m for p in w.pods}) > 1
+    for i, node in enumerate(w.nodes):
+        used = sum(p.cpu_m for p, on in zip(w.pods, w.placement, strict=True) if on == i)
+        assert node.cpu_m - used == max(SIZES)
+
+
+def test_tainted_pools_select_and_tolerate_their_nodes_only() -> None:
+    w = generate("tainted", 6, 60, seed=5)
+    special = [i for i, n in enumerate(w.nodes) if n.labels.get(POOL_LABEL) == "special"]
+    assert special == [0, 1] and all(w.nodes[i].taints[0]["key"] == TAINT_KEY for i in special)
+    for p, on in zip(w.pods, w.placement, strict=True):
+        assert (on in special) == bool(p.node_selector) == bool(p.tolerations)
+    assert 0 < sum(1 for p in w.pods if p.tolerations) < 60
+
+
+def test_anti_affinity_pairs_require_different_nodes() -> None:
+    w = generate("anti-affinity", 5, 61, seed=1)
+    pairs: dict[str, list[int]] = {}
+    for p, on in zip(w.pods, w.placement, strict=True):
+        if p.anti_affinity:
+            pairs.setdefault(p.anti_affinity, []).append(on)
+    assert len(pairs) == 30 and all(len(set(v)) == 2 for v in pairs.values())
+    node_objs, pod_objs = objects(w)
+    a, b = (p for p in pod_objs if p["metadata"]["labels"].get("kube-fault-proxy/pair") == "p0")
+    b["spec"]["nodeName"] = a["spec"]["nodeName"]
+    assert "no-anti-affinity-breach" in {v.invariant for v in check_safety(pod_objs, node_objs, {})}
+
+
+def test_one_pair_cannot_share_one_node_so_a_single_node_gets_none() -> None:
+    assert not any(p.anti_affinity for p in generate("anti-affinity", 1, 20, seed=1).pods)
+
+
+def test_the_same_arguments_give_the_same_workload_and_unknown_shapes_are_refused() -> None:
+    for shape in TIGHT:
+        assert generate(shape, 5, 60, 9) == generate(shape, 5, 60, 9)
+    with pytest.raises(ValueError, match="unknown workload shape 'full'"):
+        generate("full", 5, 60, 1)
+    with pytest.raises(ValueError):
+        generate("roomy", 0, 60, 1)
+
+
+def test_node_patches_drop_a_stale_shape_and_keep_other_taints() -> None:
+    roomy = generate("roomy", 1, 20, 1).nodes[0]
+    cordon = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    node = {"metadata": {"labels": {POOL_LABEL: "special", "type": "kwok"}},
+            "spec": {"taints": [cordon, {"key": TAINT_KEY, "value": "special", "effect": "NoSchedule"}]}}
+    body, status = node_patches(roomy, node)
+    assert body == {"metadata": {"labels": {POOL_LABEL: None}}, "spec": {"taints": [cordon]}}
+    assert status["status"]["allocatable"] == {"cpu": "16000m", "memory": "65536Mi", "pods": "110"}
