@@ -164,6 +164,18 @@ def test_rules_that_can_never_fire_on_the_workload(r: dict[str, Any], fires: boo
     assert precheck.can_inject(Genome(rules=(r,), pods=40)) is fires
 
 
+def test_a_late_window_fires_only_when_another_rule_holds_binds_back() -> None:
+    late = rule("delay", name="r1-delay-binding", after="2s", **{"for": "10s"})
+    assert not precheck.can_inject(Genome(rules=(late,)))
+    assert precheck.can_inject(Genome(rules=(late, rule("abort", name="r2-abort-binding"))))
+
+
+def test_kube_scheduler_writes_no_pod_so_a_pod_write_match_never_fires_there() -> None:
+    write = Genome(rules=(rule("abort", {"verbs": ["patch", "update"], "resources": ["pods"]}, "r1-abort-pod-write"),))
+    assert not precheck.can_inject(write, scheduler="kube-scheduler")
+    assert precheck.can_inject(write, scheduler="yunikorn")
+
+
 def test_forms_that_ran_often_and_never_injected_are_learned_dead() -> None:
     dead = precheck.dead_forms({"abort-binding": 3, "delay-events": 3, "cut-pod-watch": 2}, {"abort-binding": 1})
     assert dead == {"delay-events"}
@@ -172,9 +184,10 @@ def test_forms_that_ran_often_and_never_injected_are_learned_dead() -> None:
 
 
 def test_the_pre_check_keeps_the_drawn_trials_that_cannot_inject_under_a_tenth(tmp_path: Path) -> None:
-    for kinds in (ALL_KINDS, ("abort", "reset", "hang", "commitThenFail", "expire", "cut")):
-        search = Search(Settings(scheduler="yunikorn", control=None, budget=60, seed=5, kinds=kinds, out=tmp_path,
+    for scheduler, kinds in (("yunikorn", ALL_KINDS), ("kube-scheduler", ALL_KINDS),
+                             ("yunikorn", ("abort", "reset", "hang", "commitThenFail", "expire", "cut"))):
+        search = Search(Settings(scheduler=scheduler, control=None, budget=60, seed=5, kinds=kinds, out=tmp_path,
                                  state_dir=tmp_path, profiles_dir=tmp_path), lambda _: None)
         drawn = [search.genome(n, []) for n in range(200)]
-        assert sum(1 for g in drawn if not precheck.can_inject(g)) < 20
+        assert sum(1 for g in drawn if not precheck.can_inject(g, scheduler=scheduler)) < 20
         assert search.prechecked > 0  # it did redraw some

@@ -185,7 +185,7 @@ class Search:
                 g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes)
             if not valid(g):  # never expected: the grammar only builds loader-valid rules
                 raise AssertionError(f"the grammar built an invalid profile: {g.canonical()}")
-            if precheck.can_inject(g, dead):
+            if precheck.can_inject(g, dead, self.s.scheduler):
                 break
             self.prechecked += 1
         return g

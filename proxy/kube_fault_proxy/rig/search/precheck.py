@@ -2,9 +2,11 @@
 
 A trial activates its profile after the scheduler has listed and started watching, so a rule matching
 only lists or watches fires only when something makes the scheduler reconnect (an outage, a reset
-upstream connection). A count trigger or `afterMatches` above the requests the load sends never arms;
-a namespace the load never uses never matches. Forms (kind and match, from the grammar's rule names)
-that have run often and never injected are learned as dead too."""
+upstream connection). The load's binds are over within a second or two, so a rule whose window opens
+later (`after`) fires only when another rule holds binds back. kube-scheduler writes a pod only when it
+cannot place it, so pod writes are no match there. A count trigger or `afterMatches` above the requests
+the load sends never arms; a namespace the load never uses never matches. Forms (kind and match, from
+the grammar's rule names) that have run often and never injected are learned as dead too."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from kube_fault_proxy.rig.search.grammar import CONNECTION_KINDS
 RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
 NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
+WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
+POD_WRITES = frozenset({"patch", "update"})
 
 
 def form(rule: Rule) -> str:
@@ -33,11 +37,22 @@ def _expected(match: Mapping[str, Any], pods: int) -> int | None:
     return None
 
 
-def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[str] = ()) -> bool:
-    """Whether one rule can fire on the genome's workload."""
+def _late(rule: Rule) -> bool:
+    """Its window opens a while after activation (`after` above 0 s)."""
+    after = str((rule.get("when") or {}).get("after", "0s"))
+    return after not in ("0s", "0")
+
+
+def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[str] = (),
+                  scheduler: str | None = None, held: bool = True) -> bool:
+    """Whether one rule can fire on the genome's workload (`held`: another rule holds binds back)."""
     if form(rule) in set(dead):
         return False
+    if _late(rule) and not held:
+        return False
     match = rule.get("match") or {}
+    if scheduler in WRITES_NO_PODS and set(match.get("verbs") or ["get"]) <= POD_WRITES:
+        return False
     namespaces = match.get("namespaces")
     if namespaces is not None and not any(fnmatch.fnmatchcase(NAMESPACE, n) for n in namespaces):
         return False
@@ -53,12 +68,14 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
                 and int(trigger["count"]) > genome.pods)
 
 
-def can_inject(genome: Genome, dead: Iterable[str] = ()) -> bool:
+def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None = None) -> bool:
     """Whether any rule of the genome can fire (a genome that cannot is a wasted trial)."""
     dead = set(dead)
-    reconnects = any(fault_kind(r) in CONNECTION_KINDS and rule_can_fire(r, genome, False, dead)
+    prompt = [r for r in genome.rules if rule_can_fire(r, genome, False, dead, scheduler, held=False)]
+    held = any(not (r.get("match") or {}).get("verbs") or "create" in r["match"]["verbs"] for r in prompt)
+    reconnects = any(fault_kind(r) in CONNECTION_KINDS and rule_can_fire(r, genome, False, dead, scheduler, held)
                      for r in genome.rules)
-    return any(rule_can_fire(r, genome, reconnects, dead) for r in genome.rules)
+    return any(rule_can_fire(r, genome, reconnects, dead, scheduler, held) for r in genome.rules)
 
 
 def dead_forms(ran: Mapping[str, int], fired: Mapping[str, int]) -> set[str]:
