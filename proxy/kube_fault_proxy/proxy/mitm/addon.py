@@ -64,6 +64,8 @@ class FaultAddon:
     def __init__(self, runtime: Runtime, outage: OutageController,
                  timeouts: ConnectionTimeouts | None = None) -> None:
         self.runtime = runtime
+        self.counters = runtime.counters
+        self.activations = runtime.activations
         self.outage = outage
         self.timeouts = timeouts
         self.binds = BindOutcomes(runtime.counters.bind_outcome)
@@ -99,14 +101,15 @@ class FaultAddon:
             if binding:
                 self._bind_ended(flow)
             return None
-        decision = self.runtime.decide(ident)
+        self.counters.request(ident)  # Runtime.decide, part by part
+        decision = self.activations.decide(ident)
         if decision is None:
             return None
         flow.metadata[DECISION] = decision
         before = decision.plan.before
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
-        self.runtime.performed(decision, ident, action=decision.plan.describe())
+        self.counters.performed(decision, ident, action=decision.plan.describe())
         if any(isinstance(s, Wait) for s in before):
             return self._perform(flow, before)
         self._apply(flow, before)
@@ -124,7 +127,7 @@ class FaultAddon:
         if decision is not None and decision.plan.after:
             # A streamed watch has no end to wait for: only waits apply, at its start.
             waits = [s for s in decision.plan.after if isinstance(s, Wait)]
-            self.runtime.performed(decision, ident, action=decision.plan.describe())
+            self.counters.performed(decision, ident, action=decision.plan.describe())
             return self._perform(flow, waits)
         return None
 
@@ -137,11 +140,12 @@ class FaultAddon:
         decision: Decision | None = flow.metadata.get(DECISION)
         if flow.response is not None and not ident.watch and (
                 decision is None or not decision.plan.before):  # the apiserver's own answer
-            self.runtime.answered(ident, flow.response.status_code)
+            self.activations.answered(ident, flow.response.status_code)
         binding = ident.binding
         if decision is None or not decision.plan.after or flow.response is None:
-            if binding:
-                self._bind_ended(flow)
+            if binding:  # _bind_ended, inline: every Binding ends here but the faulted ones
+                response = flow.response
+                self.binds.ended(flow.id, response.status_code if flow.error is None and response is not None else None)
             return None
         if ident.watch:
             return None
@@ -149,11 +153,11 @@ class FaultAddon:
         if decision.plan.after_only_if_committed and not 200 <= status < 300:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
             # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
-            self.runtime.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
+            self.counters.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
             if binding:
                 self._bind_ended(flow)
             return None
-        self.runtime.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
+        self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
         if any(isinstance(s, Wait) for s in after):
             return self._perform(flow, after, count=binding)
@@ -181,10 +185,10 @@ class FaultAddon:
         decision: Decision = flow.metadata[DECISION]
         ctype, encoding = headers.get("content-type", ""), headers.get("content-encoding", "")
         if not watch_edits.editable(ctype, encoding):
-            self.runtime.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
-                              contentType=ctype, contentEncoding=encoding)
+            self.counters.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
+                               contentType=ctype, contentEncoding=encoding)
             return
-        flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.runtime.note,
+        flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.counters.note,
                                                   functools.partial(self._close_upstream, flow))
 
     @staticmethod

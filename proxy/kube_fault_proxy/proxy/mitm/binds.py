@@ -18,10 +18,9 @@ class BindOutcomes:
     def __init__(self, outcome: Callable[[int | None], None]) -> None:
         self._outcome = outcome
         self._in_flight: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
-
-    def read(self, request_id: str, owner: object) -> None:
-        """A Binding POST was read: in flight until it ends (or `owner`, its flow, is gone)."""
-        self._in_flight[request_id] = owner
+        # read(request_id, owner): a Binding POST was read, in flight until it ends (or `owner`, its
+        # flow, is gone). The registry's own setter: reading a Binding costs no call of ours.
+        self.read: Callable[[str, object], None] = self._in_flight.__setitem__
 
     def ended(self, request_id: str, status: int | None) -> None:
         """The answer its client got (None: none); counted if it is the first end of one in flight."""
