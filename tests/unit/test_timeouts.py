@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
+from mitmproxy.addons import proxyserver
+from mitmproxy.connection import ConnectionState
+from mitmproxy.test import taddons
+
+from tests.support.mitm import events, live_handler, runtime
 
 
 class Clock:
@@ -78,3 +86,40 @@ def test_a_departed_client_is_forgotten(t: ConnectionTimeouts, clock: Clock) -> 
     t.client_disconnected(client)  # type: ignore[arg-type]
     clock.now += 10_000
     assert t.expired(clock.now) == [] and t.conns == {}
+
+
+def test_a_request_reported_by_id_counts_once_however_often_it_is_reported(t: ConnectionTimeouts,
+                                                                          clock: Clock) -> None:
+    t.client_connected(SimpleNamespace(id="c"))  # type: ignore[arg-type]
+    t.request_started("c", "r1")
+    t.request_started("c", "r1")  # the same request again
+    t.request_ended("c", "r2")  # never started
+    assert (t.conns["c"].open, t.conns["c"].requests) == (1, 1)
+    t.request_ended("c", "r1")
+    t.request_ended("c", "r1")
+    assert t.conns["c"].open == 0
+    clock.now += 90
+    assert [cid for cid, _ in t.expired(clock.now)] == ["c"]
+
+
+def test_the_sweep_closes_an_expired_connection_and_journals_why(tmp_path: Path, clock: Clock) -> None:
+    rt = runtime(tmp_path)
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            handler = live_handler(internals.proxyserver(), upstreams=0)
+            t = ConnectionTimeouts(rt, read_header_seconds=0.4, idle_seconds=90, clock=clock)
+            t.client_connected(handler.client)
+            t.running()
+            clock.now += 1
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if events(rt, "client-timeout"):
+                    break
+            t.done()
+            assert handler.client.state is ConnectionState.CLOSED
+            [timeout] = events(rt, "client-timeout")
+            assert timeout["reason"] == "no complete request within 0.4s (read-header timeout)"
+            assert timeout["client"] == "10.0.0.7:40001" and t.conns == {}
+
+    asyncio.run(main())

@@ -1,0 +1,286 @@
+"""The fault addon (proxy.mitm.addon) driven with mitmproxy's own test flows, no network: what the
+client gets, what reaches the upstream, what is counted and journaled."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
+from kube_fault_proxy.proxy.runtime import Runtime
+from mitmproxy import http
+from mitmproxy.addons import proxyserver
+from mitmproxy.connection import ConnectionState
+from mitmproxy.test import taddons, tflow
+
+from tests.support.builders import BIND_MATCH, profile
+from tests.support.mitm import answer, binding, events, exchange, flow, flow_hooks, runtime
+
+WATCH_MATCH = {"verbs": ["watch"], "resources": ["pods"]}
+
+
+@dataclass
+class Proxy:
+    """The addon and the helpers it reports to, in the chain order serve uses."""
+
+    runtime: Runtime
+    timeouts: ConnectionTimeouts
+    outage: OutageController
+    addon: FaultAddon
+
+    @property
+    def chain(self) -> list[Any]:
+        return [self.timeouts, self.outage, self.addon]
+
+    async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:
+        await exchange(self.chain, f, upstream)
+        return f
+
+    @property
+    def binds(self) -> dict[str, int]:
+        return dict(self.runtime.stats()["bindsTotal"])
+
+
+def run(tmp_path: Path, fault: dict[str, Any] | None, test: Callable[[Proxy], Awaitable[None]],
+        match: dict[str, Any] = BIND_MATCH) -> None:
+    """Run a test on the loop, inside a mitmproxy context, with `fault` active on `match` (None: pass-through)."""
+    rules = [{"name": "r", "match": match, "fault": fault}] if fault is not None else []
+    rt = runtime(tmp_path, profile(*rules, name="p", seed=1))
+    rt.activate("p")
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            outage = OutageController(rt)
+            timeouts = ConnectionTimeouts(rt, 32, 90)
+            await test(Proxy(rt, timeouts, outage, FaultAddon(rt, outage, timeouts)))
+
+    asyncio.run(main())
+
+
+# (case, fault, the upstream's answer (None: the connection dropped), what the client gets, the bind outcome)
+BINDINGS = [
+    ("pass-through", None, 201, 201, "succeeded"),
+    ("pass-through, upstream conflict", None, 409, 409, "failed"),
+    ("pass-through, upstream gone", None, None, None, "failed"),
+    ("abort", {"abort": {"status": 500}}, 201, 500, "failed"),
+    ("throttle", {"throttle": {}}, 201, 429, "failed"),
+    ("reset", {"reset": {}}, 201, None, "failed"),
+    ("commit then fail", {"commitThenFail": {"abort": {"status": 503}}}, 201, 503, "failed"),
+    ("commit then reset", {"commitThenFail": {"reset": {}}}, 201, None, "failed"),
+    ("commit then fail, nothing committed", {"commitThenFail": {"abort": {"status": 503}}}, 409, 409, "failed"),
+    ("delayed answer", {"delay": {"seconds": 0.01, "phase": "response"}}, 201, 201, "succeeded"),
+]
+
+
+@pytest.mark.parametrize(("fault", "upstream", "client_gets", "outcome"), [c[1:] for c in BINDINGS],
+                         ids=[c[0] for c in BINDINGS])
+def test_every_binding_is_counted_once_by_what_its_client_got(
+        tmp_path: Path, fault: dict[str, Any] | None, upstream: int | None, client_gets: int | None,
+        outcome: str) -> None:
+    async def test(p: Proxy) -> None:
+        f = await p.exchange(binding(), answer(upstream) if upstream is not None else None)
+        await flow_hooks(p.chain, f, "error")  # a late error (the client left) counts nothing more
+        assert (f.response.status_code if f.response and not f.error else None) == client_gets
+        assert p.binds == {"succeeded": int(outcome == "succeeded"), "failed": int(outcome == "failed")}
+        assert len(p.addon.binds) == 0
+
+    run(tmp_path, fault, test)
+
+
+def test_an_abort_never_reaches_the_upstream_and_is_journaled(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f = binding("web-1")
+        await flow_hooks(p.chain, f, "requestheaders", "request")
+        assert f.response is not None and f.response.status_code == 500, "answered before forwarding"
+        body = json.loads(f.response.content or b"")
+        assert (body["kind"], body["code"]) == ("Status", 500)
+        [inject] = events(p.runtime, "inject")
+        assert (inject["rule"], inject["fault"], inject["action"]) == ("r", "abort", "respond 500")
+        assert inject["request"]["name"] == "web-1"
+        assert p.runtime.stats()["injectionsByFault"] == {"abort": 1}
+
+    run(tmp_path, {"abort": {"status": 500}}, test)
+
+
+def test_requests_the_rule_does_not_match_pass_through_untouched(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f = await p.exchange(flow("GET", "/api/v1/namespaces/default/pods/web-1"), answer(200))
+        assert f.response is not None and f.response.status_code == 200
+        assert events(p.runtime, "inject") == [] and p.runtime.requests == 1
+        assert p.binds == {"succeeded": 0, "failed": 0}
+
+    run(tmp_path, {"abort": {"status": 500}}, test)
+
+
+def test_a_delay_holds_the_request_then_forwards_it(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f = binding()
+        started = time.monotonic()
+        await flow_hooks(p.chain, f, "requestheaders", "request")
+        assert time.monotonic() - started >= 0.05 * 0.9
+        assert f.response is None and f.error is None, "still goes upstream"
+        assert events(p.runtime, "inject")[0]["action"] == "wait 0.050s, then forward"
+
+    run(tmp_path, {"delay": {"seconds": 0.05}}, test)
+
+
+@pytest.mark.parametrize(("then", "client_gets"), [("timeout", 504), ("reset", None)])
+def test_a_hang_with_a_duration_ends_like_the_apiserver(tmp_path: Path, then: str, client_gets: int | None) -> None:
+    async def test(p: Proxy) -> None:
+        f = await p.exchange(binding(), answer(201))
+        assert (f.response.status_code if f.response and not f.error else None) == client_gets
+        assert p.binds == {"succeeded": 0, "failed": 1}
+
+    run(tmp_path, {"hang": {"seconds": 0.05, "then": then}}, test)
+
+
+def test_a_hang_ends_when_the_client_leaves_and_answers_nothing(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f = binding()
+        asyncio.get_running_loop().call_later(0.05, setattr, f.client_conn, "state", ConnectionState.CLOSED)
+        started = time.monotonic()
+        await flow_hooks(p.chain, f, "requestheaders", "request")
+        assert time.monotonic() - started < 2, "the hang ended with its client"
+        assert f.response is None and f.error is None
+        f.error = tflow.terr("Client disconnected.")
+        await flow_hooks(p.chain, f, "error")
+        assert p.binds == {"succeeded": 0, "failed": 1}
+
+    run(tmp_path, {"hang": {}}, test)
+
+
+def watch(content_type: bytes = b"application/json") -> tuple[http.HTTPFlow, http.Response]:
+    f = flow("GET", "/api/v1/pods?watch=1")
+    return f, answer(200, b"", [(b"content-type", content_type)])
+
+
+def event(kind: str, name: str) -> bytes:
+    obj = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "default"}}
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def test_a_watch_is_streamed_and_its_events_edited_whole(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f, headers = watch()
+        await p.exchange(f, headers)
+        stream = f.response.stream if f.response else None
+        assert callable(stream), "a watch with an edit fault streams through the editor"
+        added, modified = event("ADDED", "a"), event("MODIFIED", "b")
+        both = added + modified
+        assert b"".join(stream(both[:10]) + stream(both[10:])) == added, "reassembled, the MODIFIED one dropped"
+        assert stream(b"") == []
+        [record] = events(p.runtime, "watch-event")
+        assert (record["action"], record["type"], record["name"], record["stream"]) == ("dropped", "MODIFIED", "b", f.id)
+
+    run(tmp_path, {"dropEvents": {"events": {"types": ["MODIFIED"]}}}, test, match=WATCH_MATCH)
+
+
+def test_a_watch_the_editor_cannot_read_passes_untouched_and_is_noted(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f, headers = watch(b"application/vnd.kubernetes.protobuf;stream=watch")
+        await p.exchange(f, headers)
+        assert f.response is not None and f.response.stream is True
+        [noted] = events(p.runtime, "watch-unparsable")
+        assert noted["contentType"] == "application/vnd.kubernetes.protobuf;stream=watch"
+
+    run(tmp_path, {"dropEvents": {}}, test, match=WATCH_MATCH)
+
+
+def test_a_cut_after_events_closes_the_clients_upstream_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[str] = []
+    monkeypatch.setattr(FaultAddon, "_close_upstream", staticmethod(lambda f: closed.append(f.id)))
+
+    async def test(p: Proxy) -> None:
+        f, headers = watch()
+        await p.exchange(f, headers)
+        assert f.response is not None and callable(f.response.stream)
+        assert f.response.stream(event("ADDED", "a")) == [event("ADDED", "a")]
+        await asyncio.sleep(0)
+        assert closed == [f.id], "cut on the loop, just after the chunk"
+
+    run(tmp_path, {"cut": {"afterEvents": 1}}, test, match=WATCH_MATCH)
+
+
+def test_a_pass_through_watch_is_streamed_as_it_comes(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f, headers = watch()
+        await p.exchange(f, headers)
+        assert f.response is not None and f.response.stream is True
+
+    run(tmp_path, None, test)
+
+
+def test_an_outage_fails_every_binding_in_flight_and_drops_what_arrives_during_it(tmp_path: Path) -> None:
+    rules = [{"name": "down", "match": {"verbs": ["get"], "resources": ["nodes"]},
+              "fault": {"outage": {"seconds": 30}}}]
+    rt = runtime(tmp_path, profile(*rules, name="p", seed=1))
+    rt.activate("p")
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            outage = OutageController(rt)
+            p = Proxy(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, outage))
+            in_flight = binding("early")
+            await flow_hooks(p.chain, in_flight, "requestheaders", "request")  # forwarded, no answer yet
+            trigger = await p.exchange(flow("GET", "/api/v1/nodes/n1"))
+            assert trigger.error is not None and outage.active
+            assert p.binds == {"succeeded": 0, "failed": 1}, "the one in flight failed as the outage began"
+            in_flight.response = answer(201)  # the apiserver's late answer changes nothing
+            await flow_hooks(p.chain, in_flight, "responseheaders", "response")
+            late = await p.exchange(binding("late"), answer(201))
+            assert late.error is not None and late.response is None, "never forwarded"
+            assert p.binds == {"succeeded": 0, "failed": 2}
+            assert outage.counts["requestsDropped"] == 1
+            [start] = events(rt, "outage-start")
+            assert (start["bindsSucceeded"], start["bindsFailed"], start["rule"]) == (0, 0, "down")
+
+    asyncio.run(main())
+
+
+def test_a_request_already_answered_by_another_addon_is_left_alone(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        f = binding()
+        f.response = answer(418)
+        await flow_hooks([p.addon], f, "request", "response")
+        assert f.response.status_code == 418 and p.runtime.requests == 0
+        assert p.binds == {"succeeded": 0, "failed": 0}
+
+    run(tmp_path, {"abort": {"status": 500}}, test)
+
+
+def test_every_request_is_reported_to_the_timeouts_open_then_ended_once(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        client = tflow.tclient_conn()
+        p.timeouts.client_connected(client)
+        first, second = binding("a", client=client), flow("GET", "/api/v1/pods", client=client)
+        await flow_hooks(p.chain, first, "requestheaders", "requestheaders")
+        await flow_hooks(p.chain, second, "requestheaders")
+        assert p.timeouts.conns[client.id].open == 2
+        await p.exchange(first, answer(201))
+        await flow_hooks(p.chain, first, "error")
+        assert p.timeouts.conns[client.id].open == 1, "each request ends once"
+        second.error = tflow.terr()
+        await flow_hooks(p.chain, second, "error")
+        assert p.timeouts.conns[client.id].open == 0 and p.timeouts.conns[client.id].requests == 2
+
+    run(tmp_path, None, test)
+
+
+def test_the_binding_body_is_read_for_its_target_node(tmp_path: Path) -> None:
+    rules = {"abort": {"status": 500}}
+
+    async def test(p: Proxy) -> None:
+        for node in ("n1", "n2"):
+            await p.exchange(binding(f"pod-{node}", node=node), answer(201))
+        assert [r["request"]["name"] for r in events(p.runtime, "inject")] == ["pod-n2"]
+
+    run(tmp_path, rules, test, match={**BIND_MATCH, "targetNodes": ["n2"]})
+

@@ -1,0 +1,107 @@
+"""Apiserver outages (proxy.mitm.outage) on real connection handlers with fake streams: what closes at
+the start, what is refused meanwhile, how it ends and what is journaled."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_fault_proxy.proxy.mitm import internals
+from kube_fault_proxy.proxy.mitm.outage import REASON, OutageController
+from kube_fault_proxy.proxy.runtime import Runtime
+from mitmproxy.addons import proxyserver
+from mitmproxy.connection import ConnectionState
+from mitmproxy.proxy import server_hooks
+from mitmproxy.test import taddons, tflow
+
+from tests.support.mitm import REVERSE, events, live_handler, runtime, upstream_conn
+
+
+def run(tmp_path: Path, test: Callable[[OutageController, Runtime, Any], Awaitable[None]]) -> None:
+    rt = runtime(tmp_path)
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()) as tctx:
+            tctx.options.update(mode=[REVERSE])
+            await test(OutageController(rt), rt, internals.proxyserver())
+
+    asyncio.run(main())
+
+
+def test_the_start_closes_every_client_and_aborts_every_upstream_connection(tmp_path: Path) -> None:
+    async def test(outage: OutageController, rt: Runtime, ps: Any) -> None:
+        handlers = [live_handler(ps, upstreams=2), live_handler(ps, upstreams=1)]
+        rt.bind_outcome(201)
+        assert outage.start(30, "close", rule="r") is True and outage.active
+        for h in handlers:
+            assert h.client.state is ConnectionState.CLOSED and h.transports[h.client].writer.transport.aborted
+            assert all(io.writer.transport.aborted for c, io in h.transports.items() if c is not h.client)
+        assert outage.counts == {"clientConnectionsClosed": 2, "newConnectionsRefused": 0, "upstreamConnectsFailed": 0,
+                                 "requestsDropped": 0, "upstreamConnectionsAborted": 3}
+        [start] = events(rt, "outage-start")
+        assert {k: start[k] for k in ("seconds", "refuse", "rule", "clientConnectionsClosed", "bindsSucceeded",
+                                      "bindsFailed")} == {"seconds": 30, "refuse": "close", "rule": "r",
+                                                          "clientConnectionsClosed": 2, "bindsSucceeded": 1,
+                                                          "bindsFailed": 0}
+        assert outage.start(5, "close") is False, "one outage at a time"
+        assert len(events(rt, "outage-start")) == 1
+
+    run(tmp_path, test)
+
+
+@pytest.mark.parametrize("mode", ["close", "refuse", "blackhole"])
+def test_new_connections_and_upstream_connects_fail_while_it_lasts(tmp_path: Path, mode: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    listeners: list[list[str]] = []
+
+    async def set_listeners(server: Any, specs: Any) -> bool:
+        listeners.append(list(specs))
+        return True
+
+    monkeypatch.setattr(internals, "set_listeners", set_listeners)
+
+    async def test(outage: OutageController, rt: Runtime, ps: Any) -> None:
+        monkeypatch.setattr(ps, "listen_addrs", lambda: [("127.0.0.1", 7443)])
+        outage.start(0.2, mode)
+        client = tflow.tclient_conn()
+        waiting = outage.client_connected(client)
+        data = server_hooks.ServerConnectionHookData(upstream_conn(), tflow.tclient_conn())
+        outage.server_connect(data)
+        assert data.server.error == REASON
+        outage.drop_request()
+        if mode == "blackhole":
+            assert waiting is not None and client.error is None, "held, unanswered until the outage ends"
+            await waiting
+        else:
+            assert waiting is None
+        assert client.error == REASON
+        await asyncio.sleep(0.3)
+        assert not outage.active
+        later = tflow.tclient_conn()
+        assert outage.client_connected(later) is None and later.error is None, "over: connections are served again"
+        [end] = events(rt, "outage-end")
+        assert (end["newConnectionsRefused"], end["upstreamConnectsFailed"], end["requestsDropped"]) == (1, 1, 1)
+        assert end["clientConnectionsLingering"] == 0
+        if mode == "refuse":
+            assert listeners == [[], ["reverse:https://127.0.0.1:6443@127.0.0.1:7443"]], "stopped, then back on its port"
+            assert end["listener"] == "stopped"
+        else:
+            assert listeners == []
+
+    run(tmp_path, test)
+
+
+def test_a_connection_still_there_at_the_end_is_reported_as_lingering(tmp_path: Path) -> None:
+    async def test(outage: OutageController, rt: Runtime, ps: Any) -> None:
+        stays, goes = live_handler(ps), live_handler(ps)
+        outage.start(0.05, "close")
+        del ps.connections[goes.client.id]  # mitmproxy unregisters a connection once it has closed
+        await asyncio.sleep(0.15)
+        [end] = events(rt, "outage-end")
+        assert end["clientConnectionsClosed"] == 2 and end["clientConnectionsLingering"] == 1
+        assert stays.client.id in ps.connections
+
+    run(tmp_path, test)
