@@ -11,6 +11,7 @@ from typing import Any
 from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import HTTPError, Kube, Pod
+from kube_fault_proxy.rig import pod_posts
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, start_scheduler, stop_scheduler
 
 # The scheduling gate every held-back pod is created with (spec.schedulingGates): the scheduler keeps
@@ -26,16 +27,27 @@ def lift_gates(kube: Kube, namespace: str, names: Sequence[str], concurrency: in
 async def _lift(kube: Kube, namespace: str, names: list[str], concurrency: int) -> tuple[float, int]:
     start, failed = time.monotonic(), 0
     queue = list(reversed(names))
+    endpoint = pod_posts.Endpoint.of(kube)  # the load's own connections (lightkube if it cannot)
+    patch = {"spec": {"schedulingGates": None}}
     async with kube.async_client() as client:  # HTTP/1.1: a connection per patch in flight
         async def worker() -> None:
             nonlocal failed
-            while queue:
-                name = queue.pop()
-                try:
-                    await client.patch(Pod, name, {"spec": {"schedulingGates": None}}, namespace=namespace,
-                                       patch_type=PatchType.MERGE)
-                except HTTPError:
-                    failed += 1
+            conn = pod_posts.Connection(endpoint) if endpoint else None
+            try:
+                while queue:
+                    name = queue.pop()
+                    try:
+                        if conn is not None:
+                            code, _ = await conn.send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", patch,
+                                                      "application/merge-patch+json")
+                            failed += code != 200
+                        else:
+                            await client.patch(Pod, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+                    except (HTTPError, pod_posts.Unreachable):
+                        failed += 1
+            finally:
+                if conn is not None:
+                    await conn.close()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return time.monotonic() - start, failed
