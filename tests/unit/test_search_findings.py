@@ -191,3 +191,12 @@ def test_the_pre_check_keeps_the_drawn_trials_that_cannot_inject_under_a_tenth(t
         drawn = [search.genome(n, []) for n in range(200)]
         assert sum(1 for g in drawn if not precheck.can_inject(g, scheduler=scheduler)) < 20
         assert search.prechecked > 0  # it did redraw some
+
+
+def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
+    from kube_fault_proxy.rig.search.trial import CONFIRM, CONTROL
+
+    assert Search(settings(tmp_path), lambda _: None).confirm_tier is CONTROL
+    yk = Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=1, kinds=("abort",), out=tmp_path,
+                  state_dir=tmp_path, profiles_dir=tmp_path)
+    assert Search(yk, lambda _: None).confirm_tier is CONFIRM

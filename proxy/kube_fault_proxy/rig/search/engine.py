@@ -269,7 +269,7 @@ class Search:
         """Replay the same profile and seed (patiently), then run the control scheduler under it."""
         hit = Hit(number, g, first.broken)
         self.note(f"hit at trial {number}: {', '.join(first.broken)}; replaying it")
-        replay = self.trial(self.s.scheduler, g, f"t{number}-replay", CONFIRM)
+        replay = self.trial(self.s.scheduler, g, f"t{number}-replay", self.confirm_tier)
         hit.replay = replay.broken
         if not set(first.broken) & set(replay.broken):
             hit.verdict = "not-reproduced"
@@ -282,6 +282,13 @@ class Search:
         hit.verdict = "confirmed"
         self.note(f"  confirmed: {', '.join(sorted(set(first.broken) & set(replay.broken)))}")
         return hit
+
+    @property
+    def confirm_tier(self) -> Tier:
+        """Replays wait 8 s of quiet; kube-scheduler as the target is given the control's 25 s, longer than its
+        bind retry (backoff up to 10 s, the 20 s flush of unschedulable pods), so a pod it would still retry is
+        not counted as stranded."""
+        return CONTROL if self.s.scheduler == "kube-scheduler" else CONFIRM
 
     def control_run(self, g: Genome, name: str) -> list[str] | None:
         """The control under the genome: another scheduler under the same profile, or (UNFAULTED) the same
@@ -320,7 +327,7 @@ class Search:
         self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or self.s.nodes} nodes, "
                   f"{minimal.shape}; replaying it {self.s.replays} times")
         for k in range(self.s.replays):
-            r = self.trial(self.s.scheduler, minimal, f"minimal{tag}-{k + 1}", CONFIRM)
+            r = self.trial(self.s.scheduler, minimal, f"minimal{tag}-{k + 1}", self.confirm_tier)
             found.replays.append(r.broken)
             if found.witness is None and target <= set(r.broken):
                 found.witness = r
