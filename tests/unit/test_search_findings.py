@@ -159,6 +159,8 @@ def test_a_rule_that_only_matches_watches_fires_only_with_a_reconnect() -> None:
     (rule("abort", {**BINDING, "namespaces": ["kube-system"]}), False),
     (rule("abort", {**BINDING, "namespaces": ["s-*"]}), True),
     (rule("abort", {"resources": ["events"]}), True),
+    (dict(rule("abort", trigger={"match": dict(BINDING), "count": 34}), probability=0.1), False),  # 6 left at 0.1
+    (dict(rule("abort", trigger={"match": dict(BINDING), "count": 20}), probability=0.1), True),  # 20 left
 ])
 def test_rules_that_can_never_fire_on_the_workload(r: dict[str, Any], fires: bool) -> None:
     assert precheck.can_inject(Genome(rules=(r,), pods=40)) is fires

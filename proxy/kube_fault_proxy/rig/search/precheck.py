@@ -5,7 +5,8 @@ only lists or watches fires only when something makes the scheduler reconnect (a
 upstream connection). The load's binds are over within a second or two, so a rule whose window opens
 later (`after`) fires only when another rule holds binds back. kube-scheduler writes a pod only when it
 cannot place it, so pod writes are no match there. A count trigger or `afterMatches` above the requests
-the load sends never arms; a namespace the load never uses never matches. Forms (kind and match, from
+the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
+likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
 the grammar's rule names) that have run often and never injected are learned as dead too."""
 
 from __future__ import annotations
@@ -64,8 +65,15 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
     if expected is not None and int(when.get("afterMatches", 0)) >= expected:
         return False
     trigger = when.get("trigger") or {}
-    return not ("count" in trigger and (trigger.get("match") or {}).get("subresources") == ["binding"]
-                and int(trigger["count"]) > genome.pods)
+    on_binds = "count" in trigger and (trigger.get("match") or {}).get("subresources") == ["binding"]
+    if on_binds and int(trigger["count"]) > genome.pods:
+        return False
+    if expected is not None and "probability" in rule:  # the chance that no Binding left draws its probability
+        left = (expected - (int(trigger["count"]) if on_binds else 0) - int(when.get("afterMatches", 0))) \
+            // int(when.get("every", 1))
+        if (1 - float(rule.get("probability", 1.0))) ** max(left, 0) > 0.5:
+            return False
+    return True
 
 
 def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None = None) -> bool:
