@@ -98,7 +98,7 @@ def test_load_check_and_clean_commands(tmp_path: Path) -> None:
         r = kfp("load", "pods", "--kubeconfig", kc, "--count", "3", "--scheduler-name", "nobody", "--namespace", "loadtest")
         assert r.returncode == 0
         r = kfp("check", "--kubeconfig", kc, "--scheduler-name", "nobody", "--quiet", "2", "--grace", "0")
-        assert r.returncode == 1 and re.search(r"^stranded +NO +3 ", r.stdout, re.M), r.stdout  # the column fits the longest name
+        assert r.returncode == 1 and re.search(r"^stranded +NO +3\b", r.stdout, re.M), r.stdout  # the column fits the longest name
         r = kfp("load", "clean", "--kubeconfig", kc, "--namespace", "loadtest")
         assert r.returncode == 0 and r.stdout.strip() == "deleted 63 pods with namespace loadtest", r.stderr
         r = kfp("load", "pods", "--kubeconfig", kc, "--count", "5", "--namespace", "loadtest")  # made anew, at once
