@@ -224,7 +224,8 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
         lines.append("")
     lines += ["## Hits", "", "| trial | broken | replay | control | verdict |", "|---|---|---|---|---|"]
     for h in out.hits:
-        lines.append(f"| {h.trial} | {', '.join(h.broken)} | {(', '.join(h.replay) or 'clean') if h.replay is not None else '-'} | "
+        replay = (", ".join(h.replay) or "clean") if h.replay is not None else "-"
+        lines.append(f"| {h.trial} | {', '.join(h.broken)} | {replay} | "
                      f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {h.verdict} |")
     rig = [h for h in out.hits if h.verdict == "control-broken"]
     lines += ["", f"Hits where the control broke too (the rig's or the workload's fault, not the scheduler's): "
