@@ -196,9 +196,10 @@ def test_the_pre_check_keeps_the_drawn_trials_that_cannot_inject_under_a_tenth(t
 
 
 def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
-    from kube_fault_proxy.rig.search.trial import CONFIRM, CONTROL
+    from kube_fault_proxy.rig.search.trial import CONFIRM, CONTROL, PATIENT
 
-    assert Search(settings(tmp_path), lambda _: None).confirm_tier is CONTROL
+    tier = Search(settings(tmp_path), lambda _: None).confirm_tier
+    assert tier is PATIENT and tier.quiet == CONTROL.quiet
     yk = Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=1, kinds=("abort",), out=tmp_path,
                   state_dir=tmp_path, profiles_dir=tmp_path)
     assert Search(yk, lambda _: None).confirm_tier is CONFIRM

@@ -20,7 +20,17 @@ from kube_fault_proxy.rig.search.findings import Finding, add_hit, merge
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
-from kube_fault_proxy.rig.search.trial import CANARY, CONFIRM, CONTROL, SEARCH, Rig, Tier, TrialResult, run_trial
+from kube_fault_proxy.rig.search.trial import (
+    CANARY,
+    CONFIRM,
+    CONTROL,
+    PATIENT,
+    SEARCH,
+    Rig,
+    Tier,
+    TrialResult,
+    run_trial,
+)
 from kube_fault_proxy.rig.shapes import SHAPES
 
 FRESH_SHARE = 0.4  # share of trials drawn fresh once the corpus is not empty (the rest mutate it)
@@ -288,7 +298,7 @@ class Search:
         """Replays wait 8 s of quiet; kube-scheduler as the target is given the control's 25 s, longer than its
         bind retry (backoff up to 10 s, the 20 s flush of unschedulable pods), so a pod it would still retry is
         not counted as stranded."""
-        return CONTROL if self.s.scheduler == "kube-scheduler" else CONFIRM
+        return PATIENT if self.s.scheduler == "kube-scheduler" else CONFIRM
 
     def control_run(self, g: Genome, name: str) -> list[str] | None:
         """The control under the genome: another scheduler under the same profile, or (UNFAULTED) the same

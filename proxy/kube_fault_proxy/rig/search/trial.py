@@ -38,6 +38,7 @@ class Tier:
 # 20 s flush of unschedulable pods the rig configures) before a Pending pod counts as stranded.
 SEARCH, CONFIRM, CONTROL = Tier("search", 4.0, 45.0), Tier("confirm", 8.0, 90.0), Tier("control", 25.0, 120.0)
 CANARY = Tier("canary", 4.0, 45.0)  # a fault-free trial at the search tier's pace
+PATIENT = Tier("confirm-patient", 25.0, 120.0)  # a replay on kube-scheduler: the control's patience
 
 
 @dataclass
