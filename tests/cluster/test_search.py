@@ -20,14 +20,22 @@ from tests.support.cluster import kfp
 
 def test_search_finds_confirms_and_shrinks_a_yunikorn_violation(tmp_path: Path) -> None:
     out, state = tmp_path / "out", tmp_path / "state"
-    r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "3m", "--seed", "1",
+    r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "2m", "--seed", "1",
             "--exclude-kinds", "outage", "--shrink-budget", "120s", "-o", str(out), "--state-dir", str(state),
             timeout=720)
     assert r.returncode == 1, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
     doc = json.loads((out / "search.json").read_text())
     confirmed = [h for h in doc["hits"] if h["verdict"] == "confirmed"]
-    assert len(confirmed) == 1 and confirmed[0]["control"] == [], doc["hits"]  # the control stayed clean
+    # The search goes on after its first confirmed hit until the budget ends (issue 21): every confirmed hit left
+    # its control clean, and each is filed under exactly one finding, the first of which is the top-level case.
+    assert confirmed and all(h["control"] == [] for h in confirmed), doc["hits"]
     assert doc["target"] and set(doc["target"]) <= set(confirmed[0]["broken"]) & set(confirmed[0]["replay"])
+    findings = doc["findings"]
+    assert sorted(n for f in findings for n in f["trials"]) == sorted(h["trial"] for h in confirmed), findings
+    assert findings[0]["target"] == doc["target"] and findings[0]["trials"][0] == confirmed[0]["trial"]
+    for f in findings:
+        assert (out / f["dir"] / "report.md").is_file() and (out / f["dir"] / "minimal-profile.yaml").is_file(), f
+    assert "## Findings: " in (out / "report.md").read_text()
     # No outage anywhere: not in the trials searched, not in the minimal case.
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     assert trials and all('"outage"' not in t["genome"] for t in trials)
