@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.requests.binding import PROTOBUF_MAGIC, read_target, target_node
+from kube_fault_proxy.proxy.requests.identity import parse_untrusted
+
+from tests.support.builders import profile
 
 
 def _len_field(number: int, payload: bytes) -> bytes:
@@ -63,3 +67,44 @@ def test_read_target_says_why_a_body_is_unreadable(
 ) -> None:
     assert read_target(body, content_type) == expected
     assert target_node(body, content_type) == expected[0]
+
+
+BINDING = '{"kind":"Binding","apiVersion":"v1","metadata":{"name":"p1"},"target":{"kind":"Node","name":"node-1"}'
+DEEP_X = '"x":' + "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f"{BINDING},{DEEP_X}}}",
+        f'{{{DEEP_X},{BINDING[1:]}}}',
+        f'{BINDING[:-1]},{DEEP_X}}}}}',
+        f'{BINDING.replace("{\"name\":\"p1\"}", "{\"name\":\"p1\"," + DEEP_X + "}")}}}',
+        f'{BINDING},"x":' + '{"y":' * 100_000 + "0" + "}" * 100_000 + "}",
+    ],
+    ids=["after", "before", "inside-target", "inside-metadata", "deep-objects"],
+)
+def test_depth_elsewhere_does_not_hide_the_target(body: str) -> None:
+    assert read_target(body.encode(), "application/json") == ("node-1", None)
+
+
+def test_protobuf_groups_beside_the_target_are_skipped() -> None:
+    group = bytes([(9 << 3) | 3, (1 << 3) | 0, 7, (2 << 3) | 2, 1, 0x41, (9 << 3) | 4])  # field 9: a group
+    body = protobuf_binding("p1", "node-42")
+    unknown = body[len(PROTOBUF_MAGIC):]
+    assert read_target(PROTOBUF_MAGIC + group + unknown) == ("node-42", None)
+    assert read_target(PROTOBUF_MAGIC + bytes([(9 << 3) | 4]) + unknown) == (None, "bad protobuf (end of a group never begun)")
+
+
+def test_the_deep_sibling_binding_matches_its_target_nodes_rule() -> None:
+    engine = Engine(profile({"name": "abort-node-1", "match": {"targetNodes": ["node-1"]},
+                             "fault": {"abort": {"status": 500}}}), epoch=1, seed=1, started_at=0.0)
+    path = "/api/v1/namespaces/default/pods/p1/binding"
+    plain, deep = f"{BINDING}}}".encode(), f"{BINDING},{DEEP_X}}}".encode()
+    for body in (plain, deep):
+        ident = parse_untrusted("POST", path, body=body, content_type="application/json")
+        assert (ident.target_node, ident.unparsable) == ("node-1", None)
+        decision = engine.decide(ident, 0.0)
+        assert decision is not None and decision.plan.describe() == "respond 500"
+    other = parse_untrusted("POST", path, body=deep.replace(b'"node-1"', b'"node-2"'), content_type="application/json")
+    assert engine.decide(other, 0.0) is None

@@ -1,10 +1,13 @@
-"""The target node of a Binding POST body, in JSON or Kubernetes protobuf (k8s\\0 envelope)."""
+"""The target node of a Binding POST body, in JSON or Kubernetes protobuf (k8s\\0 envelope); what else
+the body holds, however deep, is skipped and cannot hide it."""
 
 from __future__ import annotations
 
-import json
+from kube_fault_proxy.proxy.requests.json_fields import JSONFields, NotJSON
 
 PROTOBUF_MAGIC = b"k8s\x00"
+TARGET = ("target", "name")
+FIELDS = JSONFields([TARGET])  # the pod is named by the URL, as the apiserver reads it: nothing else
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -22,8 +25,9 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _field(buf: bytes, number: int) -> bytes | None:
-    """The first length-delimited field `number` of a protobuf message, or None."""
-    pos = 0
+    """The first length-delimited field `number` of a protobuf message, or None; unknown fields,
+    groups (wire types 3 and 4, which Go's generated decoders skip) included, are skipped."""
+    pos = groups = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         wire = key & 7
@@ -35,11 +39,15 @@ def _field(buf: bytes, number: int) -> bytes | None:
             pos += 4
         elif wire == 2:
             length, pos = _varint(buf, pos)
-            if key >> 3 == number:
+            if key >> 3 == number and not groups:
                 return buf[pos : pos + length]
             pos += length
+        elif wire == 3:
+            groups += 1
+        elif wire == 4 and groups:
+            groups -= 1
         else:
-            raise ValueError(f"unsupported wire type {wire}")
+            raise ValueError(f"unsupported wire type {wire}" if wire != 4 else "end of a group never begun")
     return None
 
 
@@ -53,16 +61,17 @@ def read_target(body: bytes, content_type: str = "") -> tuple[str | None, str | 
             return (name.decode() if name is not None else None), None
         if "protobuf" in content_type:
             return None, "protobuf body without the k8s envelope"
-        doc = json.loads(body)
-        target = doc.get("target") if isinstance(doc, dict) else None
-        node = target.get("name") if isinstance(target, dict) else None
-        return (node if isinstance(node, str) else None), None
-    except RecursionError:
-        return None, "JSON nested too deep"
+        picked = FIELDS.pick(body.decode("utf-8").removeprefix("\ufeff"))
+        node = picked.values.get(TARGET)
+        if node is None and picked.too_deep:  # the target itself is nested too deep to be one
+            return None, "JSON nested too deep"
+        return node, None
     except UnicodeDecodeError:
         return None, "not UTF-8"
-    except ValueError as e:  # JSON syntax, a truncated or unknown protobuf field
-        return None, "not JSON" if isinstance(e, json.JSONDecodeError) else f"bad protobuf ({e})"
+    except NotJSON:
+        return None, "not JSON"
+    except ValueError as e:  # a truncated or unknown protobuf field
+        return None, f"bad protobuf ({e})"
 
 
 def target_node(body: bytes, content_type: str = "") -> str | None:
