@@ -24,7 +24,7 @@ from kube_fault_proxy.proxy.journal import Journal  # noqa: E402
 from kube_fault_proxy.proxy.profiles.library import Library, load_dir  # noqa: E402
 from kube_fault_proxy.proxy.runtime import Runtime  # noqa: E402
 
-from tests.unit.helpers import bind  # noqa: E402
+from tests.support.builders import bind  # noqa: E402
 
 READERS = """
 import httpx, sys, threading
