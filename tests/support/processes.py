@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve
+from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve, stop_child
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,14 +27,7 @@ class Started:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return int(self.proc.returncode)
+        return stop_child(self.proc, timeout)
 
 
 def start(args: list[str], ready_file: Path, log: Path, timeout: float = 30.0,

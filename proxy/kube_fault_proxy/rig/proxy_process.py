@@ -50,14 +50,19 @@ class ProxyProcess:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return int(self.proc.returncode)
+        return stop_child(self.proc, timeout)
+
+
+def stop_child(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """SIGTERM a child process, then SIGKILL if it does not exit in time; returns its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return int(proc.returncode)
 
 
 def _read_ready(ready_file: Path) -> dict[str, Any] | None:
