@@ -3,6 +3,9 @@ with a control token, finds no 5xx and no undocumented status, content type or b
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.support.processes import Started, start_proxy
+from tests.support.processes import ROOT, Started, start_proxy
 
 TOKEN = "contract-t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -86,3 +89,38 @@ def test_every_answer_is_documented_and_none_is_a_5xx(
     run()
     assert statuses, "no request was made"
     assert all(s < 500 for s in statuses)
+
+
+# The whole run as a user would start it: every check and phase (examples, coverage, fuzzing, stateful),
+# with and without a control token, the live feed included (2 events read per call). Bounded: ~15 s a mode.
+ALL_EXAMPLES = 30
+HOOKS = "tests.support.contract_hooks"  # the rules the document states only in prose, for valid requests
+
+
+@pytest.fixture(scope="module")
+def unguarded(upstream: Started, pki: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
+    started = start_proxy(upstream.extra["url"], pki, tmp_path_factory.mktemp("contract-open"))
+    yield started
+    assert started.stop() == 0, started.log.read_text()
+    log = started.log.read_text()
+    assert "Traceback" not in log and "Exception in ASGI" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["token", "no-token"])
+def test_schemathesis_checks_all_finds_nothing(request: pytest.FixtureRequest, mode: str, tmp_path: Path) -> None:
+    started: Started = request.getfixturevalue("guarded" if mode == "token" else "unguarded")
+    url = started.ready["controlUrl"]
+    document = httpx.get(f"{url}/openapi.json", headers=AUTH).json()
+    secured = [op["security"] for item in document["paths"].values() for op in item.values() if op.get("security")]
+    assert secured and all(({} in s) == (mode == "no-token") for s in secured)  # {}: no credentials needed
+    config = tmp_path / "schemathesis.toml"
+    config.write_text("max-stream-events = 2\n")
+    auth = ["-H", f"Authorization: Bearer {TOKEN}"] if mode == "token" else []
+    run = subprocess.run(
+        [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run", f"{url}/openapi.json",
+         *auth, "--checks", "all", "--max-examples", str(ALL_EXAMPLES), "--workers", "1", "--seed", "1",
+         "--request-timeout", "10", "--generation-database", "none", "--no-color"],
+        cwd=ROOT, env={**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "Tested: 15" in run.stdout and " passed" in run.stdout, run.stdout[-3000:]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kube_fault_proxy.proxy.profiles.library import load_dir
 from kube_fault_proxy.proxy.profiles.loader import LIMITS, ProfileError, load_file, load_text, to_yaml
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
+from kube_fault_proxy.proxy.profiles.strict import format_duration, parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: p}\n"
@@ -204,3 +205,9 @@ def test_mutated_shipped_profiles_load_or_are_refused(path: Path, data: st.DataO
         cut = data.draw(st.integers(0, 8))
         text = text[:at] + data.draw(st.sampled_from(YAML_PIECES) | st.text(max_size=4)) + text[at + cut:]
     _loads_or_refuses(text)
+
+
+@pytest.mark.parametrize("seconds", [10.0, 0.25, 90.0, 1e-05, 1234567.891, 5.18002e43, 0.1 + 0.2])
+def test_a_duration_is_written_so_it_reads_back_the_same(seconds: float) -> None:
+    text = format_duration(seconds)
+    assert parse_duration(text) == seconds and "e" not in text

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from kube_fault_proxy.proxy.control.deps import RuntimeDep
 from kube_fault_proxy.proxy.control.errors import responses
 from kube_fault_proxy.proxy.runtime import Runtime
+
+
+def _whole(value: Any) -> Any:
+    """JSON has one kind of number: 7.0 is the integer 7 (as the document's `integer` says), 7.5 is not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class ActivateRequest(BaseModel):
@@ -17,7 +22,7 @@ class ActivateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     profile: str = Field(examples=["bind-fail-30pct"])
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    seed: Annotated[int, Field(ge=0, lt=2**63), BeforeValidator(_whole)] | None = None
     ttlSeconds: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] | None = Field(
         None, description="revert to pass-through by itself after this long"
     )

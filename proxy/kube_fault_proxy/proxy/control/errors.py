@@ -16,6 +16,7 @@ from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, Prof
 from kube_fault_proxy.proxy.runtime import ProfileInUse, UnknownProfile
 
 # RFC 9110's names, fixed here: http.HTTPStatus renamed 413 and 422 in Python 3.13.
+METHODS = frozenset({"get", "put", "post", "delete", "patch", "head", "options", "trace"})
 PHRASES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
            409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content"}
 
@@ -59,6 +60,22 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": phrase(code)} for code in codes}
 
 
+def _is(template: str, path: str) -> bool:
+    """Whether a path is an instance of an OpenAPI path template (`{name}`: one segment)."""
+    want, got = template.split("/"), path.split("/")
+    return len(want) == len(got) and all(w == g or (w[:1] == "{" and g) for w, g in zip(want, got, strict=True))
+
+
+def allowed_methods(request: Request) -> str | None:
+    """Every method the document serves on the request's path, for a 405's Allow (Starlette names only
+    the first route's, and /v1/active is three routes); None for a path the document leaves out."""
+    paths: dict[str, dict[str, Any]] = request.app.openapi().get("paths", {})
+    for template, item in paths.items():
+        if _is(template, request.url.path):
+            return ", ".join(sorted(m.upper() for m in item if m in METHODS))
+    return None
+
+
 def _request_problem(source: str, error: dict[str, Any]) -> Problem:
     """One of FastAPI's validation errors as a Problem; a JSON syntax error says where it is."""
     loc = tuple(error.get("loc", ()))
@@ -96,5 +113,7 @@ def install(app: FastAPI) -> None:
         message = str(exc.detail)
         if isinstance(exc.__cause__, RecursionError):  # FastAPI's JSON body parse gave up
             message = "the body is nested too deep to read"
-        return _answer(exc.status_code, phrase(exc.status_code).lower(), message,
-                       headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405 and (allowed := allowed_methods(request)) is not None:
+            headers = {**(headers or {}), "Allow": allowed}
+        return _answer(exc.status_code, phrase(exc.status_code).lower(), message, headers=headers)

@@ -10,10 +10,9 @@ from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from kube_fault_proxy.proxy.control.feed import Feed, Subscription
+from kube_fault_proxy.proxy.control.feed_schema import STREAM_DOC
 
 router = APIRouter(prefix="/v1/events", tags=["observe"])
-STREAM_DOC = {"responses": {200: {"description": "`snapshot`, then a `tick` every interval",
-                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}
 
 
 async def get_feed(request: Request) -> Feed:

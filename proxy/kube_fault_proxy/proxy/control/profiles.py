@@ -6,10 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 
+from kube_fault_proxy.proxy.control import json_text
 from kube_fault_proxy.proxy.control.deps import RuntimeDep
 from kube_fault_proxy.proxy.control.errors import responses
 from kube_fault_proxy.proxy.control.parsing import Parser
 from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, to_yaml
+from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN
 from kube_fault_proxy.proxy.runtime import Runtime, UnknownProfile
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
@@ -17,17 +19,18 @@ PROFILE_REF = {"$ref": "#/components/schemas/FaultProfile"}
 BODY_DOC: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "content": {
-            "application/yaml": {"schema": {"type": "string"}},
+        "content": {  # YAML or JSON text of the same document
+            "application/yaml": {"schema": PROFILE_REF},
             "application/json": {"schema": PROFILE_REF},
         },
     }
 }
 PROFILE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"description": "The profile", "content": {"application/json": {"schema": PROFILE_REF},
-                                                    "application/yaml": {"schema": {"type": "string"}}}},
+                                                    "application/yaml": {"schema": PROFILE_REF}}},
 }
 Name = Annotated[str, Path(examples=["bind-fail-30pct"])]
+NewName = Annotated[str, Path(pattern=NAME_PATTERN, examples=["bind-fail-30pct"])]  # what metadata.name may be
 
 
 def summary(runtime: Runtime, name: str) -> dict[str, Any]:
@@ -68,8 +71,10 @@ async def get_profile(name: Name, request: Request, runtime: Runtime = RuntimeDe
 
 
 @router.put("/{name}", openapi_extra=BODY_DOC, responses=responses(422))
-async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
-    """Add or replace a profile (at most 256 KiB, parsed away from the proxy's traffic); an invalid one is 422."""
+async def put_profile(name: NewName, request: Request, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
+    """Add or replace a profile (at most 256 KiB, parsed away from the proxy's traffic); an invalid one is
+    422, and so is one whose `metadata.name` is not the name in the URL, with two rules of one name, or
+    with an integer written as a fraction (7.0: the text is read as YAML, JSON included, where it is a float)."""
     source = f"PUT /v1/profiles/{name}"
     raw = await request.body()
     try:
@@ -77,7 +82,13 @@ async def put_profile(name: Name, request: Request, runtime: Runtime = RuntimeDe
     except UnicodeDecodeError as e:
         raise ProfileError([Problem(source, None, None, "", f"body is not UTF-8 (byte {e.start})")]) from None
     parser: Parser = request.app.state.parser
-    profile = await parser.parse(text, source)
+    shifts: json_text.Shifts = {}
+    if "json" in request.headers.get("content-type", ""):
+        text, shifts = json_text.as_yaml(text)
+    try:
+        profile = await parser.parse(text, source)
+    except ProfileError as e:
+        raise json_text.restore(e, shifts) from None
     if profile.name != name:
         raise ProfileError(
             [Problem(source, None, None, "metadata.name",

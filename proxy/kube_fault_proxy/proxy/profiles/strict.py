@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
@@ -45,8 +46,9 @@ def parse_duration(value: object) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """Seconds → the shortest duration string that reads back the same."""
-    return f"{seconds:g}s"
+    """Seconds → the shortest duration string that reads back the same (no exponent: `:g` wrote 1e-05s)."""
+    text = format(Decimal(repr(seconds)), "f")
+    return f"{text.removesuffix('.0')}s"
 
 
 Duration = Annotated[
