@@ -176,6 +176,11 @@ class Feed:
         if not self._subscribers:
             self._stop()
 
+    def drop(self, sub: Subscription, **why: Any) -> None:
+        """A client whose stream does not keep up is gone: counted and journaled (feed-client-dropped)."""
+        self.unsubscribe(sub)
+        self._runtime.counters.note("feed-client-dropped", **why)
+
     def tick(self) -> None:
         """Take one sample and hand the same bytes to every subscriber; drop the ones that lag."""
         if self._sampler is None:
