@@ -120,7 +120,7 @@ def test_schemathesis_checks_all_finds_nothing(request: pytest.FixtureRequest, m
         [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run", f"{url}/openapi.json",
          *auth, "--checks", "all", "--max-examples", str(ALL_EXAMPLES), "--workers", "1", "--seed", "1",
          "--request-timeout", "10", "--generation-database", "none", "--no-color"],
-        cwd=ROOT, env={**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path, env={**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(ROOT)},  # its state there
         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "Tested: 15" in run.stdout and " passed" in run.stdout, run.stdout[-3000:]
