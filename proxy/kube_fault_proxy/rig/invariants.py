@@ -170,7 +170,8 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
         booked = int((queue.get("allocatedResource") or {}).get("pods", 0))
         if booked != bound_per_ns.get(queue_ns, 0):
             out.append(Violation("I1", f"queue {name} books {booked} pods; {bound_per_ns.get(queue_ns, 0)} are bound "
-                                       f"in namespace {queue_ns}", (name,)))
+                                       f"in namespace {queue_ns}", (name,),
+                                 numbers={"booked": booked, "bound": bound_per_ns.get(queue_ns, 0)}))
 
     allocated: set[str] = set()
     asked: set[str] = set()
