@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -39,6 +41,9 @@ sys.path.insert(0, str(ROOT))
 from kube_fault_proxy.kube.kubeapi import HTTPError, Kube, Pod  # noqa: E402
 from kube_fault_proxy.rig import load  # noqa: E402
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, up  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+import profile_breakdown  # noqa: E402
 
 PROFILE = """apiVersion: kube-fault-proxy/v1
 kind: FaultProfile
@@ -94,6 +99,7 @@ class BindWatch(threading.Thread):
         super().__init__(daemon=True)
         self.kube, self.namespace, self.run_id = kube, namespace, run_id
         self.bound: dict[str, float] = {}
+        self.running: dict[str, float] = {}
         self.ready = threading.Event()
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -121,6 +127,8 @@ class BindWatch(threading.Thread):
         name = obj.get("metadata", {}).get("name")
         if name and obj.get("spec", {}).get("nodeName") and name not in self.bound:
             self.bound[name] = time.monotonic()
+        if name and obj.get("status", {}).get("phase") == "Running" and name not in self.running:
+            self.running[name] = time.monotonic()
 
 
 @dataclass
@@ -134,9 +142,35 @@ class Run:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
+class ProxySampler:
+    """py-spy recording the proxy for one wave (`--sample-proxy`): raw collapsed stacks, 250 Hz,
+    without pausing the proxy per sample (--nonblocking), stopped with SIGINT, which makes it write."""
+
+    def __init__(self, pid: int, output: Path) -> None:
+        self.output = output
+        py_spy = Path(sys.executable).with_name("py-spy")
+        self.proc = subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+                                      "--nonblocking", "--output", str(output)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)  # attached
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"py-spy exited: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sampling; the breakdown of what was sampled."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        return {"sample": str(self.output), **profile_breakdown.read(self.output.read_text().splitlines()).as_dict()}
+
+
 def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_dir: Path,
-            profiles_dir: Path, timeout: float) -> dict[str, Any]:
-    """Bring up a fresh control plane for this arm, create the pods, time the binding wave."""
+            profiles_dir: Path, timeout: float, sample_dir: Path | None = None) -> dict[str, Any]:
+    """Bring up a fresh control plane for this arm, create the pods, time the binding wave; then
+    wait until every pod runs (KWOK's status updates reach the scheduler through the proxy too)."""
     proxied, profile, streams = ARMS[arm]
     c: Cluster = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=proxied, profile=profile,
                             profiles_dir=profiles_dir, apiserver_max_streams=streams))
@@ -152,7 +186,10 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
         watch.ready.wait(10)
         proxy_pid = c.processes["kube-fault-proxy"].pid if proxied else None
         sched_pid = c.processes[scheduler].pid
-        conns0 = control.get("/v1/stats").json()["connections"] if control else None
+        stats0 = control.get("/v1/stats").json() if control else None
+        conns0 = stats0["connections"] if stats0 else None
+        sampler = (ProxySampler(proxy_pid, sample_dir / f"{scheduler}-{pods}-{arm}-{time.strftime('%H%M%S')}.txt")
+                   if sample_dir is not None and proxy_pid else None)
         cpu0 = cpu_seconds(proxy_pid) if proxy_pid else 0.0
         sched_cpu0 = cpu_seconds(sched_pid)
         opens0 = tcp_active_opens()
@@ -164,6 +201,12 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
             time.sleep(0.1)
         t_end = time.monotonic()
         opens = tcp_active_opens() - opens0
+        cpu_bound = cpu_seconds(proxy_pid) if proxy_pid else 0.0
+        while len(watch.running) < loaded.created and time.monotonic() < deadline:
+            time.sleep(0.1)
+        t_running = time.monotonic()
+        cpu_running = cpu_seconds(proxy_pid) if proxy_pid else 0.0
+        profile_figures = sampler.stop() if sampler else None
         watch.stop.set()
         times = sorted(t - created_at for t in watch.bound.values())
         figures: dict[str, Any] = {
@@ -177,13 +220,25 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
             "schedulerCpuSeconds": round(cpu_seconds(sched_pid) - sched_cpu0, 2),
             "waveSeconds": round(t_end - t0, 2), "watchErrors": watch.errors[:5],
         }
-        if control is not None and proxy_pid is not None and conns0 is not None:
-            conns = control.get("/v1/stats").json()["connections"]
+        figures.update(allRunningSeconds=round(t_running - t0, 2) if len(watch.running) == loaded.created else None)
+        if control is not None and proxy_pid is not None and conns0 is not None and stats0 is not None:
+            stats = control.get("/v1/stats").json()
+            conns = stats["connections"]
             accepted = conns["clientAccepted"] - conns0["clientAccepted"]
             upstream = conns["upstreamOpened"] - conns0["upstreamOpened"]
+            requests = stats["requests"] - stats0["requests"]
+            cpu_all = cpu_running - cpu0
+            # CPU to the last bind (as README's earlier figures), and over the whole wave until every pod
+            # runs (its Running status events included), per pod and per request the proxy decided.
             figures.update(schedulerDials=accepted, proxyUpstreamDials=upstream,
-                           proxyCpuSeconds=round(cpu_seconds(proxy_pid) - cpu0, 2),
+                           proxyCpuSeconds=round(cpu_bound - cpu0, 2),
+                           proxyCpuSecondsAllRunning=round(cpu_all, 2),
+                           proxyCpuMsPerPod=round(1000 * cpu_all / max(1, loaded.created), 2),
+                           proxyRequests=requests,
+                           proxyCpuMsPerRequest=round(1000 * cpu_all / requests, 3) if requests else None,
                            proxyRssMb=round(rss_mb(proxy_pid), 1))
+            if profile_figures is not None:
+                figures["proxyProfile"] = profile_figures
         else:
             # Direct: every connect on the machine in the wave but the load's own one is the scheduler's.
             figures.update(schedulerDials=max(0, opens - 1))
@@ -218,7 +273,8 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
 def markdown(summary: dict[str, Any]) -> str:
     """The README table."""
     rows = ["| scheduler | pods | arm | all bound s | 200th bound s | binds/s | scheduler dials | "
-            "proxy CPU s | proxy RSS MB | speed vs direct |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "proxy CPU s | proxy CPU ms/pod (all running) | proxy CPU ms/request | proxy RSS MB | speed vs direct |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s, sizes in summary.items():
         for n, arms in sizes.items():
             for a, m in arms.items():
@@ -227,6 +283,7 @@ def markdown(summary: dict[str, Any]) -> str:
                     return "-" if v is None else f"{v:g}"
                 rows.append(f"| {s} | {n} | {a} | {f('allBoundSeconds')} | {f('bind200Seconds')} | "
                             f"{f('bindsPerSecond')} | {f('schedulerDials')} | {f('proxyCpuSeconds')} | "
+                            f"{f('proxyCpuMsPerPod')} | {f('proxyCpuMsPerRequest')} | "
                             f"{f('proxyRssMb')} | {f('speedVsDirect')} |")
     return "\n".join(rows)
 
@@ -241,6 +298,9 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=50)
     p.add_argument("--timeout", type=float, default=300, help="bound on one arm's wave")
     p.add_argument("-o", "--output", type=Path, default=None)
+    p.add_argument("--sample-proxy", type=Path, default=None, metavar="DIR",
+                   help="record each proxied arm's proxy with py-spy (250 Hz) into DIR and add the breakdown "
+                        "by library and mitmproxy layer to its figures (bench/profile_breakdown.py)")
     p.add_argument("--markdown", type=Path, default=None, help="print the table of a results file and exit")
     args = p.parse_args()
     if args.markdown:
@@ -255,6 +315,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kfp-bench-sched-"))
     profiles = work / "profiles"
     profiles.mkdir()
+    if args.sample_proxy:
+        args.sample_proxy.mkdir(parents=True, exist_ok=True)
     (profiles / "bench-miss.yaml").write_text(PROFILE)
     output = args.output or ROOT / "bench" / "results" / f"scheduler-{time.strftime('%Y%m%d-%H%M%S')}.json"
     runs: list[Run] = []
@@ -268,7 +330,8 @@ def main() -> int:
                     run = Run(s, a, n, rnd)
                     print(f"[{len(runs) + 1}/{total}] round {rnd + 1} {s} {n} pods {a} …", file=sys.stderr,
                           flush=True)
-                    run.figures = run_arm(s, a, n, args.rate, args.nodes, work / "cluster", profiles, args.timeout)
+                    run.figures = run_arm(s, a, n, args.rate, args.nodes, work / "cluster", profiles, args.timeout,
+                                          args.sample_proxy)
                     print(f"    {json.dumps(run.figures)}", file=sys.stderr, flush=True)
                     runs.append(run)
                     output.parent.mkdir(parents=True, exist_ok=True)
