@@ -338,7 +338,8 @@ def main() -> int:
                     output.write_text(json.dumps({
                         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                         "machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname())},
-                        "settings": vars(args) | {"output": str(output), "markdown": None},
+                        "settings": vars(args) | {"output": str(output), "markdown": None,
+                                                  "sample_proxy": str(args.sample_proxy or "") or None},
                         "runs": [r.__dict__ for r in runs], "summary": summarize(runs)}, indent=1))
     print(markdown(summarize(runs)))
     print(f"results: {output}", file=sys.stderr)
