@@ -11,8 +11,8 @@
            PUT /v1/active being sent to the first injected answer, and requests that began after the
            switch was acknowledged but were not injected (must be 0).
   soak     N requests (default 1,000,000) through the proxy with a 3-rule profile active; RSS sampled.
-Results: bench/results/fidelity.json. Needs h2load and nginx (bench/run installs them) and root-free
-loopback only.
+Results: bench/results/fidelity.json. Needs h2load and nginx (bench/fidelity provides them; the nginx is
+its own, bench/nginx.py, never a system one) and root-free loopback only.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +39,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_proxy import NGINX, PROFILE, free_port, h2load, rss_mb, wait_port  # noqa: E402
+from bench_proxy import PROFILE, free_port, h2load, rss_mb, wait_port  # noqa: E402
 from kube_fault_proxy.kube.kubeapi import ensure_namespace  # noqa: E402
 from kube_fault_proxy.rig.cluster.build import build, burst_client  # noqa: E402
 from kube_fault_proxy.rig.cluster.control_plane import Options, down, up  # noqa: E402
 from lightkube.models.meta_v1 import ObjectMeta  # noqa: E402
 from lightkube.resources.core_v1 import ConfigMap  # noqa: E402
 
+from bench.nginx import nginx_binary, private_nginx  # noqa: E402
 from tests.support.certs import make_pki  # noqa: E402
 from tests.support.processes import Started, start_proxy  # noqa: E402
 
@@ -238,23 +241,22 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fidelity.json")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    for tool in ("h2load", "nginx"):
-        if shutil.which(tool) is None:
-            print(f"bench needs {tool}: run bench/run (it installs nghttp2-client and nginx-light)", file=sys.stderr)
+    for tool, found in (("h2load", shutil.which("h2load")), ("nginx", nginx_binary())):
+        if found is None:
+            print(f"bench needs {tool}: run bench/fidelity (it installs nghttp2-client and unpacks nginx)",
+                  file=sys.stderr)
             return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a `kill` ends it through the finally below
     work = Path(tempfile.mkdtemp(prefix="kfp-fidelity-"))
     pki = make_pki(work / "pki")
     (work / "client-combined.pem").write_bytes((pki / "client.key").read_bytes() + (pki / "client.pem").read_bytes())
-    nginx_port = free_port()
-    (work / "nginx.conf").write_text(NGINX.format(dir=work, port=nginx_port, pki=pki))
     procs: list[subprocess.Popen[bytes]] = []
+    nginx = ExitStack()
     kfp: Started | None = None
     results: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname())}}
     try:
-        procs.append(subprocess.Popen(["nginx", "-c", str(work / "nginx.conf"), "-p", str(work), "-g", "daemon off;"]))
-        wait_port(nginx_port)
-        upstream = f"https://127.0.0.1:{nginx_port}"
+        upstream = nginx.enter_context(private_nginx(pki)).url
         profiles = work / "profiles"
         profiles.mkdir()
         (profiles / "bench-miss.yaml").write_text(PROFILE)
@@ -289,11 +291,14 @@ def main() -> int:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
         print(f"(written to {args.out})")
     finally:
-        if kfp is not None:
-            kfp.stop()
-        for p in procs:
-            p.terminate()
-            p.wait(10)
+        try:
+            if kfp is not None:
+                kfp.stop()
+            for p in procs:
+                p.terminate()
+                p.wait(10)
+        finally:
+            nginx.close()
     return 0
 
 

@@ -8,7 +8,8 @@ alternated round by round so a noisy machine hurts each the same:
 Throughput: -c4 -m16. Latency: one request at a time (-c1 -m1), percentiles from h2load's log.
 With --dashboard-clients N a fourth path joins the rotation:
   kfp+dashboard  the same kfp process, while N clients read its dashboard feed (/v1/events/stream)
-Needs: h2load (Debian nghttp2-client) and nginx (nginx-light); `bench/run` installs them.
+nginx is the benchmark's own (bench/nginx.py: private config, port and files; stopped by its pid), never
+a system one. Needs: h2load (Debian nghttp2-client) and an nginx binary; `bench/run` provides both.
 """
 
 from __future__ import annotations
@@ -18,19 +19,21 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.nginx import nginx_binary, private_nginx  # noqa: E402
 from tests.support.certs import make_pki  # noqa: E402
 from tests.support.processes import Started, start_proxy  # noqa: E402
 
@@ -52,27 +55,6 @@ spec:
       match: {verbs: [create], resources: [pods], subresources: [binding]}
       probability: 0.0
       fault: {abort: {status: 503}}
-"""
-NGINX = """worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  keepalive_requests 10000000;
-  http2_max_concurrent_streams 4096;  # as the proxy advertises: a client-go burst dials neither
-  server {{
-    listen 127.0.0.1:{port} ssl http2;
-    ssl_certificate {pki}/server.pem;
-    ssl_certificate_key {pki}/server.key;
-    ssl_client_certificate {pki}/ca.pem;
-    ssl_verify_client optional;
-    location / {{
-      default_type application/json;
-      return 201 '{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Success","code":201}}';
-    }}
-  }}
-}}
 """
 
 
@@ -159,21 +141,19 @@ def main() -> int:
     ap.add_argument("--dashboard-clients", type=int, default=0, metavar="N",
                     help="add a kfp+dashboard path: the kfp rounds again, with N dashboard feeds open")
     args = ap.parse_args()
-    for tool in ("h2load", "nginx"):
-        if shutil.which(tool) is None:
-            print(f"bench needs {tool}: run bench/run (it installs nghttp2-client and nginx-light)", file=sys.stderr)
+    for tool, found in (("h2load", shutil.which("h2load")), ("nginx", nginx_binary())):
+        if found is None:
+            print(f"bench needs {tool}: run bench/run (it installs nghttp2-client and unpacks nginx)", file=sys.stderr)
             return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a `kill` ends it through the finally below
     work = Path(tempfile.mkdtemp(prefix="kfp-bench-"))
     pki = make_pki(work / "pki")
     (work / "client-combined.pem").write_bytes((pki / "client.key").read_bytes() + (pki / "client.pem").read_bytes())
-    nginx_port = free_port()
-    (work / "nginx.conf").write_text(NGINX.format(dir=work, port=nginx_port, pki=pki))
     procs: list[subprocess.Popen[bytes]] = []
     kfp: Started | None = None
+    nginx = ExitStack()
     try:
-        procs.append(subprocess.Popen(["nginx", "-c", str(work / "nginx.conf"), "-p", str(work), "-g", "daemon off;"]))
-        wait_port(nginx_port)
-        upstream = f"https://127.0.0.1:{nginx_port}"
+        upstream = nginx.enter_context(private_nginx(pki)).url
         profiles = work / "profiles"
         profiles.mkdir()
         (profiles / "bench-miss.yaml").write_text(PROFILE)
@@ -210,7 +190,7 @@ def main() -> int:
                       f"sequential p50 {seq['p50_ms']:.3f} ms  p99 {seq['p99_ms']:.3f} ms", flush=True)
         median = {name: {k: statistics.median(v) for k, v in res.items()} for name, res in results.items()}
         median["kfp"]["rss_mb"] = rss_mb(kfp.proc.pid)
-        median["mitmdump"]["rss_mb"] = rss_mb(procs[1].pid)
+        median["mitmdump"]["rss_mb"] = rss_mb(procs[0].pid)
         with_kfp = median["kfp"]
         summary = {
             "kfp_vs_mitmdump_throughput": with_kfp["rps"] / median["mitmdump"]["rps"],
@@ -246,11 +226,14 @@ def main() -> int:
                   f"p50 {summary['dashboard_added_p50_ms']:+.3f} ms, p99 {summary['dashboard_added_p99_ms']:+.3f} ms")
         print(f"(written to {args.out})")
     finally:
-        if kfp is not None:
-            kfp.stop()
-        for p in procs:
-            p.terminate()
-            p.wait(10)
+        try:
+            if kfp is not None:
+                kfp.stop()
+            for p in procs:
+                p.terminate()
+                p.wait(10)
+        finally:
+            nginx.close()
     return 0
 
 
