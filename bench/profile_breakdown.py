@@ -7,8 +7,10 @@ for the whole wave of each proxied arm, then reads it here into two tables:
 - **leaf**: each sample counted once, by the code it was executing (the innermost frame): h2 and
   hpack, asyncio and the sockets under it, mitmproxy's HTTP layers, the rest of mitmproxy's proxy
   core, its message models, pyOpenSSL, contextlib, this proxy's own code, … The shares add up to 100 %.
-- **inclusive**: the samples with a given piece of machinery anywhere on their stack (a sample can
-  count in several rows): a task per hook, type checks on messages, the addon dispatch, our addon.
+- **inclusive**: the samples with a given piece of machinery anywhere on their stack inside the
+  event loop's callback (frames above the loop's `Handle._run`, such as the serve command that
+  started the loop, are not looked at; a sample can count in several rows): a task per hook, type
+  checks on messages, the addon dispatch, our code.
 
 Run by hand on a saved sample: `python bench/profile_breakdown.py sample.txt` prints the tables.
 """
@@ -29,7 +31,10 @@ _FRAME = re.compile(r"^(?P<func>.*) \((?P<path>[^()]*?)(?::\d+)?\)$")
 
 LEAF_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("h2 + hpack (frame and header coding)", ("h2/", "hpack/")),
-    ("mitmproxy HTTP layers (HttpLayer, Http2Connection, HttpStream)", ("mitmproxy/proxy/layers/http/",)),
+    ("mitmproxy Http2Connection (layers/http/_http2.py)", ("mitmproxy/proxy/layers/http/_http2.py",)),
+    ("mitmproxy HTTP/1 (layers/http/_http1.py)", ("mitmproxy/proxy/layers/http/_http1.py",)),
+    ("mitmproxy HttpLayer, HttpStream (layers/http/__init__.py)", ("mitmproxy/proxy/layers/http/__init__.py",)),
+    ("mitmproxy other HTTP layer code", ("mitmproxy/proxy/layers/http/",)),
     ("mitmproxy TLS layer", ("mitmproxy/proxy/layers/tls.py", "mitmproxy/addons/tlsconfig.py")),
     ("mitmproxy proxy core (server, layer, tunnel, commands, events)", ("mitmproxy/proxy/",)),
     ("mitmproxy message models (http.py, headers, coretypes)", ("mitmproxy/http.py", "mitmproxy/coretypes/",
@@ -98,6 +103,14 @@ def leaf_row(frame: str) -> str:
     return OTHER
 
 
+def _inside_callback(frames: list[str]) -> list[str]:
+    """The frames inside the innermost event-loop callback (all of them if there is none)."""
+    for i in range(len(frames) - 1, -1, -1):
+        if "asyncio/events.py" in frames[i] and "Handle._run" in frames[i]:
+            return frames[i + 1:]
+    return frames
+
+
 def read(lines: Iterable[str]) -> Breakdown:
     """Tally a py-spy raw (collapsed-stack) sample."""
     out = Breakdown()
@@ -112,8 +125,9 @@ def read(lines: Iterable[str]) -> Breakdown:
         frames = stack.split(";") if stack else []
         out.total += count
         out.leaf[leaf_row(frames[-1]) if frames else NO_FRAME] += count
+        inner = _inside_callback(frames)
         for row, fragments in INCLUSIVE_ROWS:
-            if any(f in fr for fr in frames for f in fragments):
+            if any(f in fr for fr in inner for f in fragments):
                 out.inclusive[row] += count
     return out
 

@@ -16,8 +16,8 @@ import profile_breakdown as pb  # noqa: E402
 SAMPLE = """\
 <module> (x.py:1);run (asyncio/base_events.py:1987);_run (asyncio/events.py:88);hook_task (mitmproxy/proxy/server.py:357);create_task (mitmproxy/utils/asyncio_utils.py:28) 3
 <module> (x.py:1);run (asyncio/base_events.py:1987);server_event (mitmproxy/proxy/server.py:390);handle_event (mitmproxy/proxy/layers/http/__init__.py:120);MessageData.__post_init__ (mitmproxy/http.py:194);check_option_type (mitmproxy/utils/typecheck.py:30) 2
-<module> (x.py:1);run (asyncio/base_events.py:1987);request (kube_fault_proxy/proxy/mitm/addon.py:90);decide (kube_fault_proxy/proxy/engine.py:50) 4
-<module> (x.py:1);data_received (h2/connection.py:1500);decode (hpack/hpack.py:400) 1
+<module> (kube_fault_proxy/cli/serve.py:1);Handle._run (asyncio/events.py:84);request (kube_fault_proxy/proxy/mitm/addon.py:90);decide (kube_fault_proxy/proxy/engine.py:50) 4
+<module> (kube_fault_proxy/cli/serve.py:1);Handle._run (asyncio/events.py:84);data_received (h2/connection.py:1500);decode (hpack/hpack.py:400) 1
 """
 
 
@@ -31,7 +31,7 @@ def test_leaf_shares_add_up_and_inclusive_rows_count_each_stack_they_are_on() ->
     inc = shares["inclusive"]
     assert inc["a task per hook: ConnectionHandler.hook_task"] == 30.0
     assert inc["type checks on messages: MessageData.__post_init__"] == 20.0
-    assert inc["kube-fault-proxy code anywhere on the stack"] == 40.0
+    assert inc["kube-fault-proxy code anywhere on the stack"] == 40.0  # not the serve frame above the loop
     table = pb.markdown(b.as_dict(), b.as_dict())
     assert "| kube-fault-proxy (addon, engine, counters, journal, control) | 40 % | 40 % |" in table
 
@@ -46,7 +46,7 @@ def test_real_py_spy_sample_of_mitmproxy_message_building(tmp_path: Path) -> Non
     script.write_text(
         "import time\n"
         "from mitmproxy import http\n"
-        "end = time.monotonic() + 2\n"
+        "end = time.monotonic() + 3\n"
         "while time.monotonic() < end:\n"
         "    http.Request.make('POST', 'https://127.0.0.1/api/v1/namespaces/d/pods/p/binding', b'{}',\n"
         "                      {'content-type': 'application/json'})\n")
@@ -54,7 +54,9 @@ def test_real_py_spy_sample_of_mitmproxy_message_building(tmp_path: Path) -> Non
     py_spy = Path(sys.executable).with_name("py-spy")
     subprocess.run([str(py_spy), "record", "--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out),
                     "--", sys.executable, str(script)], check=True, capture_output=True, timeout=60)
-    b = pb.read(out.read_text().splitlines())
-    assert b.total > 100, b.total
+    lines = out.read_text().splitlines()
+    pb.read(lines)  # every line of the file is read (the import's samples too)
+    b = pb.read(line for line in lines if "build.py:5)" in line)  # the loop's samples
+    assert b.total > 50, b.total
     mitm = sum(v for k, v in b.leaf.items() if k.startswith("mitmproxy"))
     assert mitm > b.total / 2, b.shares()  # the loop is mitmproxy's message building, and the rows see it

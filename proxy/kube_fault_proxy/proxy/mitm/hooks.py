@@ -5,7 +5,8 @@ mitmproxy's AddonManager walks every addon for every hook (a generator, a traver
 `update` hook, which only its UIs implement. A proxied request fires four flow hooks, so that is
 ~70 addon visits per request where this proxy's chain has a handful of implementers. Here each
 hook name maps to its implementers, found once in mitmproxy's own order; errors are still logged
-by mitmproxy's `safecall` and `AddonHalt` still ends a hook. The chain is fixed after startup; any
+as mitmproxy's `safecall` logs them (without its context manager per call) and `AddonHalt` still
+ends a hook. The chain is fixed after startup; any
 change to it (add, remove, clear) drops the table.
 
 This is the one place that changes mitmproxy's addon dispatch; `tests/unit/test_hooks.py` fails
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -24,14 +26,24 @@ from mitmproxy import addonmanager, exceptions, flow, hooks
 Handler = tuple[Any, Callable[..., Any]]
 
 
-def _args(event: hooks.Hook, _names: dict[type, tuple[str, ...]] = {}) -> list[Any]:  # noqa: B006 (a cache)
+def handler_args(event: hooks.Hook, _names: dict[type, tuple[str, ...]] = {}) -> list[Any]:  # noqa: B006 (a cache)
+    """A hook's arguments, as its handlers take them."""
     names = _names.get(type(event))
     if names is None:
         names = _names[type(event)] = tuple(f.name for f in dataclasses.fields(event))  # type: ignore[arg-type]
     return [getattr(event, n) for n in names]
 
 
-_UPDATE = hooks.UpdateHook([])
+def safecall_error(e: Exception) -> None:
+    """What mitmproxy's `addonmanager.safecall` does with an addon's error: log it, traceback cut to the
+    addon's frames. (A try/except in place of that generator context manager per handler call.)"""
+    tb = addonmanager.cut_traceback(e.__traceback__, "invoke_addon_sync")
+    tb = addonmanager.cut_traceback(tb, "invoke_addon")
+    _log.error(f"Addon error: {e}", exc_info=(type(e), e, tb))
+
+
+_log = logging.getLogger(addonmanager.__name__)  # the logger safecall logs to
+UPDATE = hooks.UpdateHook([])
 
 
 class LeanAddonManager(addonmanager.AddonManager):
@@ -71,20 +83,23 @@ class LeanAddonManager(addonmanager.AddonManager):
         handlers = self.handlers(event)
         if not handlers:
             return
-        args = _args(event)
+        args = handler_args(event)
         for _, func in handlers:
             try:
-                with addonmanager.safecall():
-                    res = func(*args)
-                    if res is not None and inspect.isawaitable(res):
-                        await res
+                res = func(*args)
+                if res is not None and inspect.isawaitable(res):
+                    await res
             except exceptions.AddonHalt:
                 return
+            except exceptions.OptionsError:
+                raise
+            except Exception as e:
+                safecall_error(e)
 
     async def handle_lifecycle(self, event: hooks.Hook) -> None:
         await self.trigger_event(event)
-        if self.handlers(_UPDATE):
-            message = _args(event)[0]
+        if self.handlers(UPDATE):
+            message = handler_args(event)[0]
             if isinstance(message, flow.Flow):
                 await self.trigger_event(hooks.UpdateHook([message]))
 
