@@ -26,6 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# Our modules that replace mitmproxy's own dispatch: machinery, not the proxy's logic.
+GLUE = ("kube_fault_proxy/proxy/mitm/lean.py", "kube_fault_proxy/proxy/mitm/hooks.py")
+
 # (row, predicate on the frame's "function (path:line)" text), first match wins, for the leaf table.
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<path>[^()]*?)(?::\d+)?\)$")
 
@@ -47,6 +50,7 @@ LEAF_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio (event loop, transports, tasks) + selectors, socket, ssl", ("asyncio/", "selectors.py", "socket.py",
                                                                           "ssl.py")),
     ("contextlib", ("contextlib.py",)),
+    ("kube-fault-proxy's stand-ins for mitmproxy's dispatch (mitm/lean.py, mitm/hooks.py)", GLUE),
     ("kube-fault-proxy (addon, engine, counters, journal, control)", ("kube_fault_proxy/",)),
     ("json", ("json/",)),
     ("logging", ("logging/",)),
@@ -64,7 +68,8 @@ INCLUSIVE_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio_utils.create_task (task creation, debug info)", ("mitmproxy/utils/asyncio_utils.py",)),
     ("type checks on messages: MessageData.__post_init__", ("MessageData.__post_init__", "check_option_type")),
     ("addon dispatch: AddonManager.trigger_event / handle_lifecycle", ("trigger_event", "handle_lifecycle")),
-    ("kube-fault-proxy code anywhere on the stack", ("kube_fault_proxy/",)),
+    ("kube-fault-proxy's own logic anywhere on the stack (not lean.py, hooks.py)", ("kube_fault_proxy/",)),
+    ("server_event (mitmproxy's, or lean.py's in its place)", ("server_event",)),
     ("contextlib generator context managers", ("contextlib.py",)),
     ("logging", ("logging/",)),
 ]
@@ -126,8 +131,9 @@ def read(lines: Iterable[str]) -> Breakdown:
         out.total += count
         out.leaf[leaf_row(frames[-1]) if frames else NO_FRAME] += count
         inner = _inside_callback(frames)
+        logic = [fr for fr in inner if not any(g in fr for g in GLUE)]
         for row, fragments in INCLUSIVE_ROWS:
-            if any(f in fr for fr in inner for f in fragments):
+            if any(f in fr for fr in (logic if fragments == ("kube_fault_proxy/",) else inner) for f in fragments):
                 out.inclusive[row] += count
     return out
 
