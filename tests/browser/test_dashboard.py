@@ -49,21 +49,27 @@ def test_activate_by_click_watch_injections_filter_the_journal_and_deactivate(
     injected = 'tr[data-rule="fail-binds"] td.injected'
     assert number(browser, injected) == 0
 
-    with Binds(proxy, "ui") as binds:
+    with Binds(proxy, "ui", throttled_every=5) as binds:  # and the stand-in throttles some as APF does
         wait_until(browser, "a first injection", lambda d: number(d, injected) > 0)
         first = number(browser, injected)
         wait_until(browser, "more injections while binds flow", lambda d: number(d, injected) > first + 3)
         wait_until(browser, "the injected line on the binds chart",
                    lambda d: "injected 0" not in text(d, '.legend[data-chart="chart-binds"]'), timeout=10)
+        wait_until(browser, "the throttled line on the binds chart",
+                   lambda d: "throttled 0" not in text(d, '.legend[data-chart="chart-binds"]'), timeout=10)
         keep(browser, "standin-bind-fail-live")
     later = int(text(browser, "#active-ttl").split()[0])
     assert later < int(ttl.split()[0]), (ttl, later)  # the TTL counts down
 
     stats = control.get("/v1/stats").json()
-    assert stats["bindsTotal"]["failed"] == binds.statuses.get(500, 0) == stats["rules"]["fail-binds"]["injected"]
+    totals = stats["bindsTotal"]
+    assert totals["failed"] == binds.statuses.get(500, 0) == stats["rules"]["fail-binds"]["injected"]
+    assert totals["throttled"] == binds.statuses.get(429, 0) > 0  # the stand-in's 429s, apart from the failed
     wait_until(browser, "the final counters", lambda d: number(d, injected) == stats["rules"]["fail-binds"]["injected"]
                and text(d, 'tr[data-rule="fail-binds"] td.matched') == str(binds.sent)
-               and text(d, "#bind-totals").startswith(f"{stats['bindsTotal']['succeeded']} succeeded (2xx)"))
+               and text(d, "#bind-totals").startswith(f"{totals['succeeded']} succeeded (2xx) · {totals['failed']} "
+                                                      "failed (any other answer, or none) · "
+                                                      f"{totals['throttled']} throttled (429 with Retry-After"))
 
     # the journal tail, filtered by event, rule and object name
     journal = control.get("/v1/journal", params={"since": 0, "limit": 10000}).json()["records"]

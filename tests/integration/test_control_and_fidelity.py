@@ -122,14 +122,23 @@ def test_binding_outcomes_are_counted_as_the_client_saw_them(h2: httpx.Client, c
         {"name": "ctf", "match": BIND, "when": {"maxInjections": 1}, "fault": {"commitThenFail": {"abort": {"status": 500}}}},
         {"name": "reset", "match": BIND, "when": {"maxInjections": 1}, "fault": {"reset": {}}},
         {"name": "abort", "match": BIND, "when": {"maxInjections": 1}, "fault": {"abort": {"status": 503}}},
+        {"name": "throttle", "match": BIND, "when": {"maxInjections": 1}, "fault": {"throttle": {}}},
+        {"name": "bare-429", "match": BIND, "when": {"maxInjections": 1}, "fault": {"abort": {"status": 429}}},
     ])
     seen = []
-    for _ in range(5):
+    for _ in range(7):
         try:
             seen.append(bind(h2, pod()).status_code)
         except httpx.HTTPError:
             seen.append(0)
+    # and the apiserver's own APF 429 (with Retry-After), passed through
+    name = pod()
+    apf = h2.post(f"/api/v1/namespaces/default/pods/{name}/binding?throttle=1",
+                  json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": name},
+                        "target": {"kind": "Node", "name": "n1"}})
     after = control.get("/v1/stats").json()["bindsTotal"]
-    assert sorted(seen) == [0, 201, 201, 500, 503]
+    assert sorted(seen) == [0, 201, 201, 429, 429, 500, 503]
+    assert (apf.status_code, apf.headers.get("retry-after")) == (429, "1")
     assert after["succeeded"] - before["succeeded"] == 2
-    assert after["failed"] - before["failed"] == 3
+    assert after["throttled"] - before["throttled"] == 2  # the throttle fault's and the apiserver's
+    assert after["failed"] - before["failed"] == 4  # a 429 without Retry-After is a failure client-go reports

@@ -296,6 +296,7 @@ def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp
             # lost, so the client may have seen fewer. The rest of the burst never left the client.
             stats = control.get("/v1/stats").json()
             binds, decided = stats["bindsTotal"], stats["requestsByResource"]["create pods"]
+            assert binds["throttled"] == 0, binds
             assert binds["succeeded"] + binds["failed"] == decided + end["requestsDropped"], (binds, decided, end)
             assert outcomes.count("HTTP 201") <= binds["succeeded"], binds
     finally:
@@ -334,7 +335,7 @@ def test_outage_kills_the_requests_already_forwarded_upstream(pki: Path, tmp_pat
             assert len(seen["posts"]) == slow, seen  # every one had reached the upstream
             assert seen["bound"] == {} and len(seen["cancelled"]) == slow, seen
             stats = control.get("/v1/stats").json()
-            assert stats["bindsTotal"] == {"succeeded": 0, "failed": slow}, stats["bindsTotal"]
+            assert stats["bindsTotal"] == {"succeeded": 0, "throttled": 0, "failed": slow}, stats["bindsTotal"]
             end = next(r for r in control.get("/v1/journal", params={"since": 0}).json()["records"]
                        if r["event"] == "outage-end")
             assert end["upstreamConnectionsAborted"] >= 1, end

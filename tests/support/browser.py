@@ -92,10 +92,11 @@ def keep(driver: WebDriver, name: str, height: int | None = None) -> Path:
 
 
 class Binds:
-    """Binding POSTs through the proxy from a thread, one every `every` seconds, each for a new pod."""
+    """Binding POSTs through the proxy from a thread, one every `every` seconds, each for a new pod;
+    with `throttled_every` N, every Nth asks the stand-in for APF's 429 with Retry-After (`?throttle=1`)."""
 
-    def __init__(self, proxy: Started, prefix: str, every: float = 0.03) -> None:
-        self._proxy, self._prefix, self._every = proxy, prefix, every
+    def __init__(self, proxy: Started, prefix: str, every: float = 0.03, throttled_every: int = 0) -> None:
+        self._proxy, self._prefix, self._every, self._throttled_every = proxy, prefix, every, throttled_every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.sent = 0
@@ -106,7 +107,8 @@ class Binds:
                           timeout=10) as c:
             while not self._stop.is_set():
                 pod = f"{self._prefix}-{self.sent}"
-                r = c.post(f"/api/v1/namespaces/default/pods/{pod}/binding",
+                throttled = self._throttled_every and (self.sent + 1) % self._throttled_every == 0
+                r = c.post(f"/api/v1/namespaces/default/pods/{pod}/binding" + ("?throttle=1" if throttled else ""),
                            json={"kind": "Binding", "apiVersion": "v1", "metadata": {"name": pod},
                                  "target": {"kind": "Node", "name": "node-1"}})
                 self.sent += 1

@@ -3,7 +3,9 @@
 Run: python -m tests.support.fake_apiserver --certs DIR --ready-file FILE [--require-client-cert]
 It serves just enough of the API (bindings, a pod list, a watch, byte payloads, whoami) to
 observe on the wire what the proxy did; a Binding POST with `?delay=S` is committed only if its
-client is still there S seconds later, as the apiserver drops a request whose connection died. The real apiserver is used by the cluster tests.
+client is still there S seconds later, as the apiserver drops a request whose connection died; one
+with `?throttle=S` is not committed but answered 429 with `Retry-After: S`, as API Priority and
+Fairness rejects it. The real apiserver is used by the cluster tests.
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             msg = (f'Operation cannot be fulfilled on pods/binding "{pod}": '
                    f'pod {pod} is already assigned to node "{node}"')
             return await _send(send, 409, _status(409, "Conflict", msg))
+        if "throttle" in query:  # APF's own answer: plain text, nothing committed
+            return await _send(send, 429, b"Too many requests, please try again later.\n",
+                               "text/plain; charset=utf-8", [(b"retry-after", query["throttle"].encode())])
         if "delay" in query and await _disconnected_within(receive, float(query["delay"])):
             # Like the apiserver: a request whose connection died before it was committed is not.
             bindings_cancelled.append(f"{ns}/{pod}")

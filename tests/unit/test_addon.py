@@ -65,31 +65,50 @@ def run(tmp_path: Path, fault: dict[str, Any] | None, test: Callable[[Proxy], Aw
     asyncio.run(main())
 
 
-# (case, fault, the upstream's answer (None: the connection dropped), what the client gets, the bind outcome)
-BINDINGS = [
+# (case, fault, the upstream's answer (None: the connection dropped; (status, Retry-After) with that
+# header), what the client gets, the bind outcome)
+BINDINGS: list[tuple[str, dict[str, Any] | None, int | tuple[int, str] | None, int | None, str]] = [
     ("pass-through", None, 201, 201, "succeeded"),
     ("pass-through, upstream conflict", None, 409, 409, "failed"),
     ("pass-through, upstream gone", None, None, None, "failed"),
+    ("pass-through, APF 429 with Retry-After", None, (429, "1"), 429, "throttled"),
+    ("pass-through, 429 without Retry-After", None, 429, 429, "failed"),
+    ("pass-through, 429 with a Retry-After date", None, (429, "Wed, 02 Dec 2026 05:00:00 GMT"), 429, "failed"),
+    ("pass-through, 503 with Retry-After", None, (503, "1"), 503, "failed"),
     ("abort", {"abort": {"status": 500}}, 201, 500, "failed"),
-    ("throttle", {"throttle": {}}, 201, 429, "failed"),
+    ("throttle", {"throttle": {}}, 201, 429, "throttled"),
+    ("throttle as a Status", {"throttle": {"form": "status", "retryAfterSeconds": 3}}, 201, 429, "throttled"),
+    ("abort 429 with Retry-After", {"abort": {"status": 429, "retryAfterSeconds": 2}}, 201, 429, "throttled"),
+    ("abort 429 without Retry-After", {"abort": {"status": 429}}, 201, 429, "failed"),
+    ("abort 503 with Retry-After", {"abort": {"status": 503, "retryAfterSeconds": 2}}, 201, 503, "failed"),
     ("reset", {"reset": {}}, 201, None, "failed"),
     ("commit then fail", {"commitThenFail": {"abort": {"status": 503}}}, 201, 503, "failed"),
     ("commit then reset", {"commitThenFail": {"reset": {}}}, 201, None, "failed"),
     ("commit then fail, nothing committed", {"commitThenFail": {"abort": {"status": 503}}}, 409, 409, "failed"),
+    ("commit then fail, throttled upstream", {"commitThenFail": {"abort": {"status": 503}}}, (429, "1"), 429,
+     "throttled"),
     ("delayed answer", {"delay": {"seconds": 0.01, "phase": "response"}}, 201, 201, "succeeded"),
 ]
+
+
+def upstream_answer(upstream: int | tuple[int, str]) -> http.Response:
+    """The upstream's answer: a status, or a status with that Retry-After."""
+    if isinstance(upstream, int):
+        return answer(upstream)
+    status, retry_after = upstream
+    return answer(status, headers=[(b"content-type", b"application/json"), (b"retry-after", retry_after.encode())])
 
 
 @pytest.mark.parametrize(("fault", "upstream", "client_gets", "outcome"), [c[1:] for c in BINDINGS],
                          ids=[c[0] for c in BINDINGS])
 def test_every_binding_is_counted_once_by_what_its_client_got(
-        tmp_path: Path, fault: dict[str, Any] | None, upstream: int | None, client_gets: int | None,
-        outcome: str) -> None:
+        tmp_path: Path, fault: dict[str, Any] | None, upstream: int | tuple[int, str] | None,
+        client_gets: int | None, outcome: str) -> None:
     async def test(p: Proxy) -> None:
-        f = await p.exchange(binding(), answer(upstream) if upstream is not None else None)
+        f = await p.exchange(binding(), upstream_answer(upstream) if upstream is not None else None)
         await flow_hooks(p.chain, f, "error")  # a late error (the client left) counts nothing more
         assert (f.response.status_code if f.response and not f.error else None) == client_gets
-        assert p.binds == {"succeeded": int(outcome == "succeeded"), "failed": int(outcome == "failed")}
+        assert p.binds == {k: int(outcome == k) for k in ("succeeded", "throttled", "failed")}
         assert len(p.addon.binds) == 0
 
     run(tmp_path, fault, test)
@@ -115,7 +134,7 @@ def test_requests_the_rule_does_not_match_pass_through_untouched(tmp_path: Path)
         f = await p.exchange(flow("GET", "/api/v1/namespaces/default/pods/web-1"), answer(200))
         assert f.response is not None and f.response.status_code == 200
         assert events(p.runtime, "inject") == [] and p.runtime.requests == 1
-        assert p.binds == {"succeeded": 0, "failed": 0}
+        assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 0}
 
     run(tmp_path, {"abort": {"status": 500}}, test)
 
@@ -137,7 +156,7 @@ def test_a_hang_with_a_duration_ends_like_the_apiserver(tmp_path: Path, then: st
     async def test(p: Proxy) -> None:
         f = await p.exchange(binding(), answer(201))
         assert (f.response.status_code if f.response and not f.error else None) == client_gets
-        assert p.binds == {"succeeded": 0, "failed": 1}
+        assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 1}
 
     run(tmp_path, {"hang": {"seconds": 0.05, "then": then}}, test)
 
@@ -152,7 +171,7 @@ def test_a_hang_ends_when_the_client_leaves_and_answers_nothing(tmp_path: Path) 
         assert f.response is None and f.error is None
         f.error = tflow.terr("Client disconnected.")
         await flow_hooks(p.chain, f, "error")
-        assert p.binds == {"succeeded": 0, "failed": 1}
+        assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 1}
 
     run(tmp_path, {"hang": {}}, test)
 
@@ -232,15 +251,16 @@ def test_an_outage_fails_every_binding_in_flight_and_drops_what_arrives_during_i
             await flow_hooks(p.chain, in_flight, "requestheaders", "request")  # forwarded, no answer yet
             trigger = await p.exchange(flow("GET", "/api/v1/nodes/n1"))
             assert trigger.error is not None and outage.active
-            assert p.binds == {"succeeded": 0, "failed": 1}, "the one in flight failed as the outage began"
+            assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 1}, "the one in flight failed as the outage began"
             in_flight.response = answer(201)  # the apiserver's late answer changes nothing
             await flow_hooks(p.chain, in_flight, "responseheaders", "response")
             late = await p.exchange(binding("late"), answer(201))
             assert late.error is not None and late.response is None, "never forwarded"
-            assert p.binds == {"succeeded": 0, "failed": 2}
+            assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 2}
             assert outage.counts["requestsDropped"] == 1
             [start] = events(rt, "outage-start")
-            assert (start["bindsSucceeded"], start["bindsFailed"], start["rule"]) == (0, 0, "down")
+            assert (start["bindsSucceeded"], start["bindsThrottled"], start["bindsFailed"], start["rule"]) == (
+                0, 0, 0, "down")
 
     asyncio.run(main())
 
@@ -251,7 +271,7 @@ def test_a_request_already_answered_by_another_addon_is_left_alone(tmp_path: Pat
         f.response = answer(418)
         await flow_hooks([p.addon], f, "request", "response")
         assert f.response.status_code == 418 and p.runtime.requests == 0
-        assert p.binds == {"succeeded": 0, "failed": 0}
+        assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 0}
 
     run(tmp_path, {"abort": {"status": 500}}, test)
 

@@ -72,7 +72,8 @@ def test_the_step_kills_waits_restarts_and_records_both(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(apiserver_kill, "kill_apiserver", lambda c: calls.append("kill") or 111)
     monkeypatch.setattr(apiserver_kill, "start_apiserver", lambda c: calls.append("start") or 0.5)
-    monkeypatch.setattr(apiserver_kill, "_binds", lambda control: {"bindsSucceeded": 70, "bindsFailed": 2})
+    monkeypatch.setattr(apiserver_kill, "_binds", lambda control: {"bindsSucceeded": 70, "bindsThrottled": 4,
+                                                                  "bindsFailed": 2})
     events: list[dict[str, Any]] = []
     stop = threading.Event()
     stop.set()  # the run has ended: the restart comes at once, never later
@@ -87,12 +88,13 @@ def test_the_step_kills_waits_restarts_and_records_both(monkeypatch: pytest.Monk
 
 def test_binds_before_the_kill_are_counted_as_before_an_outage() -> None:
     run = RunResult("s", "kube-scheduler", 1)
-    run.samples = [{"t": 0.0, "bindsSucceeded": 0, "bindsFailed": 0},
-                   {"t": 9.0, "bindsSucceeded": 90, "bindsFailed": 30}]
-    run.events = [{"t": 2.0, "event": "apiserver-killed", "bindsSucceeded": 52, "bindsFailed": 0},
+    run.samples = [{"t": 0.0, "bindsSucceeded": 0, "bindsThrottled": 1, "bindsFailed": 0},
+                   {"t": 9.0, "bindsSucceeded": 90, "bindsThrottled": 8, "bindsFailed": 30}]
+    run.events = [{"t": 2.0, "event": "apiserver-killed", "bindsSucceeded": 52, "bindsThrottled": 3, "bindsFailed": 0},
                   {"t": 6.0, "event": "apiserver-restarted"}]
     binds = bind_outcomes(run, {"counts": {"bound": 100}})
-    assert binds["beforeOutage"] == {"succeeded": 52, "failed": 0} and binds["committedWithoutAnswer"] == 10
+    assert binds["beforeOutage"] == {"succeeded": 52, "throttled": 2, "failed": 0}
+    assert (binds["throttled"], binds["failed"], binds["committedWithoutAnswer"]) == (7, 30, 10)
 
 
 def test_the_timeline_shows_the_kill_and_the_wave() -> None:

@@ -57,14 +57,16 @@ def test_one_sample_aggregates_everything_since_the_last_into_rates() -> None:
         rt.decide(get_pod(f"g{i}"))
     for _ in range(10):
         rt.bind_outcome(201)
+    for _ in range(3):
+        rt.bind_outcome(429, "1")
     for i in range(5):
         inject_bind(rt, f"p{i}")
     clock.now += 0.5
     s = sampler.sample()
-    assert s["totals"] == {"requests": 105, "bindsSucceeded": 10, "bindsFailed": 5, "bindsInjected": 5,
-                           "injections": 5}
-    assert s["rates"] == {"requests": 210.0, "bindsSucceeded": 20.0, "bindsFailed": 10.0, "bindsInjected": 10.0,
-                          "injections": 10.0}
+    assert s["totals"] == {"requests": 105, "bindsSucceeded": 10, "bindsThrottled": 3, "bindsFailed": 5,
+                           "bindsInjected": 5, "injections": 5}
+    assert s["rates"] == {"requests": 210.0, "bindsSucceeded": 20.0, "bindsThrottled": 6.0, "bindsFailed": 10.0,
+                          "bindsInjected": 10.0, "injections": 10.0}
     assert s["active"]["profile"] == "fail" and s["active"]["remainingSeconds"] == pytest.approx(59.5)
     assert s["rules"]["r"] == {"matched": 5, "eligible": 5, "injected": 5, "triggerSeen": 0}
     assert [r["event"] for r in s["journal"]] == ["activate"] + ["inject"] * 5

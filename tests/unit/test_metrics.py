@@ -52,7 +52,8 @@ def families(text: str) -> dict[str, str]:
 
 
 def drive(runtime: Runtime, binds: int = 3) -> None:
-    """Some traffic: binds failed by the active profile, a GET, Binding outcomes and an event."""
+    """Some traffic: binds failed by the active profile, a GET, Binding outcomes (one succeeded, two
+    throttled) and an event."""
     runtime.activate("mine", seed=1)
     for i in range(binds):
         ident = bind(f"p{i}")
@@ -60,6 +61,9 @@ def drive(runtime: Runtime, binds: int = 3) -> None:
         assert d is not None
         runtime.performed(d, ident, action="respond 500")
         runtime.bind_outcome(500)
+    runtime.bind_outcome(201)
+    runtime.bind_outcome(429, "1")
+    runtime.bind_outcome(429, "1")
     assert runtime.decide(get_pod("x")) is None
     runtime.note("upstream-lost", connection="c1")
     conns = runtime.connections
@@ -76,6 +80,9 @@ def drive(runtime: Runtime, binds: int = 3) -> None:
     ("kfp_requests_total", {}, 4),
     ("kfp_injections_total", {"profile": "mine", "rule": "fail", "fault": "abort"}, 3),
     ("kfp_events_total", {"event": "upstream-lost"}, 1),
+    ("kfp_binds_total", {"outcome": "succeeded"}, 1),
+    ("kfp_binds_total", {"outcome": "throttled"}, 2),
+    ("kfp_binds_total", {"outcome": "failed"}, 3),
     ("kfp_activation_epoch", {}, 1),
     ("kfp_active_profile", {"profile": "mine"}, 1),
     ("kfp_journal_records_total", {}, 5),  # activate, three injections, upstream-lost
@@ -94,7 +101,7 @@ def test_runtime_counters_are_exported_under_todays_names(
 
 
 @pytest.mark.parametrize(("family", "kind"), [
-    ("kfp_requests", "counter"), ("kfp_injections", "counter"), ("kfp_events", "counter"),
+    ("kfp_requests", "counter"), ("kfp_injections", "counter"), ("kfp_events", "counter"), ("kfp_binds", "counter"),
     ("kfp_activation_epoch", "gauge"), ("kfp_active_profile", "gauge"), ("kfp_journal_records", "counter"),
     ("process_cpu_seconds", "counter"), ("process_resident_memory_bytes", "gauge"), ("process_open_fds", "gauge"),
     ("python_info", "gauge"), ("kfp_client_connections_accepted", "counter"), ("kfp_client_connections_open", "gauge"),
@@ -129,6 +136,7 @@ def test_no_active_profile_means_no_active_sample_and_reset_keeps_counters(
     got = samples(client.get("/metrics").text)
     assert not [k for k in got if k[0] == "kfp_active_profile"]
     assert got[("kfp_injections_total", (("fault", "abort"), ("profile", "mine"), ("rule", "fail")))] == 3
+    assert got[("kfp_binds_total", (("outcome", "throttled"),))] == 2
 
 
 def test_label_values_are_escaped(client: TestClient, runtime: Runtime) -> None:

@@ -35,6 +35,7 @@ def test_the_start_closes_every_client_and_aborts_every_upstream_connection(tmp_
     async def test(outage: OutageController, rt: Runtime, ps: Any) -> None:
         handlers = [live_handler(ps, upstreams=2), live_handler(ps, upstreams=1)]
         rt.bind_outcome(201)
+        rt.bind_outcome(429, "1")
         assert outage.start(30, "close", rule="r") is True and outage.active
         for h in handlers:
             assert h.client.state is ConnectionState.CLOSED and h.transports[h.client].writer.transport.aborted
@@ -43,9 +44,9 @@ def test_the_start_closes_every_client_and_aborts_every_upstream_connection(tmp_
                                  "requestsDropped": 0, "upstreamConnectionsAborted": 3}
         [start] = events(rt, "outage-start")
         assert {k: start[k] for k in ("seconds", "refuse", "rule", "clientConnectionsClosed", "bindsSucceeded",
-                                      "bindsFailed")} == {"seconds": 30, "refuse": "close", "rule": "r",
-                                                          "clientConnectionsClosed": 2, "bindsSucceeded": 1,
-                                                          "bindsFailed": 0}
+                                      "bindsThrottled", "bindsFailed")} == {
+            "seconds": 30, "refuse": "close", "rule": "r", "clientConnectionsClosed": 2, "bindsSucceeded": 1,
+            "bindsThrottled": 1, "bindsFailed": 0}
         assert outage.start(5, "close") is False, "one outage at a time"
         assert len(events(rt, "outage-start")) == 1
 

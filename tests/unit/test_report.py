@@ -16,7 +16,8 @@ NS = "{http://www.w3.org/2000/svg}"
 
 def a_run(met: bool | None = True) -> dict[str, Any]:
     samples = [{"t": float(t), "pods": 100, "bound": min(10 * t, 60), "pending": 100 - min(10 * t, 60),
-                "bindsSucceeded": min(10 * t, 50), "bindsFailed": 4 if t >= 5 else 0} for t in range(11)]
+                "bindsSucceeded": min(10 * t, 50), "bindsThrottled": 5 if t >= 7 else 0,
+                "bindsFailed": 4 if t >= 5 else 0} for t in range(11)]
     return {
         "scenario": "s<1>", "scheduler": "yunikorn", "seed": 3, "met": met, "seconds": 12.5,
         "load": {"requested": 100, "created": 100, "ratePerSecond": 90.0},
@@ -53,6 +54,12 @@ def test_timeline_is_well_formed_and_shows_windows_steps_and_verdict() -> None:
     failed = [r for r in root.iter(f"{NS}rect") if r.get("fill") == report.COLORS["failed"]
               and r.get("opacity") is not None]
     assert len(failed) == 1
+    # throttled ones (client-go retried them) apart from the failed, where their counter moved (t=6..7)
+    throttled = [r for r in root.iter(f"{NS}rect") if r.get("fill") == report.COLORS["throttled"]
+                 and r.get("opacity") is not None]
+    assert len(throttled) == 1 and float(throttled[0].get("x", 0)) + float(throttled[0].get("width", 0)) == \
+        pytest.approx(60 + 880 * 0.7, abs=0.1)
+    assert "binds/s throttled" in words
 
 
 def test_not_as_expected_is_red() -> None:
@@ -95,13 +102,20 @@ def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage(
     from kube_fault_proxy.rig.runner import RunResult, bind_outcomes
 
     run = RunResult("s", "yunikorn", 3)
-    run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsFailed": 1, "clientConnectionsAccepted": 2},
-                   {"t": 9.0, "bindsSucceeded": 85, "bindsFailed": 121, "clientConnectionsAccepted": 4}]
-    run.events = [{"t": 4.0, "event": "outage-start", "bindsSucceeded": 45, "bindsFailed": 1}]
+    run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsThrottled": 0, "bindsFailed": 1,
+                    "clientConnectionsAccepted": 2},
+                   {"t": 9.0, "bindsSucceeded": 85, "bindsThrottled": 9, "bindsFailed": 121,
+                    "clientConnectionsAccepted": 4}]
+    run.events = [{"t": 4.0, "event": "outage-start", "bindsSucceeded": 45, "bindsThrottled": 3, "bindsFailed": 1}]
     binds = bind_outcomes(run, {"counts": {"bound": 130}})
-    assert binds == {"succeeded": 80, "failed": 120, "committedWithoutAnswer": 50,
-                     "beforeOutage": {"succeeded": 40, "failed": 0}, "clientConnectionsAccepted": 2}
+    assert binds == {"succeeded": 80, "throttled": 9, "failed": 120, "committedWithoutAnswer": 50,
+                     "beforeOutage": {"succeeded": 40, "throttled": 3, "failed": 0}, "clientConnectionsAccepted": 2}
     md = report.run_markdown({**a_run(), "binds": binds}, "TABLE")
     assert ("- binds (as the scheduler saw them): 80 succeeded (40 before the outage), 120 failed, "
-            "50 committed without an answer; 2 client connections accepted by the proxy") in md
-    assert "| 80 (40) / 120 / 50 |" in report.write_summary_text([{**a_run(), "binds": binds}])
+            "50 committed without an answer, 9 throttled (429 with Retry-After: client-go sent them again itself); "
+            "2 client connections accepted by the proxy") in md
+    assert "| 80 (40) / 120 / 50 / 9 |" in report.write_summary_text([{**a_run(), "binds": binds}])
+    # a report written before throttled Bindings were counted apart reads as it did, with no throttled count
+    old = {k: v for k, v in binds.items() if k != "throttled"}
+    assert "| 80 (40) / 120 / 50 / - |" in report.write_summary_text([{**a_run(), "binds": old}])
+    assert "50 committed without an answer; 2 client" in report.run_markdown({**a_run(), "binds": old}, "TABLE")

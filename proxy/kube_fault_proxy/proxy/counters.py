@@ -3,6 +3,7 @@ and the stats view with its reset baselines."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -10,6 +11,9 @@ from kube_fault_proxy.proxy.connections import ConnectionCounts
 from kube_fault_proxy.proxy.engine import Decision, Engine
 from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+# A Retry-After client-go obeys (strconv.Atoi in rest.retryAfterSeconds): an HTTP date is not one.
+RETRY_AFTER = re.compile(r"[+-]?[0-9]+")
 
 
 class Counters:
@@ -24,6 +28,7 @@ class Counters:
         self.requests_by: Counter[tuple[str, str, bool]] = Counter()
         # Binding POST outcomes as the client saw them (never reset: samplers diff them)
         self.binds_succeeded = 0
+        self.binds_throttled = 0
         self.binds_failed = 0
         # Never reset: what /metrics exports as Prometheus counters.
         self.injections_total: Counter[tuple[str, str, str]] = Counter()
@@ -50,10 +55,14 @@ class Counters:
         self.by_fault[decision.fault] += 1
         self.journal.append("inject", **decision.stamp(), request=ident.as_dict(), **outcome)
 
-    def bind_outcome(self, status: int | None) -> None:
-        """Count one Binding POST by what its client got: 2xx, another status, or no answer."""
+    def bind_outcome(self, status: int | None, retry_after: str | None = None) -> None:
+        """Count one Binding POST by what its client got: a 2xx (succeeded); a 429 whose Retry-After
+        is whole seconds (throttled: client-go waits and sends it again itself); any other status, or
+        no answer (failed)."""
         if status is not None and 200 <= status < 300:
             self.binds_succeeded += 1
+        elif status == 429 and retry_after is not None and RETRY_AFTER.fullmatch(retry_after):
+            self.binds_throttled += 1
         else:
             self.binds_failed += 1
 
@@ -94,7 +103,8 @@ class Counters:
             "injectionsByFault": dict(sorted(self.by_fault.items())),
             "injectionsTotal": sum(self.by_fault.values()),
             "events": dict(sorted(self.events.items())),
-            "bindsTotal": {"succeeded": self.binds_succeeded, "failed": self.binds_failed},
+            "bindsTotal": {"succeeded": self.binds_succeeded, "throttled": self.binds_throttled,
+                           "failed": self.binds_failed},
             "connections": self.connections.as_dict(),
         }
 

@@ -73,6 +73,11 @@ class Runtime:
         return self.counters.binds_succeeded
 
     @property
+    def binds_throttled(self) -> int:
+        """Binding POSTs whose client got a 429 with Retry-After, which client-go retries itself (never reset)."""
+        return self.counters.binds_throttled
+
+    @property
     def binds_failed(self) -> int:
         """Binding POSTs whose client got another status or no answer (never reset)."""
         return self.counters.binds_failed

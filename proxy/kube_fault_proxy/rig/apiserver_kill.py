@@ -17,7 +17,7 @@ def _binds(control: str) -> dict[str, Any]:
     """The proxy's Binding counters right now (empty if it does not answer)."""
     with contextlib.suppress(httpx.HTTPError, ControlError, KeyError), ControlClient(control) as client:
         b = client.stats()["bindsTotal"]
-        return {"bindsSucceeded": b["succeeded"], "bindsFailed": b["failed"]}
+        return {"bindsSucceeded": b["succeeded"], "bindsThrottled": b["throttled"], "bindsFailed": b["failed"]}
     return {}
 
 

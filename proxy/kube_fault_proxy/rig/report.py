@@ -11,7 +11,7 @@ from typing import Any
 
 W, H = 960, 380
 LEFT, RIGHT, TOP, BOTTOM = 60, 20, 50, 60
-COLORS = {"bound": "#2b6cb0", "pending": "#dd6b20", "ok": "#38a169", "failed": "#e53e3e",
+COLORS = {"bound": "#2b6cb0", "pending": "#dd6b20", "ok": "#38a169", "failed": "#e53e3e", "throttled": "#d69e2e",
           "outage": "#fed7d7", "profile": "#e9d8fd", "step": "#4a5568", "killed": "#feebc8", "wave": "#805ad5"}
 
 
@@ -19,13 +19,15 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _rates(samples: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
-    """(t, succeeded/s, failed/s) between consecutive samples."""
+def _rates(samples: list[dict[str, Any]]) -> list[tuple[float, float, float, float]]:
+    """(t, succeeded/s, failed/s, throttled/s) between consecutive samples (a report written before
+    throttled Bindings were counted apart has none: they are in its failed ones)."""
     out = []
     for a, b in itertools.pairwise(samples):
         dt = max(b["t"] - a["t"], 1e-6)
         ok = (b["bindsSucceeded"] - a["bindsSucceeded"]) / dt
-        out.append((b["t"], ok, (b["bindsFailed"] - a["bindsFailed"]) / dt))
+        throttled = (b.get("bindsThrottled", 0) - a.get("bindsThrottled", 0)) / dt
+        out.append((b["t"], ok, (b["bindsFailed"] - a["bindsFailed"]) / dt, throttled))
     return out
 
 
@@ -43,12 +45,12 @@ def _windows(events: list[dict[str, Any]], start: str, end: str, t_end: float) -
 
 
 def timeline_svg(run: dict[str, Any]) -> str:
-    """The run as a picture: pods bound and pending, binds/s succeeded and failed, fault windows."""
+    """The run as a picture: pods bound and pending, binds/s succeeded, failed and throttled, fault windows."""
     samples, events = run["samples"], run["events"]
     t_end = max([s["t"] for s in samples] + [e["t"] for e in events] + [1.0])
     total = max([s["pods"] for s in samples] + [run["load"].get("requested", 1), 1])
     rates = _rates(samples)
-    peak = max([r[1] + r[2] for r in rates] + [1.0])
+    peak = max([r[1] + r[2] + r[3] for r in rates] + [1.0])
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
 
     def x(t: float) -> float:
@@ -76,13 +78,16 @@ def timeline_svg(run: dict[str, Any]) -> str:
                      f'fill="{COLORS["profile"]}"/><text x="{x(a) + 3:.1f}" y="{TOP - 6}" fill="#553c9a">'
                      f'{_esc(name)}</text>')
     width = max(pw / max(len(rates), 1) - 1, 1)
-    for t, ok, failed in rates:
-        h_ok, h_bad = ph * 0.35 * ok / peak, ph * 0.35 * failed / peak
+    for t, ok, failed, throttled in rates:
+        h_ok, h_bad, h_slow = (ph * 0.35 * v / peak for v in (ok, failed, throttled))
         parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok:.1f}" width="{width:.1f}" '
                      f'height="{h_ok:.1f}" fill="{COLORS["ok"]}" opacity="0.55"/>')
         if h_bad:
             parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok - h_bad:.1f}" width="{width:.1f}" '
                          f'height="{h_bad:.1f}" fill="{COLORS["failed"]}" opacity="0.8"/>')
+        if h_slow:  # stacked on top: retried by client-go, not failures the scheduler heard of
+            parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok - h_bad - h_slow:.1f}" '
+                         f'width="{width:.1f}" height="{h_slow:.1f}" fill="{COLORS["throttled"]}" opacity="0.8"/>')
     for key in ("bound", "pending"):
         pts = " ".join(f"{x(s['t']):.1f},{y(s[key]):.1f}" for s in samples)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[key]}" stroke-width="2"/>')
@@ -109,9 +114,10 @@ def timeline_svg(run: dict[str, Any]) -> str:
         parts.append(f'<text x="{W - RIGHT}" y="20" font-size="13" text-anchor="end" '
                      f'fill="{"#276749" if met else "#c53030"}">{"as expected" if met else "NOT as expected"}</text>')
     legend = [("bound", "pods bound"), ("pending", "pods pending"), ("ok", "binds/s ok"), ("failed", "binds/s failed"),
-              ("outage", "outage"), ("profile", "profile active"), ("step", "scenario step")]
+              ("throttled", "binds/s throttled"), ("outage", "outage"), ("profile", "profile active"),
+              ("step", "scenario step")]
     for i, (key, label) in enumerate(legend):
-        lx = LEFT + i * 125
+        lx = LEFT + i * 110
         mark = (f'<line x1="{lx}" x2="{lx + 12}" y1="{H - 16}" y2="{H - 16}" stroke="{COLORS[key]}" '
                 'stroke-dasharray="3,3" stroke-width="2"/>' if key == "step" else
                 f'<rect x="{lx}" y="{H - 22}" width="12" height="12" fill="{COLORS[key]}"/>')
@@ -125,6 +131,8 @@ def _binds(b: dict[str, Any]) -> str:
     text = (f"{b['succeeded']} succeeded"
             + (f" ({before['succeeded']} before the outage)" if before else "")
             + f", {b['failed']} failed, {b['committedWithoutAnswer']} committed without an answer")
+    if "throttled" in b:  # absent from reports written before throttled ones were counted apart from failed
+        text += f", {b['throttled']} throttled (429 with Retry-After: client-go sent them again itself)"
     if b.get("clientConnectionsAccepted") is not None:
         text += f"; {b['clientConnectionsAccepted']} client connections accepted by the proxy"
     return text
@@ -168,8 +176,8 @@ def write_run(directory: Path, run: dict[str, Any], table: str) -> None:
 
 
 SUMMARY_HEADERS = ("scheduler", "seed", "verdict", "as expected", "pods", "bound", "stranded", "phantom allocs",
-                   "broken invariants", "binds ok (before outage) / failed / committed unanswered", "seconds",
-                   "build")
+                   "broken invariants", "binds ok (before outage) / failed / committed unanswered / throttled",
+                   "seconds", "build")
 
 
 def _bind_cell(b: dict[str, Any]) -> str:
@@ -177,7 +185,7 @@ def _bind_cell(b: dict[str, Any]) -> str:
         return "-"
     before = b.get("beforeOutage")
     return (f"{b['succeeded']}" + (f" ({before['succeeded']})" if before else "")
-            + f" / {b['failed']} / {b['committedWithoutAnswer']}")
+            + f" / {b['failed']} / {b['committedWithoutAnswer']} / {b.get('throttled', '-')}")
 
 
 def summary_rows(runs: list[dict[str, Any]], no: str = "**no**") -> list[tuple[object, ...]]:

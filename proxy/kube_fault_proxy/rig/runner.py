@@ -68,7 +68,9 @@ class RunResult:
 def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
     """Binding POSTs as the scheduler saw them (the proxy's counters), and the connections it made.
 
-    committedWithoutAnswer: pods the apiserver bound although the scheduler never saw their Binding
+    throttled: 429s with Retry-After (API Priority and Fairness, or the throttle fault), which client-go
+    waited out and sent again itself: the scheduler never heard of them; failed: every other answer
+    but a 2xx, or none. committedWithoutAnswer: pods the apiserver bound although the scheduler never saw their Binding
     succeed (an outage took the answer, or commitThenFail replaced it).
 
     With the real apiserver killed (killApiserver) instead of the proxy's outage, the counts are the
@@ -85,10 +87,12 @@ def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
     before = None
     if start is not None and "bindsSucceeded" in start:
         before = {"succeeded": start["bindsSucceeded"] - first["bindsSucceeded"],
+                  "throttled": start["bindsThrottled"] - first["bindsThrottled"],
                   "failed": start["bindsFailed"] - first["bindsFailed"]}
     accepted = [s["clientConnectionsAccepted"] for s in result.samples
                 if s.get("clientConnectionsAccepted") is not None]
-    return {"succeeded": succeeded, "failed": last["bindsFailed"] - first["bindsFailed"],
+    return {"succeeded": succeeded, "throttled": last["bindsThrottled"] - first["bindsThrottled"],
+            "failed": last["bindsFailed"] - first["bindsFailed"],
             "committedWithoutAnswer": max(0, int(checked["counts"].get("bound", 0)) - succeeded),
             "beforeOutage": before, "clientConnectionsAccepted": accepted[-1] - accepted[0] if accepted else None}
 
@@ -108,7 +112,7 @@ def timeline_sample(t: float, pods: Sequence[Any], stats: dict[str, Any]) -> dic
     binds, conns = stats["bindsTotal"], stats.get("connections", {})
     bound = sum(1 for p in pods if p["spec"].get("nodeName"))
     return {"t": t, "pods": len(pods), "bound": bound, "pending": len(pods) - bound,
-            "bindsSucceeded": binds["succeeded"], "bindsFailed": binds["failed"],
+            "bindsSucceeded": binds["succeeded"], "bindsThrottled": binds["throttled"], "bindsFailed": binds["failed"],
             "clientConnectionsOpen": conns.get("clientOpen"), "clientConnectionsAccepted": conns.get("clientAccepted")}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from kube_fault_proxy.proxy.runtime import Runtime
 
 ALL = 1 << 30  # journal.since() limit meaning "every record it still holds"
-COUNTED = ("requests", "bindsSucceeded", "bindsFailed", "bindsInjected", "injections")
+COUNTED = ("requests", "bindsSucceeded", "bindsThrottled", "bindsFailed", "bindsInjected", "injections")
 
 
 def sse(event: str, seq: int, data: dict[str, Any]) -> bytes:
@@ -57,7 +57,7 @@ class Sampler:
 
     def _totals(self) -> dict[str, int]:
         rt = self._runtime
-        return {"requests": rt.requests, "bindsSucceeded": rt.binds_succeeded,
+        return {"requests": rt.requests, "bindsSucceeded": rt.binds_succeeded, "bindsThrottled": rt.binds_throttled,
                 "bindsFailed": rt.binds_failed, "bindsInjected": self._binds_injected,
                 "injections": sum(rt.injections_total.values())}
 

@@ -39,6 +39,17 @@ def events(rt: Runtime) -> Metric:
     return m
 
 
+def binds(rt: Runtime) -> Metric:
+    """kfp_binds_total{outcome}: every outcome has a sample from the start, so rate() sees its first one."""
+    m = CounterMetricFamily("kfp_binds", "Binding POSTs by what their client got: succeeded (2xx), throttled "
+                            "(429 with Retry-After, which client-go retries itself), failed (any other answer, "
+                            "or none).", labels=("outcome",))
+    for outcome, n in (("succeeded", rt.binds_succeeded), ("throttled", rt.binds_throttled),
+                       ("failed", rt.binds_failed)):
+        m.add_metric((outcome,), n)
+    return m
+
+
 def activation_epoch(rt: Runtime) -> Metric:
     """kfp_activation_epoch."""
     return GaugeMetricFamily("kfp_activation_epoch", "Activation epoch (increments on every activation).",
@@ -80,7 +91,7 @@ def connection_family(name: str, kind: str, help_text: str, attribute: str) -> F
     return family
 
 
-FAMILIES: tuple[Family, ...] = (requests, injections, events, activation_epoch, active_profile,
+FAMILIES: tuple[Family, ...] = (requests, injections, events, binds, activation_epoch, active_profile,
                                 *(connection_family(*row) for row in CONNECTIONS), journal_records)
 
 

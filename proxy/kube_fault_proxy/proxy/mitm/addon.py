@@ -145,7 +145,11 @@ class FaultAddon:
         if decision is None or not decision.plan.after or flow.response is None:
             if binding:  # _bind_ended, inline: every Binding ends here but the faulted ones
                 response = flow.response
-                self.binds.ended(flow.id, response.status_code if flow.error is None and response is not None else None)
+                if flow.error is None and response is not None:
+                    status = response.status_code
+                    self.binds.ended(flow.id, status, response.headers.get("retry-after") if status == 429 else None)
+                else:
+                    self.binds.ended(flow.id, None)
             return None
         if ident.watch:
             return None
@@ -174,9 +178,14 @@ class FaultAddon:
             self._bind_ended(flow)
 
     def _bind_ended(self, flow: http.HTTPFlow) -> None:
-        """Tell the bind outcomes what a Binding's client got: the answer, or none after an error or a kill."""
+        """Tell the bind outcomes what a Binding's client got: the answer (a 429 with its Retry-After),
+        or none after an error or a kill."""
         response = flow.response
-        self.binds.ended(flow.id, response.status_code if flow.error is None and response is not None else None)
+        if flow.error is None and response is not None:
+            status = response.status_code
+            self.binds.ended(flow.id, status, response.headers.get("retry-after") if status == 429 else None)
+        else:
+            self.binds.ended(flow.id, None)
 
     def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
         """Stream the watch through the editor, one whole event at a time (if it can read the body)."""

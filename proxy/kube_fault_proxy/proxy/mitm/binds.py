@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 
 class BindOutcomes:
-    """Counts every Binding POST once, by the answer its client finally got (a 2xx, another status, none).
+    """Counts every Binding POST once, by the answer its client finally got (a 2xx, a 429 with
+    Retry-After, another status, none).
 
     The fault addon reports each Binding when it is read and whenever it may have ended (a response,
     an error, a kill); only the first end counts. One read but not yet ended is in flight while its
@@ -15,17 +16,18 @@ class BindOutcomes:
     it, since mitmproxy runs no hook for a flow whose connection it has already dropped.
     """
 
-    def __init__(self, outcome: Callable[[int | None], None]) -> None:
+    def __init__(self, outcome: Callable[[int | None, str | None], None]) -> None:
         self._outcome = outcome
         self._in_flight: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
         # read(request_id, owner): a Binding POST was read, in flight until it ends (or `owner`, its
         # flow, is gone). The registry's own setter: reading a Binding costs no call of ours.
         self.read: Callable[[str, object], None] = self._in_flight.__setitem__
 
-    def ended(self, request_id: str, status: int | None) -> None:
-        """The answer its client got (None: none); counted if it is the first end of one in flight."""
+    def ended(self, request_id: str, status: int | None, retry_after: str | None = None) -> None:
+        """The answer its client got (None: none) and a 429's Retry-After; counted if it is the first
+        end of one in flight."""
         if self._in_flight.pop(request_id, None) is not None:
-            self._outcome(status)
+            self._outcome(status, retry_after)
 
     def fail_in_flight(self) -> int:
         """An outage began: every Binding in flight dies with it, counted as failed. Returns how many."""

@@ -55,7 +55,7 @@ class OutageController:
         # What the scheduler had been told of its binds when the apiserver "died".
         self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
                           clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds_succeeded,
-                          bindsFailed=self.runtime.binds_failed)
+                          bindsThrottled=self.runtime.binds_throttled, bindsFailed=self.runtime.binds_failed)
         aborted = 0
         for h in handlers:
             internals.close_client(h)  # first: the upstream losses below then close no client a second time

@@ -269,7 +269,7 @@ class _Trial:
         mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
         self.result.samples.append(timeline_sample(round(time.time() - self.wall0, 2), mine, stats))
         binds = stats["bindsTotal"]
-        sig = (binds["succeeded"], binds["failed"], stats["injectionsTotal"],
+        sig = (binds["succeeded"], binds["throttled"], binds["failed"], stats["injectionsTotal"],
                tuple(sorted(stats.get("events", {}).items())))
         return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, dict(self.rig.cordoned), proxy=sig)
 

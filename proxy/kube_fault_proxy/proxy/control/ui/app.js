@@ -157,6 +157,7 @@ function onTick(tick) {
     values: {
       requests: tick.rates.requests,
       bindsSucceeded: tick.rates.bindsSucceeded,
+      bindsThrottled: tick.rates.bindsThrottled,
       bindsFailed: tick.rates.bindsFailed,
       bindsInjected: tick.rates.bindsInjected,
       clientOpen: conn ? conn.clientOpen || 0 : 0,
@@ -248,7 +249,8 @@ function renderActive() {
   for (const tr of $("library").tBodies[0].rows) tr.classList.toggle("active", on && tr.dataset.profile === active.profile);
   $("totals").textContent = `${totals.requests} requests · ${totals.injections} injections`;
   $("bind-totals").textContent = `${totals.bindsSucceeded} succeeded (2xx) · ${totals.bindsFailed} failed ` +
-    `(any other answer, or none; injected ones included) · ${totals.bindsInjected} injected`;
+    `(any other answer, or none) · ${totals.bindsThrottled} throttled (429 with Retry-After, which ` +
+    `client-go sends again itself) · ${totals.bindsInjected} injected`;
 }
 
 function renderOutage() {
@@ -276,6 +278,7 @@ function renderCharts() {
   drawChart($("chart-binds"), state.points, [
     {key: "bindsSucceeded", label: "2xx", cls: "s-ok"},
     {key: "bindsFailed", label: "failed", cls: "s-failed"},
+    {key: "bindsThrottled", label: "throttled", cls: "s-throttled"},
     {key: "bindsInjected", label: "injected", cls: "s-injected"},
   ], WINDOW_SECONDS);
   drawChart($("chart-connections"), state.points, [
