@@ -18,6 +18,8 @@ from kube_fault_proxy.rig import load
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
 from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 
+from tests.support.cluster import apiserver_requests
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-slow", "apf-throttle-binds",
             "bind-commit-then-fail", "watch-expire-pods", "apiserver-outage-at-bind-200"]
@@ -76,6 +78,7 @@ EXPECTED: dict[tuple[str, str], Outcome] = {
     (FIXED, "bind-commit-then-fail"): clean_or_violates({"I1"}),
     (FIXED, "apiserver-outage-at-bind-200"): violates({"stranded", "I3"}),
 }
+BINDING_429 = {"resource": "pods", "subresource": "binding", "code": "429"}  # apiserver_request_total's labels
 RESULTS = Path(os.environ.get("KFP_MATRIX_RESULTS", "")) if os.environ.get("KFP_MATRIX_RESULTS") else None
 
 
@@ -106,6 +109,9 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
     # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
     # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
     restart_scheduler(cluster)
+    # The cell's Binding outcomes at the proxy, and the apiserver's own 429s for them (API Priority and
+    # Fairness), over the cell: in pass-through, every throttled Binding is one of those, and none fails.
+    binds_before, apf_before = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
     faults.activate(profile, seed=seed)
     try:
         try:
@@ -120,6 +126,8 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
                                            done=check.all_bound(namespace))
         finally:
             faults.deactivate()
+        binds_after, apf_after = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
+        binds = {k: binds_after[k] - binds_before[k] for k in binds_after}
         report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
         broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
         outcome = ("clean" if report.ok else "violations", broken)
@@ -128,10 +136,15 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
                 f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build,
                                     "profile": profile, "seed": seed, "verdict": outcome[0],
                                     "broken": sorted(broken), "counts": report.counts,
-                                    "injections": len(faults.injections())}) + "\n")
+                                    "injections": len(faults.injections()), "binds": binds,
+                                    "apiserverBinding429s": apf_after - apf_before}) + "\n")
     finally:  # the cell's namespace goes with its pods (kube-controller-manager), whatever the cell showed
         with api.client() as client:
             load.clean(client, namespace)
+    if profile == "pass-through":
+        assert (binds["failed"], binds["throttled"]) == (0, apf_after - apf_before), (
+            f"{judged_as} x pass-through (seed {seed}): Bindings {binds}, the apiserver's own 429s for pods/binding "
+            f"{apf_after - apf_before}")
     expected = EXPECTED.get((judged_as, profile))
     assert expected is not None, f"no written-down expectation for {judged_as} x {profile}: {outcome}"
     verdict, must, may, one_of = expected

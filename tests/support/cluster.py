@@ -11,10 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
+from kube_fault_proxy.kube.kubeapi import Kube
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from lightkube.config.client_adapter import ConnectionParams
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.processes import ROOT
 
@@ -38,6 +42,19 @@ def stop_cluster(c: Cluster) -> None:
     r = kfp("cluster", "--state-dir", str(c.dir), "down")
     assert r.returncode == 0, r.stderr
     assert [pid for pid in pids if group_alive(pid)] == []
+
+
+def apiserver_requests(api: Kube, **labels: str) -> int:
+    """kube-apiserver's own count of the requests it answered, `apiserver_request_total` summed over
+    the samples with these labels (e.g. resource="pods", subresource="binding", code="429"), read
+    from its /metrics with `api`'s user (the admin's: system:masters may read it)."""
+    params = ConnectionParams(timeout=httpx2.Timeout(30.0)).httpx_params(api.config)
+    with httpx2.Client(**params) as http:
+        r = http.get("/metrics")
+        r.raise_for_status()
+    return int(sum(s.value for family in text_string_to_metric_families(r.text) if family.name == "apiserver_request"
+                   for s in family.samples if s.name == "apiserver_request_total"
+                   and all(s.labels.get(k) == v for k, v in labels.items())))
 
 
 def api_client(kubeconfig: Path) -> k8s.CoreV1Api:
