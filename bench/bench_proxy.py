@@ -85,7 +85,7 @@ def h2load(url: str, n: int, c: int, m: int, work: Path) -> dict[str, float]:
     log.unlink(missing_ok=True)
     out = subprocess.run(["h2load", "-n", str(n), "-c", str(c), "-m", str(m), "-d", str(body),
                           "-H", "content-type: application/json", "--log-file", str(log), url + PATH],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=max(600, n / 100))  # a soak of 1 M: ~17 min
     rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out.stdout).group(1))  # type: ignore[union-attr]
     ok = re.search(r"status codes: (\d+) 2xx", out.stdout)
     lat = sorted(int(line.split()[2]) for line in log.read_text().splitlines() if line.strip())
