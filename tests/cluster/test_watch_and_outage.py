@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes import client as k8s
@@ -166,3 +167,56 @@ def test_outage_during_a_bind_burst_then_the_scheduler_recovers(kube_scheduler_c
     assert len({p.spec.node_name for p in pods(api, namespace, names).values()}) > 5
     nodes = kubectl(c, "admin-via-proxy", "get", "nodes", "-o", "name")  # a brand-new connection works
     assert nodes.count("node/") == 50
+
+
+def configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": "1"}}
+
+
+def test_a_stale_list_is_the_state_at_its_revision_and_a_watch_from_it_replays_what_came_after(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    c = kube_scheduler_cluster
+    direct = api_client(c.kubeconfig("admin"))
+    via = api_client(c.kubeconfig("admin-via-proxy"))  # the proxy sees its writes' answers pass
+    make_namespace(direct, namespace)
+    rv = {}
+    for name in ("old", "doomed"):
+        rv[name] = int(via.create_namespaced_config_map(namespace, configmap(name)).metadata.resource_version)
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    # Two writes back from the newest the proxy will have seen: the revision of doomed's creation.
+    control.activate("stale-cms", rules=[{"name": "stale", "match": {"verbs": ["list", "get"], "resources": ["configmaps"],
+                                                                  "namespaces": [namespace]},
+                                    "fault": {"staleList": {"lagWrites": 2}}}])
+    try:
+        changed = via.patch_namespaced_config_map("old", namespace, {"data": {"v": "2"}})
+        created = via.create_namespaced_config_map(namespace, configmap("new"))
+        direct.delete_namespaced_config_map("doomed", namespace)  # a write the proxy does not see
+        now = {cm.metadata.name: cm.metadata.resource_version for cm in direct.list_namespaced_config_map(namespace).items}
+        stale = via.list_namespaced_config_map(namespace)
+        got_doomed = via.read_namespaced_config_map("doomed", namespace)  # deleted now: there then
+        with pytest.raises(ApiException) as missing:
+            via.read_namespaced_config_map("new", namespace)  # there now: not yet then
+    finally:
+        control.deactivate()
+    assert "doomed" not in now and now["old"] == changed.metadata.resource_version and "new" in now
+    seen = {cm.metadata.name: int(cm.metadata.resource_version) for cm in stale.items}
+    assert stale.metadata.resource_version == str(rv["doomed"])
+    assert {k: v for k, v in seen.items() if k != "kube-root-ca.crt"} == {"old": rv["old"], "doomed": rv["doomed"]}
+    assert got_doomed.metadata.resource_version == str(rv["doomed"]) and got_doomed.data == {"v": "1"}
+    assert missing.value.status == 404
+    served = control.injections(since)
+    assert [r["servedResourceVersion"] for r in served] == [str(rv["doomed"])] * 3
+    assert [r.get("servedAs") for r in served] == [None, "list", "list"]
+    assert all(r["writesSince"] == 2 and r["newestResourceVersion"] == created.metadata.resource_version for r in served)
+    # A watch from the stale list's revision: the apiserver replays everything after it, in order.
+    replayed: list[tuple[str, str, int]] = []
+    for event in watch.Watch().stream(via.list_namespaced_config_map, namespace, resource_version=str(rv["doomed"]),
+                                      timeout_seconds=2):
+        cm = event["object"]
+        replayed.append((event["type"], cm.metadata.name, int(cm.metadata.resource_version)))
+    mine = [e for e in replayed if e[1] != "kube-root-ca.crt"]
+    assert [(t, n) for t, n, _ in mine] == [("MODIFIED", "old"), ("ADDED", "new"), ("DELETED", "doomed")], replayed
+    assert [r for _, _, r in mine] == sorted(r for _, _, r in mine)
+    assert mine[0][2] == int(changed.metadata.resource_version) and mine[1][2] == int(created.metadata.resource_version)
+

@@ -342,3 +342,45 @@ def test_outage_kills_the_requests_already_forwarded_upstream(pki: Path, tmp_pat
     finally:
         assert proxy.stop() == 0
         up.stop()
+
+
+def test_stale_list_sends_lists_and_gets_at_a_revision_the_proxy_saw(h2: httpx.Client, control: httpx.Client) -> None:
+    assert h2.get("/api/v1/nodes").status_code == 200  # the stand-in's list at revision 99: the proxy notes it
+    activate(control, "stale", [{"name": "s", "match": {"verbs": ["list", "get"], "resources": ["nodes"]},
+                                 "fault": {"staleList": {"lagSeconds": 0.3}}}])
+    time.sleep(0.4)
+    listed = h2.get("/api/v1/nodes", params={"limit": "5", "resourceVersion": "0"})
+    assert listed.status_code == 200 and listed.json()["metadata"]["resourceVersion"] == "99"
+    assert listed.headers["x-query"] == "limit=5&resourceVersion=99&resourceVersionMatch=Exact"
+    got = h2.get("/api/v1/nodes/p1", headers={"accept": "application/vnd.kubernetes.protobuf"})
+    assert got.status_code == 200 and got.headers["content-type"] == "application/json"
+    assert got.json() == {"kind": "Pod", "apiVersion": "v1",
+                          "metadata": {"name": "p1", "namespace": "default", "resourceVersion": "91"}}
+    missing = h2.get("/api/v1/nodes/p7")
+    assert missing.status_code == 404 and missing.json()["reason"] == "NotFound"
+    served = injections(control)
+    assert [(r["servedResourceVersion"], r.get("servedAs")) for r in served] == [("99", None), ("99", "list"),
+                                                                                 ("99", "list")]
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    assert [r["event"] for r in records if r["event"].startswith("stale-")] == ["stale-not-found"]
+
+
+def test_stale_list_passes_the_apiservers_410_for_a_compacted_revision(h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "stale", [{"name": "s", "match": {"verbs": ["list"], "resources": ["configmaps"]},
+                                 "fault": {"staleList": {"lagWrites": 1}}}])
+    first = h2.get("/api/v1/configmaps")
+    assert first.status_code == 200 and first.headers["x-query"] == "", "no write of configmaps seen yet: unchanged"
+    for rv in (40, 41):  # two creates answered: revision 40 is one write back (below 50: compacted, says the stand-in)
+        body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1",
+                           "metadata": {"name": f"c{rv}", "resourceVersion": str(rv)}}, separators=(",", ":"))
+        assert h2.post("/api/v1/namespaces/default/configmaps", content=body,
+                       headers={"content-type": "application/json"}).status_code == 201
+    gone = h2.get("/api/v1/configmaps")
+    assert gone.status_code == 410 and gone.json()["reason"] == "Expired", "the apiserver's own answer, passed on"
+    assert gone.headers["x-query"] == "resourceVersion=40&resourceVersionMatch=Exact"
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    assert [r["reason"] for r in records if r["event"] == "stale-skipped"] == [
+        "0 writes of configmaps seen, 2 needed to hide 1"]
+    [compacted] = [r for r in records if r["event"] == "stale-compacted"]
+    assert (compacted["servedResourceVersion"], compacted["status"]) == ("40", 410)
+

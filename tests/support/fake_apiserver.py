@@ -17,6 +17,7 @@ import json
 import random
 import socket
 import ssl
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,8 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         bindings[f"{ns}/{pod}"] = target
         return await _send(send, 201, json.dumps(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
+    if method == "POST" and path.startswith("/api/v1/namespaces/"):  # a create: the object back, as it came
+        return await _send(send, 201, body)
     if path == "/debug/bindings":
         return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts,
                                                   "cancelled": bindings_cancelled}).encode())
@@ -122,21 +125,37 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", ctype.encode()), (b"transfer-encoding", b"chunked"),
                                 (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode())]})
+        objects = int(query.get("objects", "0"))  # events about this many pods, round robin (0: one pod each)
         for i in range(n):
             if asyncio.get_running_loop().time() - started >= limit:
                 break
-            event = {"type": "ADDED", "object": {"kind": "Pod", "apiVersion": "v1",
-                                                  "metadata": {"name": f"p{i}", "namespace": "default",
-                                                               "resourceVersion": str(100 + i)}}}
-            await send({"type": "http.response.body", "body": json.dumps(event).encode() + b"\n",
-                        "more_body": True})
+            name = f"p{i % objects if objects else i}"
+            event = {"type": "ADDED" if not objects or i < objects else "MODIFIED",
+                     "object": {"kind": "Pod", "apiVersion": "v1",
+                                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                                             "resourceVersion": str(100 + i)}}}
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": json.dumps(event, separators=(",", ":")).encode() + b"\n"})
             await asyncio.sleep(interval)
         return await send({"type": "http.response.body", "body": b""})
     if path.startswith("/api/v1/") and method == "GET":
-        items = [{"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"}} for i in range(3)]
+        # A LIST at a past revision as the apiserver answers it (resourceVersionMatch=Exact): that revision as the
+        # list's own, or 410 for one "compacted" (below 50); `metadata.name=` field selectors honoured. The query
+        # it got comes back in x-query.
+        raw = scope["query_string"]
+        rv = query.get("resourceVersion", "") if query.get("resourceVersionMatch") == "Exact" else "99"
+        if rv.isdigit() and int(rv) < 50:
+            return await _send(send, 410, _status(410, "Expired", "The resourceVersion for the provided list is "
+                                                                  "too old."), extra=[(b"x-query", raw)])
+        items = [{"metadata": {"name": f"p{i}", "namespace": "default", "resourceVersion": str(90 + i)}}
+                 for i in range(3)]
+        selector = urllib.parse.unquote(query.get("fieldSelector", ""))
+        if selector.startswith("metadata.name="):
+            items = [i for i in items if i["metadata"]["name"] == selector.removeprefix("metadata.name=")]
         return await _send(send, 200, json.dumps({"kind": "PodList", "apiVersion": "v1",
-                                                  "metadata": {"resourceVersion": "99"},
-                                                  "items": items}).encode())
+                                                  "metadata": {"resourceVersion": rv},
+                                                  "items": items}, separators=(",", ":")).encode(),
+                           extra=[(b"x-query", raw)])
     if path in ("/healthz", "/readyz"):
         return await _send(send, 200, b"ok", "text/plain")
     await _send(send, 404, _status(404, "NotFound", "the server could not find the requested resource"))

@@ -86,7 +86,8 @@ def test_only_the_addon_touches_flows() -> None:
 PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "profiles/strict.py",
         "profiles/profile.py", "profiles/loader.py", "profiles/problems.py", "profiles/yaml_reader.py",
         "profiles/match.py", "engine.py", "runtime.py", "journal.py", "profiles/library.py", "faults",
-        "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py"]
+        "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py",
+        "revisions.py", "stale_views.py"]
 
 
 def test_pure_core_has_no_framework_imports() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import random
@@ -16,7 +17,15 @@ from kube_fault_proxy.rig.catalogue import INVARIANTS
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search.engine import Hit, Outcome, Search, Settings
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
-from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING, WATCH_KINDS, mutate, random_genome, trial_rng
+from kube_fault_proxy.rig.search.grammar import (
+    ALL_KINDS,
+    BINDING,
+    VIEW_KINDS,
+    WATCH_KINDS,
+    mutate,
+    random_genome,
+    trial_rng,
+)
 from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable
@@ -286,3 +295,26 @@ def test_the_search_knows_every_invariant() -> None:
     g = Genome(rules=(), seed=1, pods=10)
     doc = scenario_doc(g, "kube-scheduler", None, ["no-overcommit", "stranded"], 5)
     assert doc["spec"]["expect"]["kube-scheduler"]["invariants"] == ["no-overcommit", "stranded"]
+
+
+@pytest.mark.parametrize("kind", VIEW_KINDS)
+def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_lag(kind: str) -> None:
+    assert kind not in ALL_KINDS, "not in the default kinds: a seeded search draws the trials it drew before"
+    drawn = genomes(13, 60, (kind,))
+    for g in drawn:
+        assert valid(g) and {fault_kind(r) for r in g.rules} == {kind}
+        for rule in g.rules:
+            when = rule.get("when") or {}
+            assert "maxInjections" in when or "for" in when, rule
+            assert rule["match"]["verbs"] == {"staleList": ["list"], "coalesceEvents": ["watch"]}[kind]
+        for what, cand in candidates(g):
+            assert valid(cand), (what, cand.canonical())
+    settings_of = {key for g in drawn for r in g.rules for key in r["fault"][kind]}
+    lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds") if k in settings_of)
+    g = next(g for g in drawn if lag in g.rules[0]["fault"][kind] and g.rules[0]["fault"][kind][lag] > 1)
+    shorter = [cand.rules[0]["fault"][kind][lag] for _, cand in candidates(g)
+               if cand.rules[0]["fault"].get(kind, {}).get(lag, 0) < g.rules[0]["fault"][kind][lag]]
+    assert shorter and all(x > 0 for x in shorter), "a weaker form: a shorter lag or window"
+    from kube_fault_proxy.cli.search import _kinds
+
+    assert _kinds(argparse.Namespace(kinds=kind, exclude_kinds=None)) == (kind,), "--kinds names it"

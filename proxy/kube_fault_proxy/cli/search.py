@@ -16,7 +16,7 @@ from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_sta
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
 from kube_fault_proxy.rig.search.genome import Genome
-from kube_fault_proxy.rig.search.grammar import ALL_KINDS
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
 from kube_fault_proxy.rig.search.trial import CONFIRM, Rig, run_trial
 from kube_fault_proxy.rig.shapes import SHAPES
 
@@ -29,9 +29,9 @@ class UsageError(Exception):
 
 def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
     kinds = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
-    unknown = sorted(set(kinds) - set(ALL_KINDS) | set(args.exclude_kinds or []) - set(ALL_KINDS))
+    unknown = sorted(set(kinds) - set(KNOWN_KINDS) | set(args.exclude_kinds or []) - set(KNOWN_KINDS))
     if unknown:
-        raise UsageError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(ALL_KINDS)}")
+        raise UsageError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KINDS)}")
     kept = tuple(k for k in kinds if k not in set(args.exclude_kinds or []))
     if not kept:
         raise UsageError("no fault kind left to search")
@@ -173,7 +173,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
     p.add_argument("--budget", metavar="DURATION", help="search time, e.g. 10m (shrinking has its own budget)")
     p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
-    p.add_argument("--kinds", metavar="K,...", help=f"fault kinds to search (default all: {', '.join(ALL_KINDS)})")
+    more = ", ".join(k for k in KNOWN_KINDS if k not in ALL_KINDS)
+    p.add_argument("--kinds", metavar="K,...",
+                   help=f"fault kinds to search (default: {', '.join(ALL_KINDS)}; also known: {more})")
     p.add_argument("--exclude-kinds", metavar="K", action="append", help="leave this kind out (repeatable)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the report and minimal profile go")
     p.add_argument("--nodes", type=int, default=20, help="fake nodes of the search rig (default 20)")

@@ -18,6 +18,7 @@ from kube_fault_proxy.proxy.faults.hang import Hang
 from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
+from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.profiles.strict import StrictModel, exactly_one_of
 
@@ -25,6 +26,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
+    StaleList,  # views
 )
 
 
@@ -45,6 +47,7 @@ class Fault(StrictModel):
     duplicateEvents: DuplicateEvents | None = None
     outage: Outage | None = None
     resetUpstream: ResetUpstream | None = None
+    staleList: StaleList | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -55,7 +55,22 @@ class StartOutage:
     refuse: str
 
 
-Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage
+@dataclass(frozen=True, slots=True)
+class ServeStale:
+    """Forward the LIST (or the GET, as a LIST of that one object) at a past revision of the apiserver:
+    the one seen `lag_seconds` ago, or `lag_writes` writes of the resource ago."""
+
+    lag_seconds: float | None = None
+    lag_writes: int | None = None
+
+    def describe(self) -> str:
+        """How far back, for the journal."""
+        if self.lag_writes is not None:
+            return f"serve from the revision {self.lag_writes} writes back"
+        return f"serve from the revision seen {self.lag_seconds:g}s ago"
+
+
+Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +104,8 @@ class Plan:
                     return "close the upstream connection"
                 case StartOutage(seconds, refuse):
                     return f"outage {seconds:g}s ({refuse} new connections)"
+                case ServeStale():
+                    return step.describe()
             raise AssertionError(step)
 
         parts = [one(s) for s in self.before]

@@ -15,6 +15,7 @@ from kube_fault_proxy.proxy.faults.plan import (
     LimitWatch,
     ResetStream,
     Respond,
+    ServeStale,
     StartOutage,
     Step,
     Wait,
@@ -27,11 +28,20 @@ from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.runtime import Runtime
+from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
 
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
+STALE = "kfp.stale"
 POLL_SECONDS = 0.2
+
+
+def _answer(response: http.Response, decoded: bool = False) -> Answer:
+    """What the apiserver answered, as the stale views read it (the body decoded only when asked)."""
+    encoded = "content-encoding" in response.headers
+    body = response.get_content(strict=False) if decoded and encoded else response.raw_content
+    return Answer(response.status_code, response.headers.get("content-type", ""), encoded, body)
 
 
 def _make_response(step: Respond) -> http.Response:
@@ -69,6 +79,7 @@ class FaultAddon:
         self.outage = outage
         self.timeouts = timeouts
         self.binds = BindOutcomes(runtime.counters.bind_outcome)
+        self.stale = StaleViews(runtime.counters, runtime.clock)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.timeouts is not None:
@@ -109,6 +120,14 @@ class FaultAddon:
         before = decision.plan.before
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
+        if isinstance(before[0], ServeStale):  # its revision is chosen, and journaled, as it leaves
+            served = self.stale.serve(ident, decision, before[0], path, list(req.query.items(multi=True)))
+            if served is not None:
+                req.path = served.path
+                if served.accept is not None:
+                    req.headers["accept"] = served.accept
+                flow.metadata[STALE] = served
+            return None
         self.counters.performed(decision, ident, action=decision.plan.describe())
         if any(isinstance(s, Wait) for s in before):
             return self._perform(flow, before)
@@ -123,6 +142,9 @@ class FaultAddon:
         editor: EventEditor | None = flow.metadata.get(EDITOR)
         if editor is not None and flow.response.status_code == 200:
             self._edit_stream(flow, ident, editor)
+        noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream)
+        if noted is not None:
+            flow.response.stream = noted
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is not None and decision.plan.after:
             # A streamed watch has no end to wait for: only waits apply, at its start.
@@ -137,6 +159,11 @@ class FaultAddon:
         ident: RequestIdentity | None = flow.metadata.get(IDENT)
         if ident is None:
             return None  # its request hook skipped it (already answered or killed): nothing to count or perform
+        if not ident.watch and flow.response is not None:
+            served: Served | None = flow.metadata.get(STALE)
+            reply = self.stale.answered(ident, _answer(flow.response, served is not None), served)
+            if reply is not None:
+                flow.response = _make_response(Respond(reply))
         decision: Decision | None = flow.metadata.get(DECISION)
         if flow.response is not None and not ident.watch and (
                 decision is None or not decision.plan.before):  # the apiserver's own answer

@@ -41,6 +41,7 @@ class RequestIdentity:
     resource_version: str | None = None
     accept: str = ""
     initial_events: bool = False  # a watch with sendInitialEvents=true: a streaming (re)list
+    continued: bool = False  # a LIST page after the first (?continue=TOKEN): its revision is the token's
     unparsable: str | None = None  # what part of the request could not be read, and why
 
     @property
@@ -180,6 +181,7 @@ def parse(
         resource_version=rv,
         accept=accept,
         initial_events=params.get("sendInitialEvents", ["false"])[0] == "true",
+        continued=bool(params.get("continue", [""])[0]),
         unparsable=unparsable,
     )
 

@@ -39,6 +39,7 @@ from kube_fault_proxy.rig.proxy_process import ServeFailed, start_serve
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
 YUNIKORN_PORT = 9080
 YUNIKORN_NAMESPACE = "yunikorn"
+ETCD_COMPACTION_INTERVAL = "10m"  # history the apiserver keeps in etcd: at least this, at most twice it
 
 
 # Token users: (name, ',"groups"'). Only the admin is in system:masters; API Priority and Fairness
@@ -307,6 +308,9 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
                  "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
                  "--initial-cluster", f"kfp=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync",
+                 # etcd compacts nothing by itself (its default, said out loud): the apiserver's
+                 # compactor alone decides how much history a stale LIST can be served from.
+                 "--auto-compaction-retention=0",
                  "--log-level", "warn"], log)
     c.record("etcd", pid, log)
     _wait("etcd", lambda: httpx.get(f"{etcd_url}/health", timeout=1).status_code == 200, pid, log, opts.timeout)
@@ -324,6 +328,9 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
         f"--service-account-signing-key-file={certs / 'sa.key'}",
         "--service-cluster-ip-range=10.0.0.0/24",
         f"--http2-max-streams-per-connection={opts.apiserver_max_streams}",
+        # Every interval the apiserver compacts etcd to the revision it noted one interval before, so
+        # 10-20 minutes of history stay (the default 5m keeps 5-10): staleList serves LISTs from it.
+        f"--etcd-compaction-interval={ETCD_COMPACTION_INTERVAL}",
         # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
         # of waiting out the killed connections' TIME_WAIT.
         "--permit-address-sharing"]

@@ -14,7 +14,12 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule
 REQUEST_KINDS = ("abort", "throttle", "delay", "hang", "reset", "commitThenFail")
 WATCH_KINDS = ("expire", "cut", "dropEvents", "duplicateEvents")
 CONNECTION_KINDS = ("outage", "resetUpstream")
-ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS
+ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds unless told (--kinds)
+# Perturbed views (Sieve's stale and unobserved states): known to the grammar, searched when named with
+# --kinds. Not in the default set, so a seeded search draws the very trials it drew before they came.
+VIEW_KINDS = ("staleList",)
+KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
+VIEW_MATCHES = {"staleList": ("pod-list", "node-list")}
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -38,7 +43,9 @@ def swarm(rng: random.Random, kinds: Sequence[str]) -> list[str]:
 
 
 def _match_for(rng: random.Random, kind: str) -> tuple[str, dict[str, Any]]:
-    if kind in WATCH_KINDS:
+    if kind in VIEW_MATCHES:
+        options = [m for m in MATCHES if m[0] in VIEW_MATCHES[kind]]
+    elif kind in WATCH_KINDS:
         options = [m for m in MATCHES if m[3]]
     elif kind in REQUEST_KINDS:
         options = [m for m in MATCHES if not m[3] and (kind != "commitThenFail" or m[0] in ("binding", "pod-write"))]
@@ -88,6 +95,10 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
             return spec
         case "outage":
             return {"seconds": float(rng.choice([1, 2, 3])), "refuse": rng.choice(["close", "refuse", "blackhole"])}
+        case "staleList":  # within the history the rig's etcd keeps (10 minutes) and the writes a trial makes
+            if rng.random() < 0.5:
+                return {"lagSeconds": float(rng.choice([1, 2, 5, 10]))}
+            return {"lagWrites": rng.choice([1, 5, 20, 100])}
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

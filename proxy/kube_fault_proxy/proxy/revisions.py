@@ -1,0 +1,181 @@
+"""The resourceVersions the proxy saw pass, per resource, in bounded rings: what `staleList` serves from.
+
+Kept per (group, resource), across namespaces: a resourceVersion is etcd's one global revision, so a
+LIST of any namespace can be served at any revision the proxy saw. Two rings per resource:
+- *seen*: (time, revision), one entry per `BUCKET_SECONDS` (the newest revision of that slice),
+  revisions only growing — for `lagSeconds`;
+- *writes*: the revisions of writes (watch events' objects, write answers), sorted, deduplicated (a
+  create's answer and its ADDED event are one write) — for `lagWrites`.
+Revisions are read with a byte scan (`"resourceVersion":"N"`, the first in an object or an event
+line: metadata comes before spec and status), never a JSON parse, so watching costs a find per event.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+BUCKET_SECONDS = 0.25
+SEEN_KEPT = 2400  # 600 s of history at one entry a bucket (the longest lagSeconds)
+WRITES_KEPT = 1001  # the longest lagWrites, plus the revision served
+MAX_RESOURCES = 64  # resources beyond it are not tracked (the API has a few dozen)
+HEAD = 2048  # a revision further into an object or an event line than this is not looked for
+MARK = b'"resourceVersion":"'
+BOOKMARK = b'{"type":"BOOKMARK"'
+ERROR = b'{"type":"ERROR"'
+
+Key = tuple[str, str]  # (group, resource)
+
+
+def first_revision(data: bytes, start: int = 0, end: int | None = None) -> int | None:
+    """The first `"resourceVersion":"N"` between start and end (at most HEAD bytes in), as an int."""
+    stop = start + HEAD if end is None else min(end, start + HEAD)
+    i = data.find(MARK, start, stop)
+    if i < 0:
+        return None
+    lo = i + len(MARK)
+    hi = data.find(b'"', lo, lo + 24)
+    digits = data[lo:hi] if hi > lo else b""
+    return int(digits) if digits.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A past revision to serve, and how far back it is."""
+
+    revision: int
+    seen_seconds_ago: float | None  # when the proxy last saw it as the newest (None: not in the seen ring)
+    writes_since: int  # writes of the resource the proxy saw after it
+    newest: int  # the newest revision the proxy saw of the resource
+
+
+class _Resource:
+    __slots__ = ("anchor", "seen", "writes")
+
+    def __init__(self) -> None:
+        self.seen: deque[tuple[float, int]] = deque(maxlen=SEEN_KEPT)
+        self.anchor = float("-inf")  # when the newest seen entry's bucket began
+        self.writes: list[int] = []
+
+
+class RevisionLog:
+    """Revisions seen per resource; `choose_*` pick the one to serve or say why there is none."""
+
+    def __init__(self) -> None:
+        self._resources: dict[Key, _Resource] = {}
+        self.untracked = 0  # observations of resources beyond MAX_RESOURCES
+
+    def _get(self, key: Key) -> _Resource | None:
+        res = self._resources.get(key)
+        if res is None:
+            if len(self._resources) >= MAX_RESOURCES:
+                self.untracked += 1
+                return None
+            res = self._resources[key] = _Resource()
+        return res
+
+    def seen(self, key: Key, revision: int, now: float, write: bool) -> None:
+        """The proxy saw this revision of the resource pass now (a write's own, or a list's or bookmark's)."""
+        res = self._get(key)
+        if res is None:
+            return
+        seen = res.seen
+        if not seen or revision > seen[-1][1]:
+            if seen and now - res.anchor < BUCKET_SECONDS:
+                seen[-1] = (now, revision)  # the same slice: its newest revision, last seen now
+            else:
+                seen.append((now, revision))
+                res.anchor = now
+        if write:
+            writes = res.writes
+            if not writes or revision > writes[-1]:
+                writes.append(revision)
+            else:
+                i = bisect.bisect_left(writes, revision)
+                if writes[i] == revision or (i == 0 and len(writes) >= WRITES_KEPT):
+                    return  # seen already, or older than everything kept
+                writes.insert(i, revision)
+            if len(writes) > WRITES_KEPT:
+                del writes[0]
+
+    def newest(self, key: Key) -> int | None:
+        """The newest revision seen of the resource."""
+        res = self._resources.get(key)
+        if res is None or not res.seen:
+            return None
+        return max(res.seen[-1][1], res.writes[-1] if res.writes else 0)
+
+    def choose_seconds(self, key: Key, seconds: float, now: float) -> Choice | str:
+        """The newest revision seen at least `seconds` ago, or why there is none."""
+        res = self._resources.get(key)
+        if res is None or not res.seen:
+            return f"no revision of {_name(key)} seen yet"
+        seen = res.seen
+        cutoff = now - seconds
+        i = bisect.bisect_right(seen, cutoff, key=lambda e: e[0]) - 1
+        if i < 0:
+            return (f"no revision of {_name(key)} seen {seconds:g}s ago or earlier "
+                    f"(the oldest kept was seen {now - seen[0][0]:.1f}s ago)")
+        when, revision = seen[i]
+        return self._choice(res, revision, now - when)
+
+    def choose_writes(self, key: Key, writes: int, now: float) -> Choice | str:
+        """The revision of the write `writes` writes before the newest one seen, or why there is none."""
+        res = self._resources.get(key)
+        if res is None or len(res.writes) <= writes:
+            have = 0 if res is None else len(res.writes)
+            return f"{have} writes of {_name(key)} seen, {writes + 1} needed to hide {writes}"
+        revision = res.writes[-1 - writes]
+        seen = res.seen
+        i = bisect.bisect_right(seen, revision, key=lambda e: e[1]) - 1
+        ago = now - seen[i][0] if i >= 0 and seen[i][1] == revision else None
+        return self._choice(res, revision, ago)
+
+    def _choice(self, res: _Resource, revision: int, ago: float | None) -> Choice:
+        since = len(res.writes) - bisect.bisect_right(res.writes, revision)
+        newest = max(res.seen[-1][1] if res.seen else 0, res.writes[-1] if res.writes else 0)
+        return Choice(revision, ago, since, newest)
+
+    def sizes(self) -> dict[str, int]:
+        """Entries kept (for tests and the bound)."""
+        return {_name(k): len(r.seen) + len(r.writes) for k, r in self._resources.items()}
+
+
+def _name(key: Key) -> str:
+    group, resource = key
+    return f"{resource}.{group}" if group else resource
+
+
+class WatchScanner:
+    """Feeds a watch stream's bytes, chunk by chunk, and reports each event line's first revision
+    (the object's own) to `seen`; nothing is copied but the first bytes of a line split across chunks."""
+
+    def __init__(self, report: Callable[[int, bool], None]) -> None:
+        self._report = report
+        self._head = b""  # the start of the current unfinished line (at most HEAD bytes)
+        self._done = False  # the current line's revision already reported (or looked for in HEAD bytes)
+
+    def feed(self, data: bytes) -> None:
+        """One chunk of the stream, as the apiserver sent it."""
+        start = 0
+        while (nl := data.find(b"\n", start)) >= 0:
+            if self._head:
+                self._line(self._head + data[start:min(nl, start + HEAD)])
+                self._head = b""
+            elif not self._done:
+                self._line(data, start, nl)
+            self._done = False
+            start = nl + 1
+        if start < len(data) and not self._done:
+            self._head += data[start:start + HEAD - len(self._head)]
+            if len(self._head) >= HEAD or first_revision(self._head) is not None:
+                self._line(self._head)  # its revision is here already (or never will be): report it now
+                self._head, self._done = b"", True
+
+    def _line(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        revision = first_revision(data, start, end)
+        if revision is not None:
+            self._report(revision, not (data.startswith(BOOKMARK, start) or data.startswith(ERROR, start)))
+

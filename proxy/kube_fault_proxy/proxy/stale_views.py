@@ -1,0 +1,146 @@
+"""Stale views: the revisions the proxy sees pass, and what `staleList` sends instead of a request.
+
+Every JSON answer of a resource request and every JSON watch stream is read, never changed: the first
+`resourceVersion` of an answer (a list's own, or the object's) and of each watch event goes into the
+revision log. A `staleList` decision picks its revision there as the request leaves: the addon sends the
+rewritten request this returns, and for a GET puts the object this reads back in place of the LIST.
+Plain data in and out; the addon alone touches flows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from kube_fault_proxy.proxy.counters import Counters
+from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import ServeStale
+from kube_fault_proxy.proxy.faults.stale_list import get_as_list, single_object, stale_query
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.status import Reply
+from kube_fault_proxy.proxy.revisions import Choice, Key, RevisionLog, WatchScanner, first_revision
+
+WRITES = frozenset({"create", "update", "patch", "delete"})
+READS = frozenset({"get", "list"})
+Chunks = Callable[[bytes], Iterable[bytes] | bytes]  # a streamed body's callable: b"" marks the end
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A stale request as sent: its path and query, the Accept it needs, and what to journal of its answer."""
+
+    path: str
+    accept: str | None
+    revision: int
+    as_get: bool
+    stamp: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What came back: status, content type, whether it is encoded, the (decoded) body if there is one."""
+
+    status: int
+    content_type: str
+    encoded: bool
+    body: bytes | None
+
+    @property
+    def json(self) -> bool:
+        """A JSON answer (a watch's `;stream=watch` included)."""
+        return self.content_type.split(";")[0].strip() == "application/json"
+
+
+class StaleViews:
+    """The revision log and what `staleList` does with it; one per proxy, on the proxy's loop."""
+
+    def __init__(self, counters: Counters, clock: Callable[[], float]) -> None:
+        self.counters = counters
+        self.clock = clock
+        self.log = RevisionLog()
+
+    def serve(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
+              query: list[tuple[str, str]]) -> Served | None:
+        """The request at the chosen past revision, journaled; None (journaled why) if none is old enough."""
+        key: Key = (ident.group, ident.resource)
+        now = self.clock()
+        asked: dict[str, object]
+        if step.lag_writes is not None:
+            choice: Choice | str = self.log.choose_writes(key, step.lag_writes, now)
+            asked = {"lagWrites": step.lag_writes}
+        else:
+            assert step.lag_seconds is not None
+            choice = self.log.choose_seconds(key, step.lag_seconds, now)
+            asked = {"lagSeconds": step.lag_seconds}
+        if isinstance(choice, str):
+            self.counters.note("stale-skipped", **decision.stamp(), request=ident.as_dict(), asked=asked,
+                               reason=choice)
+            return None
+        as_get = ident.verb == "get"
+        if as_get:  # the answer is read back into the object: JSON, whatever the client accepts
+            served = Served(get_as_list(path, ident.name, choice.revision), "application/json", choice.revision,
+                            True, decision.stamp())
+        else:
+            pairs = stale_query(query, choice.revision)
+            served = Served(f"{path}?{urlencode(pairs)}", None, choice.revision, False, decision.stamp())
+        outcome: dict[str, Any] = {
+            "servedResourceVersion": str(choice.revision),
+            "seenSecondsAgo": None if choice.seen_seconds_ago is None else round(choice.seen_seconds_ago, 3),
+            "writesSince": choice.writes_since,
+            "newestResourceVersion": str(choice.newest),
+            "asked": asked,
+        }
+        if as_get:
+            outcome["servedAs"] = "list"
+        self.counters.performed(decision, ident, action=decision.plan.describe(), **outcome)
+        return served
+
+    def answered(self, ident: RequestIdentity, answer: Answer, served: Served | None) -> Reply | None:
+        """A non-watch request's answer: for a stale one, its outcome (a GET's object, to send instead);
+        for any other, its revision noted."""
+        if served is not None:
+            return self._stale_answer(ident, answer, served)
+        if not ident.is_resource or not 200 <= answer.status < 300 or not answer.json or answer.encoded:
+            return None
+        write = ident.verb in WRITES
+        if (write or ident.verb in READS) and answer.body:
+            revision = first_revision(answer.body)
+            if revision is not None:
+                self.log.seen((ident.group, ident.resource), revision, self.clock(), write)
+        return None
+
+    def _stale_answer(self, ident: RequestIdentity, answer: Answer, served: Served) -> Reply | None:
+        where = {**served.stamp, "request": ident.as_dict(), "servedResourceVersion": str(served.revision)}
+        if answer.status != 200:
+            # Passed on as the apiserver wrote it: 410 Expired when etcd compacted that revision already.
+            self.counters.note("stale-compacted" if answer.status == 410 else "stale-refused", **where,
+                               status=answer.status)
+            return None
+        if not served.as_get:
+            return None
+        reply = single_object(ident, answer.body or b"") if answer.json else None
+        if reply is None:
+            self.counters.note("stale-unreadable", **where, contentType=answer.content_type)
+        elif reply.status == 404:
+            self.counters.note("stale-not-found", **where)
+        return reply
+
+    def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool) -> Chunks | None:
+        """The stream callable that notes a JSON watch's event revisions, then does what `inner` did
+        (another fault's editor, or plain streaming); None for a watch it cannot read."""
+        if answer.status != 200 or not answer.json or answer.encoded:
+            return None
+        key: Key = (ident.group, ident.resource)
+        log, clock = self.log, self.clock
+        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write))
+
+        def chunk(data: bytes) -> Iterable[bytes] | bytes:
+            if data:
+                scanner.feed(data)
+            if callable(inner):
+                return inner(data)
+            return [data] if data else []
+
+        return chunk

@@ -1,0 +1,109 @@
+"""The revision log (proxy.revisions): what the proxy saw pass, per resource, in bounded rings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kube_fault_proxy.proxy import revisions
+from kube_fault_proxy.proxy.revisions import Choice, RevisionLog, WatchScanner, first_revision
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+
+
+def pod(name: str, rv: int, event_type: str | None = None, **extra: object) -> bytes:
+    obj = {"kind": "Pod", "apiVersion": "v1",
+           "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": str(rv),
+                        "labels": {"resourceVersion": "1"}}, "spec": {"nodeName": "n1"}, **extra}
+    doc = obj if event_type is None else {"type": event_type, "object": obj}
+    return json.dumps(doc, separators=(",", ":")).encode() + (b"\n" if event_type else b"")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (pod("a", 42), 42),
+    (b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"977"},"items":[' + pod("a", 3) + b"]}", 977),
+    (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}', None),
+    (b'{"metadata":{"resourceVersion":""}}', None),
+    (b'{"metadata":{"resourceVersion":"12', None),  # cut before its closing quote
+    (b" " * revisions.HEAD + pod("a", 5), None),  # too far in to be the object's own
+])
+def test_first_revision_is_the_objects_own(body: bytes, expected: int | None) -> None:
+    assert first_revision(body) == expected
+
+
+def test_lag_seconds_picks_the_newest_revision_seen_at_least_that_long_ago() -> None:
+    log = RevisionLog()
+    for t, rv in ((100.0, 10), (101.0, 11), (102.0, 15), (103.0, 20)):
+        log.seen(PODS, rv, t, write=True)
+    assert log.choose_seconds(PODS, 1.5, 103.0) == Choice(revision=11, seen_seconds_ago=2.0, writes_since=2, newest=20)
+    assert log.choose_seconds(PODS, 1.0, 103.0) == Choice(15, 1.0, 1, 20)
+    assert log.choose_seconds(PODS, 0.001, 103.0) == Choice(15, 1.0, 1, 20)  # 20 was seen just now: not old enough
+    too_far = log.choose_seconds(PODS, 5, 103.0)
+    assert isinstance(too_far, str) and "no revision of pods seen 5s ago or earlier" in too_far
+    assert "oldest kept was seen 3.0s ago" in too_far
+    assert log.choose_seconds(NODES, 1, 103.0) == "no revision of nodes seen yet"
+
+
+def test_one_entry_per_bucket_holds_its_newest_revision_and_revisions_never_go_back() -> None:
+    log = RevisionLog()
+    log.seen(PODS, 10, 100.0, write=False)
+    log.seen(PODS, 12, 100.1, write=False)  # the same quarter second: replaces, seen later
+    log.seen(PODS, 11, 100.2, write=False)  # older than what was seen: nothing new to learn
+    log.seen(PODS, 13, 100.3, write=False)  # a new bucket
+    assert log.sizes() == {"pods": 2}
+    assert log.choose_seconds(PODS, 0.15, 100.3) == Choice(12, pytest.approx(0.2), 0, 13)  # type: ignore[arg-type]
+
+
+def test_lag_writes_hides_the_last_n_writes_deduplicated_and_in_order() -> None:
+    log = RevisionLog()
+    for t, rv in enumerate((5, 7, 9, 7, 12, 8)):  # 7 twice (a create's answer and its ADDED event), 8 late
+        log.seen(PODS, rv, 100.0 + t, write=True)
+    log.seen(PODS, 30, 110.0, write=False)  # a LIST's revision: newer, but no write of pods
+    got = log.choose_writes(PODS, 2, 110.0)
+    assert isinstance(got, Choice)
+    assert (got.revision, got.writes_since, got.newest) == (8, 2, 30)  # writes 5 7 8 9 12: 9 and 12 hidden
+    assert got.seen_seconds_ago is None  # 8 came after 9 was seen: never the newest
+    assert log.choose_writes(PODS, 4, 110.0) == Choice(5, 10.0, 4, 30)
+    assert log.choose_writes(PODS, 5, 110.0) == "5 writes of pods seen, 6 needed to hide 5"
+    assert log.choose_writes(("apps", "deployments"), 1, 110.0) == "0 writes of deployments.apps seen, 2 needed to hide 1"
+
+
+def test_memory_is_bounded_per_resource_and_in_resources() -> None:
+    log = RevisionLog()
+    for i in range(10_000):
+        log.seen(PODS, i + 1, i * 1.0, write=True)
+    assert log.sizes()["pods"] == revisions.SEEN_KEPT + revisions.WRITES_KEPT
+    assert log.choose_writes(PODS, 1000, 1e4) == Choice(9000, pytest.approx(1001.0), 1000, 10_000)  # type: ignore[arg-type]
+    log.seen(PODS, 3, 1e4, write=True)  # older than every write kept: dropped, not inserted
+    assert log.sizes()["pods"] == revisions.SEEN_KEPT + revisions.WRITES_KEPT
+    for i in range(revisions.MAX_RESOURCES + 5):
+        log.seen(("g", f"r{i}"), 1, 0.0, write=False)
+    assert len(log.sizes()) == revisions.MAX_RESOURCES and log.untracked == 6
+
+
+STREAM = (pod("a", 101, "ADDED") + pod("a", 102, "MODIFIED", status={"phase": "Running"})
+          + b'{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"150",'
+            b'"annotations":{"k8s.io/initial-events-end":"true"}}}}\n'
+          + pod("b", 151, "DELETED", involvedObject={"resourceVersion": "7"})
+          + b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"code":410}}\n')
+EXPECTED = [(101, True), (102, True), (150, False), (151, True)]
+
+
+@pytest.mark.parametrize("size", [1, 3, 19, 64, 500, len(STREAM)])
+def test_the_watch_scanner_reports_each_events_own_revision_whatever_the_chunks(size: int) -> None:
+    got: list[tuple[int, bool]] = []
+    scanner = WatchScanner(lambda rv, write: got.append((rv, write)))
+    for i in range(0, len(STREAM), size):
+        scanner.feed(STREAM[i:i + size])
+    assert got == EXPECTED
+
+
+def test_the_watch_scanner_gives_up_on_a_line_without_a_revision_in_its_head() -> None:
+    got: list[tuple[int, bool]] = []
+    scanner = WatchScanner(lambda rv, write: got.append((rv, write)))
+    long_line = b'{"type":"ADDED","object":{"x":"' + b"y" * 5000 + b'","metadata":{"resourceVersion":"9"}}}\n'
+    for i in range(0, len(long_line), 1000):
+        scanner.feed(long_line[i:i + 1000])
+    scanner.feed(pod("a", 10, "ADDED"))
+    assert got == [(10, True)]

@@ -1,0 +1,206 @@
+"""staleList (proxy.faults.stale_list, proxy.mitm.stale_views): LISTs and GETs sent to the apiserver at a past
+revision the proxy saw pass, driven through the addon with mitmproxy's test flows, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pytest
+from kube_fault_proxy.proxy.faults.stale_list import StaleList, get_as_list, single_object, stale_query
+from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.requests.identity import parse
+from kube_fault_proxy.proxy.runtime import Runtime
+from mitmproxy import http
+from mitmproxy.addons import proxyserver
+from mitmproxy.test import taddons
+
+from tests.support.builders import profile
+from tests.support.mitm import JSON, Clock, answer, events, exchange, flow, runtime
+
+LIST_OR_GET = {"verbs": ["list", "get"], "resources": ["pods"]}
+
+
+@pytest.mark.parametrize(("method", "path", "query", "applies"), [
+    ("GET", "/api/v1/namespaces/ns/pods", "", True),
+    ("GET", "/api/v1/pods", "limit=500&resourceVersion=0", True),
+    ("GET", "/api/v1/pods", "limit=500&continue=abc", False),  # a later page: read at its token's revision
+    ("GET", "/api/v1/namespaces/ns/pods/a", "", True),
+    ("GET", "/api/v1/nodes/n1", "", True),
+    ("GET", "/api/v1/namespaces/ns/pods/a/log", "", False),
+    ("GET", "/api/v1/namespaces/ns/pods/a/status", "", False),
+    ("GET", "/api/v1/pods", "watch=1", False),
+    ("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true", False),
+    ("POST", "/api/v1/namespaces/ns/pods", "", False),
+    ("GET", "/healthz", "", False),
+])
+def test_it_applies_to_lists_and_gets_of_one_object(method: str, path: str, query: str, applies: bool) -> None:
+    assert StaleList(lagWrites=1).applies_to(parse(method, path, query)) is applies
+
+
+def test_the_query_asks_for_exactly_that_revision_and_keeps_the_clients_selectors() -> None:
+    pairs = [("labelSelector", "app=x"), ("limit", "500"), ("resourceVersion", "0"),
+             ("resourceVersionMatch", "NotOlderThan")]
+    assert stale_query(pairs, 77) == [("labelSelector", "app=x"), ("limit", "500"), ("resourceVersion", "77"),
+                                      ("resourceVersionMatch", "Exact")]
+    path, _, query = get_as_list("/api/v1/namespaces/ns/pods/a", "a", 77).partition("?")
+    assert path == "/api/v1/namespaces/ns/pods"
+    assert parse_qsl(query) == [("fieldSelector", "metadata.name=a"), ("resourceVersion", "77"),
+                                ("resourceVersionMatch", "Exact")]
+    assert get_as_list("/api/v1/nodes/n1", "n1", 5).startswith("/api/v1/nodes?")
+
+
+def pod_list(rv: int, *pods: tuple[str, int]) -> bytes:
+    items = [{"metadata": {"name": n, "namespace": "ns", "resourceVersion": str(r)}, "spec": {}} for n, r in pods]
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)},
+                       "items": items}, separators=(",", ":")).encode()
+
+
+def test_a_one_object_list_reads_back_as_the_get_of_it_or_404() -> None:
+    ident = parse("GET", "/api/v1/namespaces/ns/pods/a")
+    reply = single_object(ident, pod_list(50, ("a", 40)))
+    assert reply is not None and reply.status == 200
+    assert json.loads(reply.body) == {"kind": "Pod", "apiVersion": "v1",
+                                      "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "40"}, "spec": {}}
+    missing = single_object(ident, pod_list(50))
+    assert missing is not None and missing.status == 404
+    assert json.loads(missing.body)["message"] == 'pods "a" not found'
+    assert single_object(ident, b"not json") is None
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    ({}, "staleList needs exactly one of lagSeconds, lagWrites"),
+    ({"lagSeconds": 5, "lagWrites": 2}, "staleList needs exactly one of lagSeconds, lagWrites"),
+    ({"lagSeconds": 0}, "lagSeconds: Input should be greater than 0"),
+    ({"lagSeconds": 601}, "lagSeconds: Input should be less than or equal to 600"),
+    ({"lagWrites": 1001}, "lagWrites: Input should be less than or equal to 1000"),
+    ({"lagWrites": 2, "lagCommits": 1}, "staleList.lagCommits: unknown field"),
+])
+def test_the_schema_is_strict(fault: dict[str, Any], expected: str) -> None:
+    from kube_fault_proxy.proxy.profiles.problems import ProfileError
+
+    with pytest.raises(ProfileError) as e:
+        profile({"name": "r", "fault": {"staleList": fault}})
+    assert expected in str(e.value)
+
+
+def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAddon, Clock], Awaitable[None]],
+        match: dict[str, Any] = LIST_OR_GET) -> None:
+    clock = Clock(1000.0)
+    rt = runtime(tmp_path, profile({"name": "stale", "match": match, "fault": {"staleList": fault}}, name="p",
+                                   seed=1), clock=clock)
+    rt.activate("p")
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            outage = OutageController(rt)
+            await test(rt, FaultAddon(rt, outage), clock)
+
+    asyncio.run(main())
+
+
+async def listed(addon: FaultAddon, rv: int, path: str = "/api/v1/nodes") -> http.HTTPFlow:
+    """A LIST the rule does not match (nodes), answered at revision rv: the proxy sees rv pass."""
+    f = flow("GET", path)
+    await exchange([addon], f, answer(200, pod_list(rv)))
+    return f
+
+
+def sent_query(f: http.HTTPFlow) -> dict[str, str]:
+    return dict(f.request.query.items(multi=True))
+
+
+def test_a_list_is_sent_at_the_revision_seen_lag_seconds_ago(tmp_path: Path) -> None:
+    async def test(rt: Runtime, addon: FaultAddon, clock: Clock) -> None:
+        first = flow("GET", "/api/v1/namespaces/ns/pods?limit=500&resourceVersion=0")
+        await exchange([addon], first, answer(200, pod_list(100)))
+        assert sent_query(first) == {"limit": "500", "resourceVersion": "0"}, "nothing seen 5s ago: unchanged"
+        [skipped] = events(rt, "stale-skipped")
+        assert skipped["reason"] == "no revision of pods seen yet"
+        # The unmatched answer was noted: LIST of pods at 100 (unchanged, so the apiserver's own revision).
+        clock.now += 3
+        created = flow("POST", "/api/v1/namespaces/ns/pods", b"{}", [JSON])
+        await exchange([addon], created, answer(201, json.dumps(
+            {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b", "resourceVersion": "104"}}, separators=(",", ":")).encode()))
+        clock.now += 3
+        stale = flow("GET", "/api/v1/namespaces/ns/pods?limit=500&resourceVersion=0")
+        await exchange([addon], stale, answer(200, pod_list(100)))
+        assert sent_query(stale) == {"limit": "500", "resourceVersion": "100", "resourceVersionMatch": "Exact"}
+        [record] = [r for r in events(rt, "inject") if r["fault"] == "staleList"]
+        assert {k: record[k] for k in ("servedResourceVersion", "seenSecondsAgo", "writesSince",
+                                       "newestResourceVersion", "asked")} == {
+            "servedResourceVersion": "100", "seenSecondsAgo": 6.0, "writesSince": 1, "newestResourceVersion": "104",
+            "asked": {"lagSeconds": 5.0}}
+        assert record["action"] == "serve from the revision seen 5s ago, then forward"
+        assert addon.stale.log.newest(("", "pods")) == 104, "the stale answer's own (old) revision is not noted"
+
+    run(tmp_path, {"lagSeconds": 5}, test, match={"verbs": ["list"], "resources": ["pods"]})
+
+
+def test_a_get_is_read_through_a_list_of_that_object_at_the_revision_writes_ago(tmp_path: Path) -> None:
+    async def test(rt: Runtime, addon: FaultAddon, clock: Clock) -> None:
+        w = flow("GET", "/api/v1/namespaces/ns/pods?watch=1")
+        await exchange([addon], w, answer(200, b"", [(b"content-type", b"application/json;stream=watch")]))
+        assert w.response is not None and callable(w.response.stream)
+        events_in = b"".join(json.dumps({"type": "MODIFIED", "object": {
+            "kind": "Pod", "metadata": {"name": "a", "resourceVersion": str(rv)}}}, separators=(",", ":")).encode() + b"\n"
+            for rv in (200, 201, 202))
+        assert w.response.stream(events_in) == [events_in], "the stream passes unchanged while it is read"
+        get = flow("GET", "/api/v1/namespaces/ns/pods/a", headers=[(b"accept", b"application/vnd.kubernetes.protobuf")])
+        await exchange([addon], get, answer(200, pod_list(201, ("a", 201))))
+        assert get.request.path.startswith("/api/v1/namespaces/ns/pods?")
+        assert sent_query(get) == {"fieldSelector": "metadata.name=a", "resourceVersion": "201",
+                                   "resourceVersionMatch": "Exact"}
+        assert get.request.headers["accept"] == "application/json"
+        assert get.response is not None and get.response.status_code == 200
+        assert json.loads(get.response.content or b"")["kind"] == "Pod"
+        assert json.loads(get.response.content or b"")["metadata"]["resourceVersion"] == "201"
+        gone = flow("GET", "/api/v1/namespaces/ns/pods/a")
+        await exchange([addon], gone, answer(200, pod_list(201)))
+        assert gone.response is not None and gone.response.status_code == 404
+        assert [r["servedResourceVersion"] for r in events(rt, "stale-not-found")] == ["201"]
+        served = [r for r in events(rt, "inject") if r["fault"] == "staleList"]
+        assert [(r["servedAs"], r["writesSince"], r["asked"]) for r in served] == [("list", 1, {"lagWrites": 1})] * 2
+
+    run(tmp_path, {"lagWrites": 1}, test)
+
+
+def test_a_compacted_revision_answers_410_as_the_apiserver_wrote_it_and_is_journaled(tmp_path: Path) -> None:
+    async def test(rt: Runtime, addon: FaultAddon, clock: Clock) -> None:
+        await listed(addon, 10, "/api/v1/pods")  # a pods list the rule does match: stale-skipped, then noted
+        clock.now += 2
+        expired = json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                              "message": "The resourceVersion for the provided list is too old.",
+                              "reason": "Expired", "code": 410}).encode()
+        f = flow("GET", "/api/v1/pods")
+        await exchange([addon], f, answer(410, expired))
+        assert f.response is not None and f.response.status_code == 410 and f.response.content == expired
+        [record] = events(rt, "stale-compacted")
+        assert (record["servedResourceVersion"], record["status"], record["rule"]) == ("10", 410, "stale")
+
+    run(tmp_path, {"lagSeconds": 1}, test, match={"verbs": ["list"], "resources": ["pods"]})
+
+
+def test_a_watch_edited_by_another_fault_is_read_as_the_apiserver_sent_it(tmp_path: Path) -> None:
+    clock = Clock(1000.0)
+    rt = runtime(tmp_path, profile({"name": "drop", "match": {"verbs": ["watch"]},
+                                    "fault": {"dropEvents": {"events": {"types": ["MODIFIED"]}}}}, name="p"),
+                 clock=clock)
+    rt.activate("p")
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            addon = FaultAddon(rt, OutageController(rt))
+            w = flow("GET", "/api/v1/pods?watch=1")
+            await exchange([addon], w, answer(200, b"", [JSON]))
+            assert w.response is not None and callable(w.response.stream)
+            line = json.dumps({"type": "MODIFIED", "object": {"metadata": {"resourceVersion": "7"}}}, separators=(",", ":")).encode() + b"\n"
+            assert w.response.stream(line) == []
+            assert addon.stale.log.newest(("", "pods")) == 7
+
+    asyncio.run(main())
