@@ -52,12 +52,13 @@ def test_real_py_spy_sample_of_mitmproxy_message_building(tmp_path: Path) -> Non
         "    http.Request.make('POST', 'https://127.0.0.1/api/v1/namespaces/d/pods/p/binding', b'{}',\n"
         "                      {'content-type': 'application/json'})\n")
     out = tmp_path / "sample.txt"
-    py_spy = Path(sys.executable).with_name("py-spy")
-    subprocess.run([str(py_spy), "record", "--rate", "200", "--format", "raw", "--nonblocking", "--output", str(out),
+    py_spy = Path(sys.executable).with_name("py-spy")  # blocking mode here: --nonblocking may miss most samples
+    subprocess.run([str(py_spy), "record", "--rate", "200", "--format", "raw", "--output", str(out),
                     "--", sys.executable, str(script)], check=True, capture_output=True, timeout=60)
     lines = out.read_text().splitlines()
     pb.read(lines)  # every line of the file is read (the import's samples too)
-    b = pb.read(line for line in lines if "build.py:5)" in line)  # the loop's samples
+    loop = ("<module> (build.py:4)", "<module> (build.py:5)", "<module> (build.py:6)")  # not the import (line 2)
+    b = pb.read(line for line in lines if line.startswith(loop))  # the loop's samples
     assert b.total > 50, b.total
     mitm = sum(v for k, v in b.leaf.items() if k.startswith("mitmproxy"))
     assert mitm > b.total / 2, b.shares()  # the loop is mitmproxy's message building, and the rows see it
