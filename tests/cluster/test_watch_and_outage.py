@@ -220,3 +220,73 @@ def test_a_stale_list_is_the_state_at_its_revision_and_a_watch_from_it_replays_w
     assert [r for _, _, r in mine] == sorted(r for _, _, r in mine)
     assert mine[0][2] == int(changed.metadata.resource_version) and mine[1][2] == int(created.metadata.resource_version)
 
+
+def expected_from(events: list[tuple[str, str, str, int]]) -> list[tuple[str, str, int]]:
+    """What coalescing delivers of one window's events (type, name, uid, rv): each object's latest state, typed
+    for a client that knew the objects whose first event was not ADDED; added-and-deleted ones never seen."""
+    first: dict[str, str] = {}
+    last: dict[str, tuple[str, str, int]] = {}
+    for kind, name, uid, rv in events:
+        first.setdefault(uid, kind)
+        last[uid] = (kind, name, rv)
+    out = []
+    for uid, (kind, name, rv) in last.items():
+        known = first[uid] != "ADDED"
+        if kind == "DELETED" and not known:
+            continue
+        out.append(("DELETED" if kind == "DELETED" else "MODIFIED" if known else "ADDED", name, rv))
+    return sorted(out, key=lambda e: e[2])
+
+
+def test_a_coalesced_watch_delivers_latest_states_never_stale_ones_in_resource_version_order(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    c = kube_scheduler_cluster
+    direct = api_client(c.kubeconfig("admin"))
+    via = api_client(c.kubeconfig("admin-via-proxy"))
+    make_namespace(direct, namespace)
+    direct.create_namespaced_config_map(namespace, configmap("known"))
+    start = str(direct.list_namespaced_config_map(namespace).metadata.resource_version)
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("coalesce-cms", rules=[{"name": "coalesce", "match": {"verbs": ["watch"], "resources": ["configmaps"],
+                                                                        "namespaces": [namespace]},
+                                       "fault": {"coalesceEvents": {"windowSeconds": 3}}}])
+    got: dict[str, list[tuple[str, str, str, int]]] = {"direct": [], "proxied": []}
+    ended: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def watch_into(who: str, api: k8s.CoreV1Api) -> None:
+        # The proxied watch asks for 10 s; the proxy lowers it to the window (3 s). The direct one sees every event.
+        for event in watch.Watch().stream(api.list_namespaced_config_map, namespace, resource_version=start,
+                                          timeout_seconds=10 if who == "proxied" else 5):
+            cm = event["object"]
+            got[who].append((event["type"], cm.metadata.name, cm.metadata.uid, int(cm.metadata.resource_version)))
+        ended[who] = time.monotonic() - t0
+
+    threads = [threading.Thread(target=watch_into, args=a) for a in (("direct", direct), ("proxied", via))]
+    try:
+        for t in threads:
+            t.start()
+        direct.patch_namespaced_config_map("known", namespace, {"data": {"v": "2"}})
+        direct.create_namespaced_config_map(namespace, configmap("blink"))
+        direct.delete_namespaced_config_map("blink", namespace)
+        direct.create_namespaced_config_map(namespace, configmap("steady"))
+        for v in range(2, 5):
+            direct.patch_namespaced_config_map("steady", namespace, {"data": {"v": str(v)}})
+        for t in threads:
+            t.join(20)
+    finally:
+        control.deactivate()
+    mine = [e for e in got["direct"] if e[1] != "kube-root-ca.crt"]
+    assert [(k, n) for k, n, _, _ in mine] == [("MODIFIED", "known"), ("ADDED", "blink"), ("DELETED", "blink"),
+                                              ("ADDED", "steady")] + [("MODIFIED", "steady")] * 3, got["direct"]
+    proxied = [(k, n, rv) for k, n, _, rv in got["proxied"]]
+    assert proxied == expected_from(got["direct"]), (got["proxied"], got["direct"])
+    steady = mine[-1][3]
+    assert ("ADDED", "steady", steady) in proxied and not any(n == "blink" for _, n, _ in proxied)
+    assert [rv for _, _, rv in proxied] == sorted({rv for _, _, rv in proxied})
+    assert 2.5 <= ended["proxied"] <= 8, ended  # the apiserver ended it at the window, not at the client's 10 s
+    [record] = [r for r in control.journal_after(since).records
+                if r["event"] == "watch-event" and r.get("action") == "coalesced" and r["rule"] == "coalesce"]
+    assert (record["held"], record["delivered"]) == (len(got["direct"]), len(proxied)), record
+    assert record["elided"] == len(got["direct"]) - len(proxied) and record["reason"] in ("end", "window")

@@ -384,3 +384,32 @@ def test_stale_list_passes_the_apiservers_410_for_a_compacted_revision(h2: httpx
     [compacted] = [r for r in records if r["event"] == "stale-compacted"]
     assert (compacted["servedResourceVersion"], compacted["status"]) == ("40", 410)
 
+
+def windows_of(control: httpx.Client) -> list[dict[str, Any]]:
+    """This test's coalesced deliveries, from the journal."""
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    return [r for r in records if r["event"] == "watch-event" and r["action"] == "coalesced"]
+
+
+def test_coalesced_events_arrive_as_each_objects_latest_state_per_window(h2: httpx.Client,
+                                                                         control: httpx.Client) -> None:
+    activate(control, "coalesce", [{"name": "c", "match": PODS, "fault": {"coalesceEvents": {"windowSeconds": 0.5}}}])
+    t0 = time.monotonic()
+    with h2.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "100", "interval": "0.05", "objects": "3",
+                                                  "timeoutSeconds": "60"}) as s:
+        assert s.headers["x-timeout-seconds"] == "1", "the apiserver ends it at the window (rounded up)"
+        events = [json.loads(line) for line in s.iter_lines() if line]
+    took = time.monotonic() - t0
+    assert 0.9 <= took <= 3, took
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs) and len(set(rvs)) == len(rvs)
+    # The first window: each pod once, first seen there (ADDED), in its latest state, in resourceVersion order.
+    assert sorted(names(events)[:3]) == ["ADDED p0", "ADDED p1", "ADDED p2"], names(events)
+    assert all(rv > 102 for rv in rvs[:3]), "not the pods' first states: their latest in the window"
+    assert set(names(events)[3:]) <= {"MODIFIED p0", "MODIFIED p1", "MODIFIED p2"}
+    assert len(events) <= 3 * len(windows_of(control)), "at most one event per pod and window"
+    windows = windows_of(control)
+    assert len(windows) >= 2 and sum(w["delivered"] for w in windows) == len(events)
+    sent = sum(w["held"] for w in windows)  # everything the stand-in sent in its second: ~20 events of 3 pods
+    assert sent >= 10 and sum(w["elided"] for w in windows) == sent - len(events)
+    assert windows[-1]["reason"] == "end"

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, model_validator
 
 from kube_fault_proxy.proxy.faults.abort import Abort
 from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.coalesce_events import CoalesceEvents
 from kube_fault_proxy.proxy.faults.commit_then_fail import CommitThenFail
 from kube_fault_proxy.proxy.faults.cut import Cut
 from kube_fault_proxy.proxy.faults.delay import Delay
@@ -26,7 +27,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList,  # views
+    StaleList, CoalesceEvents,  # views
 )
 
 
@@ -48,6 +49,7 @@ class Fault(StrictModel):
     outage: Outage | None = None
     resetUpstream: ResetUpstream | None = None
     staleList: StaleList | None = None
+    coalesceEvents: CoalesceEvents | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -13,6 +13,7 @@ from kube_fault_proxy.proxy.profiles.globs import glob_matcher
 from kube_fault_proxy.proxy.profiles.strict import StrictModel
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class WatchEvent:
     name: str
     resource_version: str
     has_node_name: bool
+    uid: str = ""
+    initial_events_end: bool = False  # the BOOKMARK that ends a watch's initial events (sendInitialEvents)
 
     def as_dict(self) -> dict[str, object]:
         """JSON form for the journal."""
@@ -45,6 +48,8 @@ def parse_event(line: bytes) -> WatchEvent | None:
             name=str(meta.get("name", "")),
             resource_version=str(meta.get("resourceVersion", "")),
             has_node_name=bool((obj.get("spec") or {}).get("nodeName")),
+            uid=str(meta.get("uid", "")),
+            initial_events_end=(meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true",
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -17,9 +17,9 @@ CONNECTION_KINDS = ("outage", "resetUpstream")
 ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds unless told (--kinds)
 # Perturbed views (Sieve's stale and unobserved states): known to the grammar, searched when named with
 # --kinds. Not in the default set, so a seeded search draws the very trials it drew before they came.
-VIEW_KINDS = ("staleList",)
+VIEW_KINDS = ("staleList", "coalesceEvents")
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
-VIEW_MATCHES = {"staleList": ("pod-list", "node-list")}
+VIEW_MATCHES = {"staleList": ("pod-list", "node-list"), "coalesceEvents": ("pod-watch", "node-watch")}
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -99,6 +99,8 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
             if rng.random() < 0.5:
                 return {"lagSeconds": float(rng.choice([1, 2, 5, 10]))}
             return {"lagWrites": rng.choice([1, 5, 20, 100])}
+        case "coalesceEvents":  # a watch lasts a window: short ones, so a trial sees several
+            return {"windowSeconds": float(rng.choice([0.5, 1, 2, 5]))}
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

@@ -12,7 +12,7 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplic
 
 WEAKER = {"outage": "reset", "resetUpstream": "reset", "reset": "abort", "hang": "abort",
           "commitThenFail": "abort", "throttle": "abort"}  # strong -> weak, ending in abort 500
-SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5}  # halving stops here: a weaker form
+SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5}  # halving stops here: a weaker form
 MATCH_KEYS_DROPPABLE = ("userAgents", "namespaces", "targetNodes", "names", "paths")
 
 
@@ -98,7 +98,7 @@ def _fault_variants(rule: Rule) -> Iterator[Rule]:
                 "then", "refuse", "onlyRewatch", "failRelist"):
         if key in spec:
             yield {**rule, "fault": {kind: {k: v for k, v in spec.items() if k != key}}}
-    for key in ("seconds", "afterEvents", "afterSeconds", "lagSeconds", "lagWrites"):  # shorter: weaker
+    for key in ("seconds", "afterEvents", "afterSeconds", "lagSeconds", "lagWrites", "windowSeconds"):  # shorter
         value = spec.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             smaller = value / 2 if isinstance(value, float) else value // 2
