@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mitmproxy import addonmanager, exceptions, flow, hooks
@@ -40,6 +40,38 @@ def safecall_error(e: Exception) -> None:
     tb = addonmanager.cut_traceback(e.__traceback__, "invoke_addon_sync")
     tb = addonmanager.cut_traceback(tb, "invoke_addon")
     _log.error(f"Addon error: {e}", exc_info=(type(e), e, tb))
+
+
+def run_handlers(handlers: list[tuple[Any, Callable[..., Any]]], args: list[Any]) -> Awaitable[Any] | None:
+    """Call a hook's handlers in order (errors logged as safecall does, AddonHalt ends it); if one returns an
+    awaitable, return a coroutine that awaits it and runs the rest."""
+    for i, (_, func) in enumerate(handlers):
+        try:
+            res = func(*args)
+        except exceptions.AddonHalt:
+            return None
+        except exceptions.OptionsError:
+            raise
+        except Exception as e:
+            safecall_error(e)
+            continue
+        if res is not None and inspect.isawaitable(res):
+            return finish_handlers(res, handlers[i + 1:], args)
+    return None
+
+
+async def finish_handlers(pending: Awaitable[Any], rest: list[tuple[Any, Callable[..., Any]]], args: list[Any]) -> None:
+    try:
+        await pending
+    except exceptions.AddonHalt:
+        return
+    except exceptions.OptionsError:
+        raise
+    except Exception as e:
+        safecall_error(e)
+    more = run_handlers(rest, args)
+    if more is not None:
+        await more
 
 
 _log = logging.getLogger(addonmanager.__name__)  # the logger safecall logs to
@@ -83,18 +115,9 @@ class LeanAddonManager(addonmanager.AddonManager):
         handlers = self.handlers(event)
         if not handlers:
             return
-        args = handler_args(event)
-        for _, func in handlers:
-            try:
-                res = func(*args)
-                if res is not None and inspect.isawaitable(res):
-                    await res
-            except exceptions.AddonHalt:
-                return
-            except exceptions.OptionsError:
-                raise
-            except Exception as e:
-                safecall_error(e)
+        rest = run_handlers(handlers, handler_args(event))
+        if rest is not None:
+            await rest
 
     async def handle_lifecycle(self, event: hooks.Hook) -> None:
         await self.trigger_event(event)

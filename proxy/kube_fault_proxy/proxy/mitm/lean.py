@@ -35,17 +35,16 @@ function replaced or reproduced here and fails loudly when an upgrade changes on
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
-from mitmproxy import exceptions, flow, http
+from mitmproxy import flow, http
 from mitmproxy.proxy import commands, events, mode_servers, server
 from mitmproxy.utils import asyncio_utils
 
-from kube_fault_proxy.proxy.mitm.hooks import UPDATE, LeanAddonManager, handler_args, safecall_error
+from kube_fault_proxy.proxy.mitm.hooks import UPDATE, LeanAddonManager, handler_args, run_handlers
 
 # What is replaced or reproduced, by qualified name: test_lean.py pins each one's source.
 REPLACED = (
@@ -62,38 +61,6 @@ def _no_type_checks(self: http.MessageData) -> None:
     """MessageData's post-init, without the field type checks."""
 
 
-def _run_handlers(handlers: list[tuple[Any, Callable[..., Any]]], args: list[Any]) -> Awaitable[Any] | None:
-    """Call a hook's handlers in order, as LeanAddonManager.trigger_event does; if one returns an
-    awaitable, return a coroutine that awaits it and runs the rest."""
-    for i, (_, func) in enumerate(handlers):
-        try:
-            res = func(*args)
-        except exceptions.AddonHalt:
-            return None
-        except exceptions.OptionsError:
-            raise
-        except Exception as e:
-            safecall_error(e)
-            continue
-        if res is not None and inspect.isawaitable(res):
-            return _finish(res, handlers[i + 1:], args)
-    return None
-
-
-async def _finish(pending: Awaitable[Any], rest: list[tuple[Any, Callable[..., Any]]], args: list[Any]) -> None:
-    try:
-        await pending
-    except exceptions.AddonHalt:
-        return
-    except exceptions.OptionsError:
-        raise
-    except Exception as e:
-        safecall_error(e)
-    more = _run_handlers(rest, args)
-    if more is not None:
-        await more
-
-
 def _inline(handler: Any, hook: commands.StartHook) -> Awaitable[Any] | bool | None:
     """Run a hook's addons now. False: not inlinable (mitmproxy's own path must take it); None: done;
     an awaitable: the rest of the hook, to be awaited in a task."""
@@ -101,7 +68,7 @@ def _inline(handler: Any, hook: commands.StartHook) -> Awaitable[Any] | bool | N
     if not isinstance(addons, LeanAddonManager) or addons.handlers(UPDATE):
         return False
     args = handler_args(hook)  # mitmproxy's Hook.args() walks dataclasses.fields() every call: 2.7 %
-    rest = _run_handlers(addons.handlers(hook), args)
+    rest = run_handlers(addons.handlers(hook), args)
     data = args[0]  # every hook a proxy layer starts has one argument (mitmproxy's handle_hook relies on it)
     if rest is None and isinstance(data, flow.Flow) and data.intercepted:
         return data.wait_for_resume()
