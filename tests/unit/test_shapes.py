@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig import load
+from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig import load, scenario
 from kube_fault_proxy.rig.cluster.kwok import NodeShape, node_manifest, node_name
 from kube_fault_proxy.rig.safety import check_safety
 from kube_fault_proxy.rig.shapes import POOL_LABEL, SHAPES, SIZES, TAINT_KEY, TIGHT, Workload, generate, node_patches
@@ -24,10 +27,10 @@ def objects(w: Workload) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         node["status"] = status["status"]
         nodes.append(node)
     pods = []
-    for j, (want, on) in enumerate(zip(w.pods, w.placement, strict=True)):
-        manifest = load.pod_manifest(load.LoadSpec(cpu=f"{want.cpu_m}m", memory=f"{want.memory_mi}Mi",
-                                                   labels=dict(want.labels), namespace="s-t0-1"), f"p{j}")
-        manifest["spec"].update(want.spec_fields(), nodeName=node_name(on + 1))
+    spec = load.LoadSpec(count=len(w.pods), namespace="s-t0-1", pods=w.pods)  # as the search and scenarios load it
+    for j, on in enumerate(w.placement):
+        manifest = load.pod_manifest(spec, f"p{j}", j)
+        manifest["spec"]["nodeName"] = node_name(on + 1)
         manifest["status"] = {"phase": "Running"}
         pods.append(manifest)
     return nodes, pods
@@ -111,3 +114,36 @@ def test_node_patches_drop_a_stale_shape_and_keep_other_taints() -> None:
     body, status = node_patches(roomy, node)
     assert body == {"metadata": {"labels": {POOL_LABEL: None}}, "spec": {"taints": [cordon]}}
     assert status["status"]["allocatable"] == {"cpu": "16000m", "memory": "65536Mi", "pods": "110"}
+
+
+def test_a_shaped_loads_pods_carry_their_shapes_requests_labels_and_constraints() -> None:
+    w = generate("tainted", 6, 30, 3)
+    spec = load.LoadSpec(count=30, cpu="1", memory="1Gi", pods=w.pods)
+    special = next(j for j, p in enumerate(w.pods) if p.node_selector)
+    pod = load.pod_manifest(spec, "p", special)
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1000Mi"}
+    assert pod["spec"]["nodeSelector"] == {POOL_LABEL: "special"} and pod["spec"]["tolerations"][0]["key"] == TAINT_KEY
+    assert pod["metadata"]["labels"][load.LOAD_LABEL] == spec.run_id
+    plain = load.pod_manifest(load.LoadSpec(cpu="1", memory="1Gi"), "p")
+    assert plain["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert "nodeSelector" not in plain["spec"] and "affinity" not in plain["spec"]
+    pair = load.pod_manifest(load.LoadSpec(count=4, pods=generate("anti-affinity", 2, 4, 1).pods), "p", 1)
+    assert pair["spec"]["affinity"]["podAntiAffinity"] and pair["metadata"]["labels"]
+    with pytest.raises(ValueError, match="one pod spec per pod: 30 specs for 10 pods"):
+        load.LoadSpec(count=10, pods=w.pods)
+
+
+def test_a_scenarios_load_names_a_shape_and_takes_no_cpu_or_memory_beside_one(tmp_path: Path) -> None:
+    assert typing.get_args(scenario.Shape) == SHAPES
+    path = tmp_path / "s.yaml"
+    head = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\nspec:\n  load: "
+    path.write_text(head + "{count: 10, shape: exact-fill}\n")
+    assert scenario.load_scenario(path).spec.load.shape == "exact-fill"
+    path.write_text(head + "{count: 10}\n")
+    assert scenario.load_scenario(path).spec.load.shape == "roomy"
+    for body, expected in [("{shape: full}", "s.yaml:5:17: spec.load.shape: Input should be 'roomy', 'exact-fill'"),
+                           ("{shape: mixed, cpu: 500m}", "spec.load: cpu and memory come from the shape 'mixed'")]:
+        path.write_text(head + body + "\n")
+        with pytest.raises(ProfileError) as e:
+            scenario.load_scenario(path)
+        assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]

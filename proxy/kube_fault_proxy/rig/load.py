@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +17,13 @@ from kube_fault_proxy.kube.kubeapi import (
     ApiError,
     HTTPError,
     Kube,
+    Node,
     Pod,
     WaitTimeout,
     delete_namespace,
     ensure_namespace,
 )
-from kube_fault_proxy.rig import pod_posts
+from kube_fault_proxy.rig import pod_posts, shapes
 from kube_fault_proxy.rig.console import Progress
 
 LOAD_LABEL = "kube-fault-proxy/load"
@@ -55,6 +57,13 @@ class LoadSpec:
     # a 409 for it then means the first one was committed: it counts as created.
     retry_unreachable: bool = False
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    # A workload shape's pods (rig.shapes), one per pod of the load in order: their requests, labels and
+    # placement constraints in place of cpu and memory. Empty: every pod is the same.
+    pods: tuple[shapes.PodSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.pods and len(self.pods) != self.count:
+            raise ValueError(f"a shaped load has one pod spec per pod: {len(self.pods)} specs for {self.count} pods")
 
 
 @dataclass
@@ -82,20 +91,65 @@ class LoadResult:
                 "timedOut": self.timed_out}
 
 
-def pod_manifest(spec: LoadSpec, name: str) -> dict[str, Any]:
-    """One pod of the load: a pause container with requests, labelled with the run id."""
-    labels = {LOAD_LABEL: spec.run_id, **spec.labels}
+def pod_manifest(spec: LoadSpec, name: str, index: int = 0) -> dict[str, Any]:
+    """Pod `index` of the load: a pause container with requests, labelled with the run id (a shaped
+    load's pod with its shape's requests, labels and constraints)."""
+    shaped = spec.pods[index] if spec.pods else None
+    labels = {LOAD_LABEL: spec.run_id, **spec.labels, **(shaped.labels if shaped else {})}
     if spec.app_id:
         labels["applicationId"] = spec.app_id
+    requests = ({"cpu": f"{shaped.cpu_m}m", "memory": f"{shaped.memory_mi}Mi"} if shaped
+                else {"cpu": spec.cpu, "memory": spec.memory})
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
         "spec": {"schedulerName": spec.scheduler_name, "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}}}]}}
+                                 "resources": {"requests": requests}}]}}
+    if shaped:
+        pod["spec"].update(shaped.spec_fields())
     if spec.scheduling_gates:
         pod["spec"]["schedulingGates"] = [{"name": gate} for gate in spec.scheduling_gates]
     return pod
+
+
+def shape_nodes(client: Client, specs: Sequence[shapes.NodeSpec]) -> list[str]:
+    """Give the first nodes (by name) a shape's capacity, labels and taints (KWOK keeps the capacity it
+    is given); the names of the nodes shaped. Only what the shape sets is changed: `restore_nodes`
+    undoes it with what `node_states` read before."""
+    nodes = sorted(client.list(Node), key=lambda n: n["metadata"]["name"])
+    for node, spec in zip(nodes, specs, strict=False):
+        body, status = shapes.node_patches(spec, node)
+        client.patch(Node, node["metadata"]["name"], body, patch_type=PatchType.MERGE)
+        client.patch(Node.Status, node["metadata"]["name"], status, patch_type=PatchType.MERGE)
+    return [n["metadata"]["name"] for n in nodes[:len(specs)]]
+
+
+def node_states(client: Client) -> dict[str, dict[str, Any]]:
+    """What a shape may change on each node (its pool label, its taints, capacity and allocatable), to
+    put back with `restore_nodes`."""
+    out = {}
+    for node in client.list(Node):
+        status = node.get("status") or {}
+        out[node["metadata"]["name"]] = {
+            "pool": (node["metadata"].get("labels") or {}).get(shapes.POOL_LABEL),
+            "taints": (node.get("spec") or {}).get("taints") or None,
+            "capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})}
+    return out
+
+
+def restore_nodes(client: Client, states: dict[str, dict[str, Any]]) -> None:
+    """Put back what `node_states` read (nodes gone since are skipped)."""
+    for name, state in states.items():
+        try:
+            client.patch(Node, name, {"metadata": {"labels": {shapes.POOL_LABEL: state["pool"]}},
+                                      "spec": {"taints": state["taints"]}}, patch_type=PatchType.MERGE)
+            client.patch(Node.Status, name, {"status": {"capacity": state["capacity"],
+                                                        "allocatable": state["allocatable"]}},
+                         patch_type=PatchType.MERGE)
+        except ApiError as e:
+            if e.status.code != 404:
+                raise
 
 
 def _failure(e: HTTPError) -> str:
@@ -162,7 +216,8 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
                     i = queue.get_nowait()
                     await pace()
                     name = f"load-{spec.run_id}-{i:05d}"
-                    why = await _create_one(conn, create_lightkube, path, pod_manifest(spec, name), spec, deadline)
+                    why = await _create_one(conn, create_lightkube, path, pod_manifest(spec, name, i), spec,
+                                            deadline)
                     if not why:
                         result.created += 1
                         result.names.append(name)

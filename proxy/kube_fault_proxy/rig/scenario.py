@@ -33,6 +33,7 @@ class ClusterSpec(StrictModel):
 # beforeScheduler: the scheduler under test is stopped before the load and started after it (its
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity"]  # rig.shapes.SHAPES
 
 
 class LoadSpec(StrictModel):
@@ -48,11 +49,16 @@ class LoadSpec(StrictModel):
         "create the whole load before the scheduler may take any of it, then release it at once"))
     releaseConcurrency: Annotated[int, Field(ge=1, le=256)] = Field(
         32, description="with holdBack schedulingGates: gate removals (pod patches) in flight")
+    shape: Shape = Field("roomy", description=(
+        "the workload shape: a tight one gives the nodes its capacity, labels and taints for the run and "
+        "sizes and constrains the pods to fill them (cpu and memory then come from the shape)"))
 
     @model_validator(mode="after")
     def _release_concurrency_only_with_gates(self) -> Self:
         if "releaseConcurrency" in self.model_fields_set and self.holdBack != "schedulingGates":
             raise ValueError("releaseConcurrency goes with holdBack schedulingGates")
+        if self.shape != "roomy" and {"cpu", "memory"} & self.model_fields_set:
+            raise ValueError(f"cpu and memory come from the shape {self.shape!r}: set neither")
         return self
 
 

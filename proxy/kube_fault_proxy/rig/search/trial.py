@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from lightkube.types import PatchType
 
-from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
+from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig import load, shapes
@@ -171,15 +171,6 @@ def set_schedulable(api: Any, keep: int | None, cordoned: dict[str, float] | Non
     return len(nodes) if keep is None else min(keep, len(nodes))
 
 
-def apply_shape(api: Any, specs: tuple[shapes.NodeSpec, ...]) -> None:
-    """Give the first nodes (by name) the shape's capacity, labels and taints (KWOK keeps the capacity given)."""
-    nodes = sorted(api.list(Node), key=lambda n: n["metadata"]["name"])
-    for node, spec in zip(nodes, specs, strict=False):
-        body, status = shapes.node_patches(spec, node)
-        api.patch(Node, node["metadata"]["name"], body, patch_type=PatchType.MERGE)
-        api.patch(Node.Status, node["metadata"]["name"], status, patch_type=PatchType.MERGE)
-
-
 def _act(api: Any, action: str, namespace: str) -> str:
     """The workload action: an informer update for every pod, or delete a fifth of them; what it did."""
     pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
@@ -250,7 +241,7 @@ class _Trial:
         count = self.genome.nodes or len(list(self.api.list(Node)))
         self.workload = shapes.generate(self.genome.shape, count, self.genome.pods, self.genome.seed)
         if self.workload.nodes != self.rig.shaped:
-            apply_shape(self.api, self.workload.nodes)
+            load.shape_nodes(self.api, self.workload.nodes)
             self.rig.shaped = self.workload.nodes
         self.result.restart_seconds = restart_scheduler(self.rig.cluster)
         self.rig.cursor = self.control.journal_after(self.rig.cursor).next  # skip what came before this trial
@@ -284,13 +275,11 @@ class _Trial:
 
     def load_and_settle(self) -> check.Snapshot:
         """The load, the workload action, every fault off, and the cluster settled again."""
+        shaped = self.workload.pods if self.workload is not None and self.genome.shape != "roomy" else ()
         spec = load.LoadSpec(count=self.genome.pods, rate=LOAD_RATE, concurrency=8, namespace=self.namespace,
-                             scheduler_name=self.scheduler_name, timeout=60)
+                             scheduler_name=self.scheduler_name, timeout=60, pods=shaped)
         self.take()
-        if self.genome.shape == "roomy" or self.workload is None:
-            load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
-        else:
-            self.create_shaped(spec, self.workload)
+        load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
         done = check.all_bound(self.namespace, load.LOAD_LABEL)
         _, quiet1 = self.settle(done)
         if self.genome.action is not None:
@@ -301,19 +290,6 @@ class _Trial:
         snap, quiet2 = self.settle(done)
         self.result.quiet = quiet1 and quiet2
         return snap
-
-    def create_shaped(self, spec: load.LoadSpec, workload: shapes.Workload) -> None:
-        """The shape's pods, one by one (a few hundred at most): the load's manifest with the shape's requests
-        and constraints."""
-        ensure_namespace(self.api, self.namespace)
-        for i, pod in enumerate(workload.pods):
-            one = load.LoadSpec(count=1, namespace=spec.namespace, scheduler_name=spec.scheduler_name,
-                                cpu=f"{pod.cpu_m}m", memory=f"{pod.memory_mi}Mi", labels=dict(pod.labels),
-                                run_id=spec.run_id)
-            manifest = load.pod_manifest(one, f"load-{spec.run_id}-{i:05d}")
-            manifest["spec"].update(pod.spec_fields())
-            with contextlib.suppress(ApiError):
-                self.api.create(Pod.from_dict(manifest))
 
     def judge(self, snap: check.Snapshot) -> None:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
