@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig import load, shapes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
 from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 
@@ -25,6 +26,7 @@ PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-
             "bind-commit-then-fail", "watch-expire-pods", "apiserver-outage-at-bind-200"]
 SEEDS = [1, 2]
 PODS = 250  # more than the 200 Bindings the outage profile waits for
+NODES = 50
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
 
 # What each cell must show: (verdict, invariants that must break, invariants that may also break).
@@ -78,6 +80,16 @@ EXPECTED: dict[tuple[str, str], Outcome] = {
     (FIXED, "bind-commit-then-fail"): clean_or_violates({"I1"}),
     (FIXED, "apiserver-outage-at-bind-200"): violates({"stranded", "I3"}),
 }
+# Tight cells: each tight shape under pass-through must be clean under every invariant, the safety ones
+# included (no false positives on real schedulers), and a known finding must still show on a full cluster:
+# a failed first bind strands the pod on YuniKorn (YUNIKORN-3128, I3, and on v1.9.0 the stale node, I4).
+TIGHT_CELLS = [*((shape, "pass-through") for shape in shapes.TIGHT), ("exact-fill", "bind-fail-first-attempt")]
+TIGHT_EXPECTED: dict[tuple[str, str], Outcome] = {
+    **{(s, p): CLEAN for s in ("kube-scheduler", "yunikorn", FIXED) for p in ("pass-through",)},
+    ("kube-scheduler", "bind-fail-first-attempt"): CLEAN,
+    ("yunikorn", "bind-fail-first-attempt"): violates({"stranded", "I3", "I4"}),
+    (FIXED, "bind-fail-first-attempt"): violates({"stranded", "I3"}),
+}
 BINDING_429 = {"resource": "pods", "subresource": "binding", "code": "429"}  # apiserver_request_total's labels
 RESULTS = Path(os.environ.get("KFP_MATRIX_RESULTS", "")) if os.environ.get("KFP_MATRIX_RESULTS") else None
 
@@ -88,7 +100,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """One control plane per scheduler; YuniKorn is the build --kube-fault-proxy-yunikorn-patch (or
     -source) names, if any, and its cells are then judged by that build's rows of EXPECTED."""
     yk = request.param == "yunikorn"
-    c = up(Options(state_dir=tmp_path_factory.mktemp(f"matrix-{request.param}"), nodes=50,
+    c = up(Options(state_dir=tmp_path_factory.mktemp(f"matrix-{request.param}"), nodes=NODES,
                    scheduler=request.param, proxy=True, profiles_dir=ROOT / "fault_profiles",
                    yunikorn_patch=kfp_config.yunikorn_patch if yk else None,
                    yunikorn_source=kfp_config.yunikorn_source if yk else None))
@@ -96,27 +108,43 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     down(c.dir)
 
 
-@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
-@pytest.mark.parametrize("profile", profiles_in(PROFILES))
-def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
+@dataclass
+class Cell:
+    """What one cell's run showed: the checker's report, the invariants broken, the cell's Binding outcomes
+    at the proxy and the apiserver's own 429s for Bindings over it."""
+
+    report: check.Report
+    broken: frozenset[str]
+    binds: dict[str, int]
+    apf_429s: int
+    faults: Faults
+    namespace: str
+
+
+def run_cell(cluster: Cluster, profile: str, seed: int, namespace: str, judged_as: str,
+             workload: shapes.Workload | None = None) -> Cell:
+    """One cell: a fresh scheduler, the profile on, PODS pods (a workload shape's, on nodes given its
+    capacity, labels and taints for the cell), settled, checked; the namespace (and the nodes' shape) gone after."""
     scheduler = cluster.scheduler
-    variant = cluster.scheduler_variant
-    judged_as = f"{scheduler}+{variant}" if variant else scheduler
-    namespace = f"m-{profile[:40]}-{seed}".replace(".", "-")
     api = cluster.admin_api()
     faults = Faults(ProxyHandle(cluster.control_url), None)
     faults.reset()
-    # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
-    # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
-    restart_scheduler(cluster)
-    # The cell's Binding outcomes at the proxy, and the apiserver's own 429s for them (API Priority and
-    # Fairness), over the cell: in pass-through, every throttled Binding is one of those, and none fails.
-    binds_before, apf_before = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
-    faults.activate(profile, seed=seed)
+    with api.client() as client:
+        nodes_before = load.node_states(client) if workload is not None else None
+        if workload is not None:
+            load.shape_nodes(client, workload.nodes)
     try:
+        # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
+        # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
+        restart_scheduler(cluster)
+        # The cell's Binding outcomes at the proxy, and the apiserver's own 429s for them (API Priority and
+        # Fairness), over the cell: in pass-through, every throttled Binding is one of those, and none fails.
+        binds_before, apf_before = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
+        faults.activate(profile, seed=seed)
         try:
             loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
-                                                         scheduler_name=SCHEDULER_NAMES[scheduler]), progress=False)
+                                                         scheduler_name=SCHEDULER_NAMES[scheduler],
+                                                         pods=workload.pods if workload else ()), progress=False)
             assert loaded.created == PODS
             # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
             # relist that may change what YuniKorn books, so those cells wait longer for quiet.
@@ -127,35 +155,67 @@ def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
         finally:
             faults.deactivate()
         binds_after, apf_after = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
-        binds = {k: binds_after[k] - binds_before[k] for k in binds_after}
-        report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
-        broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
-        outcome = ("clean" if report.ok else "violations", broken)
-        if RESULTS is not None:
-            with RESULTS.open("a") as f:
-                f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build,
-                                    "profile": profile, "seed": seed, "verdict": outcome[0],
-                                    "broken": sorted(broken), "counts": report.counts,
-                                    "injections": len(faults.injections()), "binds": binds,
-                                    "apiserverBinding429s": apf_after - apf_before}) + "\n")
     finally:  # the cell's namespace goes with its pods (kube-controller-manager), whatever the cell showed
         with api.client() as client:
             load.clean(client, namespace)
+            if nodes_before is not None:
+                load.restore_nodes(client, nodes_before)
+    binds = {k: binds_after[k] - binds_before[k] for k in binds_after}
+    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
+    broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
+    if RESULTS is not None:
+        with RESULTS.open("a") as f:
+            f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build, "profile": profile,
+                                "shape": workload.shape if workload else "roomy", "seed": seed,
+                                "verdict": "clean" if report.ok else "violations", "broken": sorted(broken),
+                                "counts": report.counts, "injections": len(faults.injections()), "binds": binds,
+                                "apiserverBinding429s": apf_after - apf_before}) + "\n")
+    return Cell(report, broken, binds, apf_after - apf_before, faults, namespace)
+
+
+def judge(cluster: Cluster, cell: Cell, expected: Outcome | None, judged_as: str, profile: str, seed: int) -> None:
+    """The cell against its written-down outcome (and, in pass-through, no failed Binding at all)."""
     if profile == "pass-through":
-        assert (binds["failed"], binds["throttled"]) == (0, apf_after - apf_before), (
-            f"{judged_as} x pass-through (seed {seed}): Bindings {binds}, the apiserver's own 429s for pods/binding "
-            f"{apf_after - apf_before}")
-    expected = EXPECTED.get((judged_as, profile))
+        assert (cell.binds["failed"], cell.binds["throttled"]) == (0, cell.apf_429s), (
+            f"{judged_as} x pass-through (seed {seed}): Bindings {cell.binds}, the apiserver's own 429s for "
+            f"pods/binding {cell.apf_429s}")
+    outcome = ("clean" if cell.report.ok else "violations", cell.broken)
     assert expected is not None, f"no written-down expectation for {judged_as} x {profile}: {outcome}"
     verdict, must, may, one_of = expected
     if verdict == "either":
-        _assert_unbooked_were_committed_then_failed(report, faults, namespace, must, broken, judged_as, profile, seed)
+        _assert_unbooked_were_committed_then_failed(cell.report, cell.faults, cell.namespace, must, cell.broken,
+                                                   judged_as, profile, seed)
         return
+    broken = cell.broken
     assert outcome[0] == verdict and must <= broken <= must | may and (not one_of or broken & one_of), (
         f"{judged_as} x {profile} (seed {seed}): expected {verdict} breaking {sorted(must)}"
         f"{f' and one of {sorted(one_of)}' if one_of else ''}"
         f"{f' (and maybe {sorted(may - one_of)})' if may - one_of else ''}, got {outcome[0]} breaking {sorted(broken)}\n"
-        f"{check.render(report)}\n{_diagnostics(cluster, faults)}")
+        f"{check.render(cell.report)}\n{_diagnostics(cluster, cell.faults)}")
+
+
+def judged_as(cluster: Cluster) -> str:
+    """The scheduler, or its build (`yunikorn+<patch name>`), as EXPECTED names it."""
+    variant = cluster.scheduler_variant
+    return f"{cluster.scheduler}+{variant}" if variant else cluster.scheduler
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize("profile", profiles_in(PROFILES))
+def test_cell(cluster: Cluster, profile: str, seed: int) -> None:
+    who = judged_as(cluster)
+    cell = run_cell(cluster, profile, seed, f"m-{profile[:40]}-{seed}".replace(".", "-"), who)
+    judge(cluster, cell, EXPECTED.get((who, profile)), who, profile, seed)
+
+
+@pytest.mark.parametrize(("shape", "profile"), TIGHT_CELLS, ids=[f"{s}-{p}" for s, p in TIGHT_CELLS])
+def test_tight_cell(cluster: Cluster, shape: str, profile: str) -> None:
+    """A tight workload (rig.shapes) on the cell's 50 nodes: every node ends full, or nearly, some with
+    selectors, taints or anti-affinity pairs; judged under every invariant, the safety ones included."""
+    who = judged_as(cluster)
+    workload = shapes.generate(shape, NODES, PODS, 1)
+    cell = run_cell(cluster, profile, 1, f"t-{shape}-{profile}"[:63], who, workload)
+    judge(cluster, cell, TIGHT_EXPECTED.get((who, profile)), who, profile, 1)
 
 
 def _assert_unbooked_were_committed_then_failed(report: check.Report, faults: Faults, namespace: str,
