@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -243,3 +244,98 @@ def test_a_trigger_on_answers_arms_after_the_nth_success_not_the_nth_arrival(h2:
     seen += [bind(h2, pod()).status_code for _ in range(5)]
     assert seen == [409, 201, 201, 201, 503, 503]
     assert control.get("/v1/stats").json()["rules"]["r"]["triggerSeen"] == 3
+
+
+def journal(control: httpx.Client, *names: str) -> list[dict[str, Any]]:
+    """This test's journal records of these events."""
+    since = int(control.headers["x-test-journal-cursor"])
+    return [r for r in control.get("/v1/journal", params={"since": since}).json()["records"] if r["event"] in names]
+
+
+def test_crash_point_holds_the_committed_answer_after_the_nth_bind_and_spares_its_connection(
+    proxy: Started, direct: httpx.Client, control: httpx.Client
+) -> None:
+    """Two Bindings committed, then the third's 201 is held 1.5 s while the apiserver already has it bound;
+    a GET on the same HTTP/2 connection is answered meanwhile; the journal says which write and when."""
+    activate(control, "crash", [{"name": "third-bind", "match": BIND,
+                                 "when": {"trigger": {"match": BIND, "count": 2, "answered": True}},
+                                 "fault": {"crashPoint": {"holdSeconds": 1.5}}}])
+    names = [pod() for _ in range(4)]
+
+    async def run() -> tuple[list[int], float, float, int, bool]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"],
+                                     base_url=proxy.ready["proxyUrl"], timeout=10) as c:
+            async def post(name: str) -> httpx.Response:
+                return await c.post(f"/api/v1/namespaces/default/pods/{name}/binding",
+                                    json={"kind": "Binding", "target": {"kind": "Node", "name": "n1"}})
+
+            first = [(await post(n)).status_code for n in names[:2]]
+            t = time.monotonic()
+            held_task = asyncio.create_task(post(names[2]))
+            await asyncio.sleep(0.3)
+            get = await c.get("/api/v1/namespaces/default/pods")
+            fast = time.monotonic() - t
+            bound_while_held = f"default/{names[2]}" in direct.get("/debug/bindings").json()["bound"]
+            held = await held_task
+            slow = time.monotonic() - t
+            after = (await post(names[3])).status_code
+            return [*first, held.status_code, after], slow, fast, get.status_code, bound_while_held
+
+    statuses, slow, fast, get_status, bound_while_held = asyncio.run(run())
+    assert statuses == [201, 201, 201, 201]
+    assert get_status == 200 and fast < 1.0, "another stream on the connection is not held"
+    assert bound_while_held, "the apiserver committed the Binding before its answer was relayed"
+    assert slow >= 1.45
+    [point] = journal(control, "crash-point")
+    assert point["request"]["name"] == names[2] and point["request"]["targetNode"] == "n1"
+    assert (point["rule"], point["fault"], point["upstreamStatus"], point["holdSeconds"]) == \
+        ("third-bind", "crashPoint", 201, 1.5)
+    assert point["profile"] == "crash" and point["match"] == 3 and point["injection"] == 1
+    assert "resourceVersion" in point  # a Binding's Status carries none: null
+    [released] = journal(control, "crash-point-released")
+    assert released["outcome"] == "relayed" and released["heldSeconds"] >= 1.45
+    assert [r["request"]["name"] for r in injections(control)] == [names[2]], "one crash point: the fourth passed"
+
+
+def test_crash_point_drops_the_held_answer_when_its_client_is_gone(
+    proxy: Started, direct: httpx.Client, control: httpx.Client
+) -> None:
+    activate(control, "crash", [{"name": "c", "match": BIND, "fault": {"crashPoint": {"holdSeconds": 30}}}])
+    name = pod()
+
+    async def run() -> None:
+        c = httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10)
+        task = asyncio.create_task(c.post(f"/api/v1/namespaces/default/pods/{name}/binding",
+                                          json={"target": {"kind": "Node", "name": "n1"}}))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await c.aclose()  # the scheduler is gone: its connection closes
+
+    t = time.monotonic()
+    asyncio.run(run())
+    while not journal(control, "crash-point-released") and time.monotonic() - t < 10:
+        time.sleep(0.1)
+    [released] = journal(control, "crash-point-released")
+    assert released["outcome"] == "dropped" and released["request"]["name"] == name
+    assert released["heldSeconds"] < 10
+    assert f"default/{name}" in direct.get("/debug/bindings").json()["bound"]
+
+
+def test_crash_point_does_not_hold_an_answer_that_committed_nothing(
+    h2: httpx.Client, direct: httpx.Client, control: httpx.Client
+) -> None:
+    name = pod()
+    assert bind(direct, name, "node-a").status_code == 201  # already bound: the apiserver will say 409
+    activate(control, "crash", [{"name": "c", "match": BIND, "fault": {"crashPoint": {"holdSeconds": 5}}}])
+    t = time.monotonic()
+    again = bind(h2, name, "node-b")
+    assert again.status_code == 409 and time.monotonic() - t < 1.0
+    assert injections(control) == [] and journal(control, "crash-point") == []
+    [skipped] = journal(control, "commit-skipped")
+    assert (skipped["fault"], skipped["upstreamStatus"]) == ("crashPoint", 409)
+    t = time.monotonic()
+    assert bind(h2, pod()).status_code == 201  # the rule's turn was given back: the next commit is held
+    assert time.monotonic() - t >= 4.9
+    assert len(journal(control, "crash-point")) == 1

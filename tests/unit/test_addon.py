@@ -88,6 +88,8 @@ BINDINGS: list[tuple[str, dict[str, Any] | None, int | tuple[int, str] | None, i
     ("commit then fail, throttled upstream", {"commitThenFail": {"abort": {"status": 503}}}, (429, "1"), 429,
      "throttled"),
     ("delayed answer", {"delay": {"seconds": 0.01, "phase": "response"}}, 201, 201, "succeeded"),
+    ("crash point", {"crashPoint": {"holdSeconds": 0.01}}, 201, 201, "succeeded"),
+    ("crash point, nothing committed", {"crashPoint": {"holdSeconds": 0.01}}, 409, 409, "failed"),
 ]
 
 

@@ -140,3 +140,9 @@ class Activations:
         active = self.active
         if active is not None and active.engine.counts_answers:
             active.engine.answered(ident, status)
+
+    def refund(self, decision: Decision, ident: RequestIdentity) -> None:
+        """Give a decision's turn back to its rule, if its activation is still the active one."""
+        active = self.active
+        if active is not None:
+            active.engine.refund(decision, ident)

@@ -129,6 +129,17 @@ class Engine:
                 )
         return None
 
+    def refund(self, decision: Decision, ident: RequestIdentity) -> None:
+        """A decided injection that did not happen (a crash point whose write committed nothing): the
+        rule's turn is given back, so the next matching write that commits is the one."""
+        if decision.epoch != self.epoch:
+            return
+        for s in self._rules:
+            if s.rule.name == decision.rule and s.injected > 0:
+                s.injected -= 1
+                s.per_object[ident.object_key] -= 1
+                return
+
     def _relist_failure(self, ident: RequestIdentity) -> Decision | None:
         s = self._relist_failures.pop((ident.group, ident.resource, ident.namespace), None)
         if s is None:
@@ -150,7 +161,8 @@ class Engine:
         s.eligible += 1
         if when.every is not None and s.eligible % when.every:
             return False
-        if when.maxInjections is not None and s.injected >= when.maxInjections:
+        limit = when.maxInjections if when.maxInjections is not None else s.spec.default_max_injections
+        if limit is not None and s.injected >= limit:
             return False
         return not (
             when.perObjectMax is not None and s.per_object[ident.object_key] >= when.perObjectMax

@@ -10,6 +10,7 @@ from kube_fault_proxy.proxy.faults.abort import Abort
 from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.coalesce_events import CoalesceEvents
 from kube_fault_proxy.proxy.faults.commit_then_fail import CommitThenFail
+from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.faults.cut import Cut
 from kube_fault_proxy.proxy.faults.delay import Delay
 from kube_fault_proxy.proxy.faults.drop_events import DropEvents
@@ -27,7 +28,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList, CoalesceEvents,  # views
+    StaleList, CoalesceEvents, CrashPoint,  # views
 )
 
 
@@ -50,6 +51,7 @@ class Fault(StrictModel):
     resetUpstream: ResetUpstream | None = None
     staleList: StaleList | None = None
     coalesceEvents: CoalesceEvents | None = None
+    crashPoint: CrashPoint | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

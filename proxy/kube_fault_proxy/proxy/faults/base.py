@@ -14,6 +14,8 @@ class FaultSpec(StrictModel):
     """A fault kind's settings; `plan` turns them into steps for one request."""
 
     kind: ClassVar[str]
+    # Injections a rule of this kind makes when its `when.maxInjections` is unset (None: unbounded).
+    default_max_injections: ClassVar[int | None] = None
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         """Whether this fault can act on the request at all (e.g. not on a watch)."""

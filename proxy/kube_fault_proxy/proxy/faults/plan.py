@@ -70,7 +70,14 @@ class ServeStale:
         return f"serve from the revision seen {self.lag_seconds:g}s ago"
 
 
-Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale
+@dataclass(frozen=True, slots=True)
+class HoldAnswer:
+    """Hold the apiserver's (committed) answer for `seconds`, then relay it; dropped if the client is gone."""
+
+    seconds: float
+
+
+Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | HoldAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,7 @@ class Plan:
     before: tuple[Step, ...] = ()
     after: tuple[Step, ...] = ()
     after_only_if_committed: bool = False  # commit-then-fail: a non-2xx answer committed nothing
+    refund_if_not_committed: bool = False  # crash point: a non-2xx answer gives the rule its turn back
 
     @property
     def forwards(self) -> bool:
@@ -106,6 +114,8 @@ class Plan:
                     return f"outage {seconds:g}s ({refuse} new connections)"
                 case ServeStale():
                     return step.describe()
+                case HoldAnswer(seconds):
+                    return f"hold the committed answer {seconds:g}s"
             raise AssertionError(step)
 
         parts = [one(s) for s in self.before]

@@ -12,6 +12,7 @@ from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
     EditEvents,
+    HoldAnswer,
     LimitWatch,
     ResetStream,
     Respond,
@@ -27,6 +28,7 @@ from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor
+from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
 
@@ -185,11 +187,15 @@ class FaultAddon:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
             # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
             self.counters.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
+            if decision.plan.refund_if_not_committed:  # a crash point waits for a write that commits
+                self.activations.refund(decision, ident)
             if binding:
                 self._bind_ended(flow)
             return None
         self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
+        if isinstance(after[0], HoldAnswer):
+            return self._hold(flow, ident, decision, after[0], count=binding)
         if any(isinstance(s, Wait) for s in after):
             return self._perform(flow, after, count=binding)
         self._apply(flow, after)
@@ -237,6 +243,26 @@ class FaultAddon:
         handler = internals.handler(internals.proxyserver(), flow.client_conn.id)
         if handler is not None:
             internals.close_upstream(handler)
+
+    async def _hold(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: HoldAnswer,
+                    count: bool) -> None:
+        """A crash point: the committed answer held for `step.seconds` (`crash-point`, when it is held),
+        then relayed, or dropped if its client went meanwhile (`crash-point-released`, either way)."""
+        assert flow.response is not None
+        stamp, request, status = decision.stamp(), ident.as_dict(), flow.response.status_code
+        body = flow.response.raw_content or b""
+        revision = None if "content-encoding" in flow.response.headers else first_revision(body)
+        self.counters.note("crash-point", **stamp, request=request, upstreamStatus=status,
+                           resourceVersion=None if revision is None else str(revision), holdSeconds=step.seconds)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        relayed = await _wait(flow, Wait(step.seconds, until_client_gone=True))
+        if not relayed:
+            flow.kill()  # nobody is left to read it
+        self.counters.note("crash-point-released", **stamp, request=request, upstreamStatus=status,
+                           outcome="relayed" if relayed else "dropped", heldSeconds=round(loop.time() - began, 3))
+        if count:
+            self._bind_ended(flow)
 
     async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
         for i, step in enumerate(steps):

@@ -1,0 +1,39 @@
+"""crashPoint: the apiserver commits a write, and its answer is held: the moment to crash the scheduler.
+
+Sieve's intermediate states: a controller that crashes between two of its writes restarts from
+whatever the cluster holds. The write is forwarded; when the apiserver answers 2xx (committed), the
+proxy journals a `crash-point` record and holds the answer for `holdSeconds` before it relays it (or
+drops it, if the client has gone meanwhile). The rig `kill -9`s the scheduler under test on that
+record and starts it again; outside the rig the record and the held answer are what a user acts on.
+A non-2xx answer committed nothing: it passes at once and the rule's turn is given back.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.plan import HoldAnswer, Plan
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+class CrashPoint(FaultSpec):
+    """Hold the committed answer of a matched write for `holdSeconds`, then relay it (or drop it if the
+    client is gone). Bounded: without `when.maxInjections` a rule holds one answer."""
+
+    kind: ClassVar[str] = "crashPoint"
+    default_max_injections: ClassVar[int | None] = 1
+    holdSeconds: Annotated[float, Field(gt=0, le=600)] = Field(
+        30.0, description="how long the committed answer is held before it is relayed (0-600 s)")
+
+    def applies_to(self, ident: RequestIdentity) -> bool:
+        return ident.is_resource and ident.verb in WRITE_VERBS
+
+    def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
+        return Plan(after=(HoldAnswer(self.holdSeconds),), after_only_if_committed=True,
+                    refund_if_not_committed=True)
