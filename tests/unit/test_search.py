@@ -306,11 +306,12 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
         for rule in g.rules:
             when = rule.get("when") or {}
             assert "maxInjections" in when or "for" in when, rule
-            assert rule["match"]["verbs"] == {"staleList": ["list"], "coalesceEvents": ["watch"]}[kind]
+            assert rule["match"]["verbs"] in {"staleList": [["list"]], "coalesceEvents": [["watch"]],
+                                              "crashPoint": [["create"], ["patch", "update"]]}[kind]
         for what, cand in candidates(g):
             assert valid(cand), (what, cand.canonical())
     settings_of = {key for g in drawn for r in g.rules for key in r["fault"][kind]}
-    lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds") if k in settings_of)
+    lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds", "holdSeconds") if k in settings_of)
     g = next(g for g in drawn if lag in g.rules[0]["fault"][kind] and g.rules[0]["fault"][kind][lag] > 1)
     shorter = [cand.rules[0]["fault"][kind][lag] for _, cand in candidates(g)
                if cand.rules[0]["fault"].get(kind, {}).get(lag, 0) < g.rules[0]["fault"][kind][lag]]
@@ -318,3 +319,25 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
     from kube_fault_proxy.cli.search import _kinds
 
     assert _kinds(argparse.Namespace(kinds=kind, exclude_kinds=None)) == (kind,), "--kinds names it"
+
+
+def test_a_crash_point_is_drawn_after_a_committed_bind_once_and_shrinks_to_a_later_point() -> None:
+    drawn = genomes(13, 60, ("crashPoint",))
+    pods = drawn[0].pods
+    for g in drawn:
+        for rule in g.rules:
+            when = rule["when"]
+            assert when["maxInjections"] == 1 and "probability" not in rule
+            assert when["trigger"]["answered"] is True and when["trigger"]["match"]["subresources"] == ["binding"]
+            assert 1 <= when["trigger"]["count"] <= pods
+    g = next(g for g in drawn if len(g.rules) == 1 and 2 <= g.rules[0]["when"]["trigger"]["count"] <= g.pods // 2)
+    count = g.rules[0]["when"]["trigger"]["count"]
+    [later] = [c for w, c in candidates(g) if "later crash point" in w]
+    assert later.rules[0]["when"]["trigger"]["count"] == count * 2
+    assert simplicity(later) < simplicity(g), "a later point is a weaker form: shrink takes it"
+    earlier = [c for _, c in candidates(g) if c.rules and "trigger" in c.rules[0]["when"]
+               and c.rules[0]["when"]["trigger"]["count"] < count]
+    assert earlier and all(simplicity(c) > simplicity(g) for c in earlier), "an earlier point is no simpler"
+    last = g.with_(rules=({**g.rules[0], "when": {**g.rules[0]["when"],
+                                                  "trigger": {**g.rules[0]["when"]["trigger"], "count": g.pods}}},))
+    assert not [w for w, _ in candidates(last) if "later crash point" in w], "never past the load's last pod"

@@ -178,6 +178,18 @@ def test_kube_scheduler_writes_no_pod_so_a_pod_write_match_never_fires_there() -
     assert precheck.can_inject(write, scheduler="yunikorn")
 
 
+def test_a_crash_point_needs_a_write_the_workload_makes() -> None:
+    at = {"match": dict(BINDING), "answered": True}
+    assert precheck.can_inject(Genome(rules=(rule("crashPoint", trigger={**at, "count": 40}),), pods=40))
+    assert not precheck.can_inject(Genome(rules=(rule("crashPoint", trigger={**at, "count": 41}),), pods=40))
+    reads = rule("crashPoint", {"verbs": ["get"], "resources": ["pods"]}, "r1-crashpoint-pod-get")
+    assert not precheck.can_inject(Genome(rules=(reads,)), scheduler="yunikorn"), "a GET commits nothing"
+    assert precheck.can_inject(Genome(rules=(rule("abort", {"verbs": ["get"], "resources": ["pods"]}),)))
+    write = rule("crashPoint", {"verbs": ["patch", "update"], "resources": ["pods"]}, "r1-crashpoint-pod-write")
+    assert not precheck.can_inject(Genome(rules=(write,)), scheduler="kube-scheduler")
+    assert precheck.can_inject(Genome(rules=(write,)), scheduler="yunikorn")
+
+
 def test_forms_that_ran_often_and_never_injected_are_learned_dead() -> None:
     dead = precheck.dead_forms({"abort-binding": 3, "delay-events": 3, "cut-pod-watch": 2}, {"abort-binding": 1})
     assert dead == {"delay-events"}

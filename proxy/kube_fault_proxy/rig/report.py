@@ -68,6 +68,10 @@ def timeline_svg(run: dict[str, Any]) -> str:
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
                      f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 40}" fill="#9c4221">'
                      'apiserver killed</text>')
+    for a, b, _ in _windows(events, "scheduler-killed", "scheduler-restarted", t_end):  # a crash (killScheduler)
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
+                     f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 68}" fill="#9c4221">'
+                     'scheduler killed</text>')
     for e in (e for e in events if e["event"] == "wave-released"):
         wx = x(e["t"])
         parts.append(f'<line x1="{wx:.1f}" x2="{wx:.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{COLORS["wave"]}" '

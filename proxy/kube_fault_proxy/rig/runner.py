@@ -24,6 +24,7 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Op
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import Report
 from kube_fault_proxy.rig.scenario import Expectation, Scenario, Step
+from kube_fault_proxy.rig.scheduler_kill import kill_and_restart_scheduler
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
 
@@ -32,7 +33,7 @@ SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"
 class Target:
     """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API, and
     the local control plane when the run may stop and start its components (holdBack
-    beforeScheduler, killApiserver)."""
+    beforeScheduler, killApiserver, killScheduler)."""
 
     kube: Kube
     control: str
@@ -145,7 +146,8 @@ class Sampler(threading.Thread):
         page = control.journal(self.cursor)
         self.cursor = page.next
         for r in page.records:
-            if r["event"] in ("activate", "deactivate", "outage-start", "outage-end"):
+            if r["event"] in ("activate", "deactivate", "outage-start", "outage-end", "crash-point",
+                              "crash-point-released"):
                 self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
         self.samples.append(timeline_sample(t, pods, stats))
 
@@ -175,7 +177,11 @@ class Timeline(threading.Thread):
         self.load_started = time.monotonic()
         self.binds_reached: dict[int, float] = {}  # step index -> when its afterBinds count was reached
         self.binds_base = self._binds() if any(s.afterBinds for s in steps) else 0
-        self.killing = False  # a killApiserver step is under way: the exit waits for its restart
+        self.killing = False  # a killApiserver or killScheduler step is under way: the exit waits for its restart
+        # onEvent crash-point is read from the journal here, not once a second by the sampler: the
+        # scheduler is killed within a poll of the commit whose answer the proxy holds.
+        self.crash_cursor = sampler.cursor if any(s.onEvent == "crash-point" for s in steps) else None
+        self.crash_seen: float | None = None
 
     def _binds(self) -> int:
         with ControlClient(self.target.control) as control:
@@ -193,8 +199,18 @@ class Timeline(threading.Thread):
                     if self._binds() - self.binds_base >= step.afterBinds:
                         self.binds_reached[key] = now
             return key in self.binds_reached and now >= self.binds_reached[key] + step.after
-        seen = self.sampler.seen(str(step.onEvent))
+        seen = self._crash_point() if step.onEvent == "crash-point" else self.sampler.seen(str(step.onEvent))
         return seen is not None and now - self.sampler.t0 >= seen + step.after
+
+    def _crash_point(self) -> float | None:
+        """When (seconds since t0) the first crash-point record was read from the journal."""
+        if self.crash_seen is None and self.crash_cursor is not None:
+            with contextlib.suppress(httpx.HTTPError, ControlError), ControlClient(self.target.control) as control:
+                page = control.journal_after(self.crash_cursor)
+                self.crash_cursor = page.next
+                if any(r["event"] == "crash-point" for r in page.records):
+                    self.crash_seen = time.monotonic() - self.sampler.t0
+        return self.crash_seen
 
     def run_due(self) -> None:
         """Perform every step that is due, once; a step that fails is reported, not fatal."""
@@ -206,6 +222,11 @@ class Timeline(threading.Thread):
                     self.killing = True
                     what = kill_and_restart(self.target.cluster, self.target.control, step.killApiserver.restartAfter,
                                             self.sampler.t0, self.sampler.events, self.stop)
+                elif step.killScheduler is not None:
+                    self.killing = True
+                    what = kill_and_restart_scheduler(self.target.cluster, step.killScheduler.restartAfter,
+                                                      lambda: time.monotonic() - self.sampler.t0, self.sampler.events,
+                                                      self.stop)
                 else:
                     what = _perform(step, self.target, self.seed, self.ls.namespace, self.ls.run_id, self.stop)
             except (httpx.HTTPError, ControlError, HTTPError, ClusterError, ValueError) as e:
@@ -213,7 +234,8 @@ class Timeline(threading.Thread):
             finally:
                 self.killing = False
             # a kill is placed where it began (its restart is the apiserver-restarted event); others where they ended
-            t = (began if step.killApiserver is not None else time.monotonic()) - self.sampler.t0
+            killed = step.killApiserver is not None or step.killScheduler is not None
+            t = (began if killed else time.monotonic()) - self.sampler.t0
             self.result.steps.append({"t": round(t, 2), "did": what})
             if self.say:
                 print(f"  [{t:5.1f}s] {what}", file=sys.stderr, flush=True)
@@ -222,7 +244,8 @@ class Timeline(threading.Thread):
         while not self.stop.is_set() and self.pending:
             self.run_due()
             # a count of binds moves by hundreds a second in a wave: read it more often than the clock
-            self.stop.wait(0.05 if any(s.afterBinds is not None for s in self.pending) else 0.2)
+            self.stop.wait(0.05 if any(s.afterBinds is not None or s.onEvent == "crash-point"
+                                       for s in self.pending) else 0.2)
 
     def __enter__(self) -> Timeline:
         self.load_started = time.monotonic()
@@ -233,7 +256,7 @@ class Timeline(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(5)
-        if self.killing:  # the apiserver is coming back (at once, now): never leave it down or start it late
+        if self.killing:  # the apiserver or scheduler is coming back (at once, now): never leave it down
             self.join(150)
 
 

@@ -68,15 +68,25 @@ class KillApiserver(StrictModel):
     restartAfter: Annotated[Duration, Field(gt=0, le=600)]
 
 
-# What `onEvent` may wait for: the proxy's outage (journal), the end of the load, and the run's own
-# events of a held-back load's release and of a killApiserver step.
-EVENTS = ("outage-start", "outage-end", "load-done", "wave-released", "apiserver-killed", "apiserver-restarted")
+class KillScheduler(StrictModel):
+    """`kill -9` the scheduler under test (a crash), and start the same build again later: it restarts from
+    what the cluster holds. With `onEvent: crash-point`, right after the apiserver committed the write a
+    crashPoint rule holds the answer of."""
+
+    restartAfter: Annotated[Duration, Field(ge=0, le=600)]
+
+
+# What `onEvent` may wait for: the proxy's outage and crash points (journal), the end of the load, and the
+# run's own events of a held-back load's release and of a killApiserver or killScheduler step.
+EVENTS = ("outage-start", "outage-end", "crash-point", "load-done", "wave-released", "apiserver-killed",
+          "apiserver-restarted", "scheduler-killed", "scheduler-restarted")
 
 
 def _event(name: str) -> str:
     if name not in EVENTS:
-        raise ValueError("Input should be 'outage-start', 'outage-end' or 'load-done' (or, with holdBack or "
-                         "killApiserver, 'wave-released', 'apiserver-killed' or 'apiserver-restarted')")
+        raise ValueError("Input should be 'outage-start', 'outage-end' or 'load-done' (or, with holdBack, "
+                         "killApiserver, killScheduler or a crashPoint rule, 'wave-released', 'apiserver-killed', "
+                         "'apiserver-restarted', 'scheduler-killed', 'scheduler-restarted' or 'crash-point')")
     return name
 
 
@@ -97,13 +107,17 @@ class Step(StrictModel):
     touchPods: bool = Field(False, description="annotate every pod of the load: an informer update for each")
     killApiserver: KillApiserver | None = Field(
         None, description="kill -9 the local control plane's kube-apiserver; restart it after restartAfter")
+    killScheduler: KillScheduler | None = Field(
+        None, description="kill -9 the scheduler under test; start it again after restartAfter")
 
     @model_validator(mode="after")
     def _one_when_one_what(self) -> Self:
         if sum(w is not None for w in (self.at, self.onEvent, self.afterBinds)) != 1:
             raise ValueError("a step needs exactly one of at, onEvent, afterBinds")
-        if sum([self.activate is not None, self.deactivate, self.touchPods, self.killApiserver is not None]) != 1:
-            raise ValueError("a step needs exactly one of activate, deactivate, touchPods, killApiserver")
+        if sum([self.activate is not None, self.deactivate, self.touchPods, self.killApiserver is not None,
+                self.killScheduler is not None]) != 1:
+            raise ValueError("a step needs exactly one of activate, deactivate, touchPods, killApiserver, "
+                             "killScheduler")
         return self
 
 

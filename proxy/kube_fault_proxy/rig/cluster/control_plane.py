@@ -423,6 +423,27 @@ def stop_scheduler(c: Cluster, timeout: float = 120.0) -> None:
     if proc is not None:
         stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)
     c.save()
+    _wait_scheduler_port(str(scheduler), timeout)
+
+
+def kill_scheduler(c: Cluster, timeout: float = 120.0) -> int:
+    """`kill -9` the scheduler `up` started (its process group, SIGKILL at once, no SIGTERM): a crash, as
+    between two of its writes; returns its pid. `start_scheduler` starts the same build again."""
+    scheduler = str(c.state.get("scheduler"))
+    proc = c.state.get("processes", {}).get(scheduler)
+    if SCHEDULER_BINARIES.get(scheduler) is None or proc is None:
+        raise ClusterError(f"no scheduler to kill in {c.dir}")
+    pid = int(proc["pid"])
+    if not kill_group(pid):
+        raise ClusterError(f"{scheduler} (pid {pid}) still runs after SIGKILL")
+    c.state["processes"].pop(scheduler)
+    c.save()
+    _wait_scheduler_port(scheduler, timeout)
+    return pid
+
+
+def _wait_scheduler_port(scheduler: str, timeout: float) -> None:
+    """YuniKorn's fixed REST port, until the old process has let it go."""
     if scheduler == "yunikorn":
         deadline = time.monotonic() + timeout
         while port_in_use(YUNIKORN_PORT, "0.0.0.0"):  # the old process's REST port, until it is gone

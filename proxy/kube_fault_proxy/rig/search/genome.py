@@ -101,9 +101,14 @@ def _count_fields(value: Any) -> int:
 
 
 def _mass(rule: Rule) -> float:
-    """Roughly how much fault a rule can inject: injections x seconds x probability."""
+    """Roughly how much fault a rule can inject: injections x seconds x probability; a later trigger is more,
+    but a later crash point less (fewer of the load's pods are left to feel it)."""
     when = rule.get("when") or {}
     inj = float(when.get("maxInjections", 1000))
-    spec = rule["fault"][fault_kind(rule)] or {}
-    seconds = float(spec.get("seconds", 1.0)) if isinstance(spec, dict) else 1.0
-    return inj * seconds * float(rule.get("probability", 1.0)) + float(when.get("trigger", {}).get("count", 0)) / 1000
+    kind = fault_kind(rule)
+    spec = rule["fault"][kind] or {}
+    key = "holdSeconds" if kind == "crashPoint" else "seconds"
+    seconds = float(spec.get(key, 1.0)) if isinstance(spec, dict) else 1.0
+    trigger: dict[str, Any] = when.get("trigger") or {}
+    point = float(trigger.get("count", 0)) / 1000
+    return inj * seconds * float(rule.get("probability", 1.0)) + (-point if kind == "crashPoint" else point)

@@ -15,11 +15,13 @@ REQUEST_KINDS = ("abort", "throttle", "delay", "hang", "reset", "commitThenFail"
 WATCH_KINDS = ("expire", "cut", "dropEvents", "duplicateEvents")
 CONNECTION_KINDS = ("outage", "resetUpstream")
 ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds unless told (--kinds)
-# Perturbed views (Sieve's stale and unobserved states): known to the grammar, searched when named with
-# --kinds. Not in the default set, so a seeded search draws the very trials it drew before they came.
-VIEW_KINDS = ("staleList", "coalesceEvents")
+# Perturbed views (Sieve's stale and unobserved states, and crashes at a point): known to the grammar,
+# searched when named with --kinds. Not in the default set, so a seeded search draws the very trials it drew
+# before they came.
+VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint")
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
-VIEW_MATCHES = {"staleList": ("pod-list", "node-list"), "coalesceEvents": ("pod-watch", "node-watch")}
+VIEW_MATCHES = {"staleList": ("pod-list", "node-list"), "coalesceEvents": ("pod-watch", "node-watch"),
+                "crashPoint": ("binding", "pod-write")}  # writes a trial's workload makes
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -101,7 +103,16 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
             return {"lagWrites": rng.choice([1, 5, 20, 100])}
         case "coalesceEvents":  # a watch lasts a window: short ones, so a trial sees several
             return {"windowSeconds": float(rng.choice([0.5, 1, 2, 5]))}
+        case "crashPoint":  # the trial kills the scheduler at once, and its answer is dropped with it
+            return {"holdSeconds": float(rng.choice([2, 5, 10]))}
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _crash_when(rng: random.Random, pods: int) -> dict[str, Any]:
+    """A crash point: right after the Nth Binding the apiserver committed (a quantile of the load), once."""
+    count = max(1, round(pods * rng.choice(QUANTILES)))
+    return {"trigger": {"match": {k: list(v) for k, v in BINDING.items()}, "count": count, "answered": True},
+            "maxInjections": 1}
 
 
 def _when(rng: random.Random, kind: str, pods: int) -> dict[str, Any]:
@@ -133,9 +144,9 @@ def rule(rng: random.Random, kind: str, pods: int, index: int) -> Rule:
     out: Rule = {"name": f"r{index}-{kind.lower()}-{match_name}"}
     if selector:
         out["match"] = selector
-    if kind not in ("dropEvents", "duplicateEvents") and rng.random() < 0.4:
+    if kind not in ("dropEvents", "duplicateEvents", "crashPoint") and rng.random() < 0.4:
         out["probability"] = rng.choice([0.5, 0.3, 0.1])
-    out["when"] = _when(rng, kind, pods)
+    out["when"] = _crash_when(rng, pods) if kind == "crashPoint" else _when(rng, kind, pods)
     out["fault"] = {kind: _fault(rng, kind)}
     return out
 

@@ -7,7 +7,8 @@ later (`after`) fires only when another rule holds binds back. kube-scheduler wr
 cannot place it, so pod writes are no match there. A count trigger or `afterMatches` above the requests
 the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
 likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
-the grammar's rule names) that have run often and never injected are learned as dead too."""
+the grammar's rule names) that have run often and never injected are learned as dead too. A crash point
+needs a write the workload makes: one matching no write verb never fires."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kube_fault_proxy.proxy.faults.crash_point import WRITE_VERBS
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 from kube_fault_proxy.rig.search.grammar import CONNECTION_KINDS
 
@@ -59,6 +61,8 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
         return False
     verbs = set(match.get("verbs") or [])
     if verbs and verbs <= RECONNECT_ONLY and not reconnects:
+        return False
+    if fault_kind(rule) == "crashPoint" and verbs and not verbs & WRITE_VERBS:
         return False
     when = rule.get("when") or {}
     expected = _expected(match, genome.pods)

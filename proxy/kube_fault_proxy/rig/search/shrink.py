@@ -12,7 +12,7 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplic
 
 WEAKER = {"outage": "reset", "resetUpstream": "reset", "reset": "abort", "hang": "abort",
           "commitThenFail": "abort", "throttle": "abort"}  # strong -> weak, ending in abort 500
-SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5}  # halving stops here: a weaker form
+SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5, "holdSeconds": 1.0}  # halving stops here
 MATCH_KEYS_DROPPABLE = ("userAgents", "namespaces", "targetNodes", "names", "paths")
 
 
@@ -74,6 +74,18 @@ def _when_variants(rule: Rule) -> Iterator[Rule]:
                     yield {**rule, "when": {**when, key: smaller}}
 
 
+def _later_points(rule: Rule, pods: int) -> Iterator[Rule]:
+    """A crash point's weaker form: later in the load (its count trigger doubled, at most the load's pods)."""
+    when = rule.get("when") or {}
+    trig = when.get("trigger")
+    if fault_kind(rule) != "crashPoint" or not isinstance(trig, dict):
+        return
+    count = int(trig["count"])
+    later = min(pods, count * 2)
+    if later > count:
+        yield {**rule, "when": {**when, "trigger": {**trig, "count": later}}}
+
+
 def _probability_variants(rule: Rule) -> Iterator[Rule]:
     p = rule.get("probability")
     if p is not None and p < 1:
@@ -98,7 +110,8 @@ def _fault_variants(rule: Rule) -> Iterator[Rule]:
                 "then", "refuse", "onlyRewatch", "failRelist"):
         if key in spec:
             yield {**rule, "fault": {kind: {k: v for k, v in spec.items() if k != key}}}
-    for key in ("seconds", "afterEvents", "afterSeconds", "lagSeconds", "lagWrites", "windowSeconds"):  # shorter
+    for key in ("seconds", "afterEvents", "afterSeconds", "lagSeconds", "lagWrites", "windowSeconds",
+                "holdSeconds"):  # shorter
         value = spec.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             smaller = value / 2 if isinstance(value, float) else value // 2
@@ -125,6 +138,8 @@ def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
         if pods < g.pods:
             yield f"load {g.pods} -> {pods} pods", g.with_(pods=pods)
     for i, rule in enumerate(g.rules):
+        for new in _later_points(rule, g.pods):
+            yield f"rule {rule['name']}: a later crash point", _with_rule(g, i, new)
         for what, variants in (("when", _when_variants), ("probability", _probability_variants),
                                ("fault", _fault_variants), ("match", _match_variants)):
             for new in variants(rule):

@@ -20,9 +20,11 @@ from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig import load, shapes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
-from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.scheduler_kill import CrashPoints
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 
 LOAD_RATE = 200.0
+CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
 
 
 @dataclass
@@ -214,7 +216,7 @@ def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, l
                     seq.append(step)
             else:
                 phases.add(step)
-        elif r["event"] in ("outage-start", "outage-end", "upstream-lost"):
+        elif r["event"] in ("outage-start", "outage-end", "upstream-lost", "crash-point"):
             phases.add(r["event"])
     return per_pod, phases
 
@@ -231,6 +233,7 @@ class _Trial:
         self.result = TrialResult(name, rig.scheduler, genome)
         self.wall0 = time.time()
         self.workload: shapes.Workload | None = None
+        self.crashes: CrashPoints | None = None
 
     def prepare(self) -> None:
         """The nodes the genome asks for, then a fresh scheduler: nothing an earlier trial's faults left in its
@@ -253,9 +256,29 @@ class _Trial:
         self.wall0 = time.time()
         self.result.events.append({"event": "activate", "t": 0.0, "profile": self.profile})
 
+    @contextlib.contextmanager
+    def crash_points(self) -> Iterator[None]:
+        """With a crashPoint rule: for the block, the scheduler killed (kill -9) and started again on each
+        crash point the proxy journals (in the trial's events and steps)."""
+        if not any(fault_kind(r) == "crashPoint" for r in self.genome.rules):
+            yield
+            return
+        with CrashPoints(self.rig.cluster, self.rig.control, CRASH_RESTART_AFTER, lambda: time.time() - self.wall0,
+                         self.result.events, self.result.steps) as self.crashes:
+            yield
+
     def take(self) -> TrialSnapshot:
         """A snapshot with the proxy's counters (so quiet means quiet on the wire too), and a timeline sample."""
-        snap = _fetch(self.api, self.rig.yunikorn)
+        if self.crashes is not None:
+            self.crashes.idle()  # a killed scheduler is back (YuniKorn's REST API answers again)
+        try:
+            snap = _fetch(self.api, self.rig.yunikorn)
+        except httpx.TransportError:
+            if self.crashes is None:
+                raise
+            time.sleep(0.5)  # a crash point read after this snapshot began: its restart first
+            self.crashes.idle()
+            snap = _fetch(self.api, self.rig.yunikorn)
         stats = self.control.stats()
         mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
         self.result.samples.append(timeline_sample(round(time.time() - self.wall0, 2), mine, stats))
@@ -330,8 +353,10 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
         result = trial.result
         try:
             trial.prepare()
-            trial.activate()
-            trial.judge(trial.load_and_settle())
+            with trial.crash_points():
+                trial.activate()
+                snap = trial.load_and_settle()
+            trial.judge(snap)
         except (httpx.HTTPError, ControlError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
             result.error = f"{type(e).__name__}: {e}"
         finally:

@@ -1,0 +1,96 @@
+"""A crash at a point: `kill -9` the scheduler under test and start it again, from what the cluster holds.
+
+A scenario does it as a step (`killScheduler`, usually `onEvent: crash-point`); a search trial whose
+profile has a crashPoint rule does it on every `crash-point` record the proxy journals (`CrashPoints`)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, kill_scheduler, start_scheduler
+
+POLL_SECONDS = 0.1  # how often the journal is read for a crash point: the scheduler dies this soon after
+
+
+def kill_and_restart_scheduler(cluster: Cluster | None, restart_after: float, now: Callable[[], float],
+                               events: list[dict[str, Any]], stop: threading.Event) -> str:
+    """SIGKILL the scheduler's process group, wait `restart_after` (less if the run ends: it must never stay
+    down), start the same build again and wait until it is ready. `scheduler-killed` and
+    `scheduler-restarted` (pids, seconds) go into the run's events, at `now()`; returns what it did."""
+    if cluster is None:
+        raise ValueError("killScheduler needs the local control plane (scenario run without --kubeconfig)")
+    scheduler = cluster.scheduler
+    pid = kill_scheduler(cluster)
+    killed = time.monotonic()
+    events.append({"t": round(now(), 2), "event": "scheduler-killed", "scheduler": scheduler, "pid": pid,
+                   "time": time.time()})
+    stop.wait(restart_after)
+    ready = start_scheduler(cluster)
+    new_pid = cluster.processes[scheduler].pid
+    down = time.monotonic() - killed
+    events.append({"t": round(now(), 2), "event": "scheduler-restarted", "scheduler": scheduler, "pid": new_pid,
+                   "time": time.time(), "readySeconds": round(ready, 2), "downSeconds": round(down, 2)})
+    return (f"killed {scheduler} (pid {pid}, kill -9); restarted it as pid {new_pid}, "
+            f"ready {ready:.1f}s later, down {down:.1f}s")
+
+
+class CrashPoints(threading.Thread):
+    """While it runs: on each `crash-point` record in the proxy's journal, the scheduler killed and restarted
+    (`restart_after` later). The record goes into `events`, what was done into `steps` (each at `now()`)."""
+
+    def __init__(self, cluster: Cluster, control: str, restart_after: float, now: Callable[[], float],
+                 events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.control, self.restart_after, self.now = cluster, control, restart_after, now
+        self.events, self.steps = events, steps
+        self.stop = threading.Event()
+        self.busy = threading.Lock()  # held while the scheduler is down or starting
+        self.pids: list[tuple[int, int]] = []  # (killed, restarted)
+        with ControlClient(control) as client:
+            self.cursor = client.cursor()  # records before the watch are not its business
+
+    def run(self) -> None:
+        with ControlClient(self.control) as client:
+            while not self.stop.is_set():
+                with contextlib.suppress(httpx.HTTPError, ControlError):
+                    page = client.journal_after(self.cursor)
+                    self.cursor = page.next
+                    for record in page.records:
+                        if record["event"] == "crash-point":
+                            self.crash(record)
+                self.stop.wait(POLL_SECONDS)
+
+    def crash(self, record: dict[str, Any]) -> None:
+        """One crash point: the record in the events, the kill and the restart in the steps."""
+        request = record.get("request") or {}
+        self.events.append({"t": round(self.now(), 2), "event": "crash-point", "rule": record.get("rule"),
+                            "name": request.get("name"), "namespace": request.get("namespace"),
+                            "upstreamStatus": record.get("upstreamStatus")})
+        with self.busy:
+            t = self.now()
+            try:
+                what = kill_and_restart_scheduler(self.cluster, self.restart_after, self.now, self.events, self.stop)
+                self.pids.append((int(self.events[-2]["pid"]), int(self.events[-1]["pid"])))
+            except (ClusterError, OSError, httpx.HTTPError) as e:  # the trial reports it; the watch goes on
+                what = f"crash point: kill and restart failed: {type(e).__name__}: {e}"
+            self.steps.append({"t": round(t, 2), "did": what})
+
+    def idle(self) -> None:
+        """Return once no kill or restart is under way."""
+        with self.busy:
+            pass
+
+    def __enter__(self) -> CrashPoints:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # a scheduler that is down starts now
+        self.join(150)

@@ -1,0 +1,145 @@
+"""A crash at a point in the rig: the killScheduler step and onEvent crash-point, the kill and restart, the
+search trial's watch of the journal, and the report's picture."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig import report, scheduler_kill
+from kube_fault_proxy.rig.scenario import load_scenario
+
+HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
+
+
+def timeline(tmp_path: Path, steps: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + "spec:\n  timeline:\n" + steps)
+    return path
+
+
+def test_a_kill_at_the_crash_point(tmp_path: Path) -> None:
+    s = load_scenario(timeline(tmp_path, "    - {at: 0s, activate: crash-at-bind-30}\n"
+                                         "    - {onEvent: crash-point, killScheduler: {restartAfter: 1s}}\n"
+                                         "    - {onEvent: scheduler-restarted, after: 5s, touchPods: true}\n"
+                                         "    - {at: 2s, killScheduler: {restartAfter: 0s}}\n"))
+    _, kill, touch, at_once = s.spec.timeline
+    assert kill.onEvent == "crash-point" and kill.killScheduler is not None and kill.killScheduler.restartAfter == 1
+    assert touch.onEvent == "scheduler-restarted" and at_once.killScheduler is not None
+    assert at_once.killScheduler.restartAfter == 0
+
+
+@pytest.mark.parametrize(("steps", "expected"), [
+    ("    - {onEvent: crash-point, killScheduler: {restartAfter: 1s}, touchPods: true}\n",
+     "a step needs exactly one of activate, deactivate, touchPods, killApiserver, killScheduler"),
+    ("    - {onEvent: crash-point, killScheduler: {}}\n",
+     "spec.timeline[0].killScheduler.restartAfter: required field is missing"),
+    ("    - {onEvent: crash-point, killScheduler: {restartAfter: 11m}}\n",
+     "spec.timeline[0].killScheduler.restartAfter: Input should be less than or equal to 600"),
+    ("    - {onEvent: crash-point, killScheduler: {restartAfter: 1s, signal: TERM}}\n",
+     "spec.timeline[0].killScheduler.signal: unknown field"),
+    ("    - {onEvent: crash, killScheduler: {restartAfter: 1s}}\n",
+     "spec.timeline[0].onEvent: Input should be 'outage-start', 'outage-end' or 'load-done'"),
+], ids=["two-actions", "no-restart", "restart-too-late", "unknown-key", "unknown-event"])
+def test_bad_kills_are_refused_naming_the_field(tmp_path: Path, steps: str, expected: str) -> None:
+    with pytest.raises(ProfileError) as e:
+        load_scenario(timeline(tmp_path, steps))
+    assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
+
+
+def fake_cluster(calls: list[str], monkeypatch: pytest.MonkeyPatch, new_pid: int = 222) -> Any:
+    cluster = SimpleNamespace(scheduler="yunikorn", processes={})
+
+    def kill(c: Any) -> int:
+        calls.append("kill")
+        return 111
+
+    def start(c: Any) -> float:
+        calls.append("start")
+        c.processes["yunikorn"] = SimpleNamespace(pid=new_pid)
+        return 0.5
+
+    monkeypatch.setattr(scheduler_kill, "kill_scheduler", kill)
+    monkeypatch.setattr(scheduler_kill, "start_scheduler", start)
+    return cluster
+
+
+def test_the_kill_waits_restarts_and_records_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = fake_cluster(calls, monkeypatch)
+    events: list[dict[str, Any]] = []
+    stop = threading.Event()
+    t = time.monotonic()
+    did = scheduler_kill.kill_and_restart_scheduler(cluster, 0.2, lambda: 7.0, events, stop)
+    assert time.monotonic() - t >= 0.19, "restarted restartAfter later"
+    assert calls == ["kill", "start"]
+    assert [(e["event"], e["pid"], e["t"]) for e in events] == [("scheduler-killed", 111, 7.0),
+                                                                 ("scheduler-restarted", 222, 7.0)]
+    assert events[1]["readySeconds"] == 0.5 and events[1]["downSeconds"] >= 0.19
+    assert did.startswith("killed yunikorn (pid 111, kill -9); restarted it as pid 222")
+    stop.set()  # the run has ended: the restart comes at once
+    t = time.monotonic()
+    scheduler_kill.kill_and_restart_scheduler(cluster, 60.0, lambda: 8.0, events, stop)
+    assert time.monotonic() - t < 5
+    with pytest.raises(ValueError, match="needs the local control plane"):
+        scheduler_kill.kill_and_restart_scheduler(None, 1.0, lambda: 0.0, events, stop)
+
+
+class Journal:
+    """The control client's journal paging, over records a test appends."""
+
+    records: ClassVar[list[dict[str, Any]]] = []
+
+    def __init__(self, url: str) -> None:
+        pass
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def cursor(self) -> int:
+        return len(self.records)
+
+    def journal_after(self, since: int) -> Any:
+        return SimpleNamespace(records=self.records[since:], next=len(self.records))
+
+
+def test_the_watch_kills_and_restarts_on_each_crash_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = fake_cluster(calls, monkeypatch)
+    Journal.records = [{"seq": 1, "event": "crash-point", "rule": "before-the-watch"}]
+    monkeypatch.setattr(scheduler_kill, "ControlClient", Journal)
+    events: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    with scheduler_kill.CrashPoints(cluster, "http://control", 0.0, lambda: 3.0, events, steps) as watch:
+        Journal.records += [{"seq": 2, "event": "inject", "rule": "r"},
+                            {"seq": 3, "event": "crash-point", "rule": "r", "upstreamStatus": 201,
+                             "request": {"name": "p-7", "namespace": "ns"}}]
+        deadline = time.monotonic() + 5
+        while not steps and time.monotonic() < deadline:
+            time.sleep(0.02)
+        watch.idle()
+    assert calls == ["kill", "start"], "one crash point after the watch began: one kill"
+    assert [e["event"] for e in events] == ["crash-point", "scheduler-killed", "scheduler-restarted"]
+    assert (events[0]["name"], events[0]["rule"], events[0]["upstreamStatus"]) == ("p-7", "r", 201)
+    assert watch.pids == [(111, 222)]
+    [step] = steps
+    assert step["t"] == 3.0 and "kill -9" in step["did"]
+
+
+def test_the_timeline_shows_the_scheduler_killed() -> None:
+    run = {"scenario": "s", "scheduler": "yunikorn", "seed": 1, "met": True, "seconds": 9.0,
+           "load": {"requested": 10, "created": 10, "ratePerSecond": 10.0},
+           "samples": [{"t": float(t), "pods": 10, "bound": t, "pending": 10 - t, "bindsSucceeded": t,
+                        "bindsFailed": 0} for t in range(11)],
+           "events": [{"t": 3.0, "event": "crash-point"}, {"t": 3.1, "event": "scheduler-killed"},
+                      {"t": 5.0, "event": "scheduler-restarted"}],
+           "steps": [], "check": {"verdict": "clean", "counts": {"pods": 10, "bound": 10}, "invariants": {}}}
+    assert "scheduler killed" in report.timeline_svg(run)
