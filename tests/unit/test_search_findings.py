@@ -215,3 +215,27 @@ def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
     yk = Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=1, kinds=("abort",), out=tmp_path,
                   state_dir=tmp_path, profiles_dir=tmp_path)
     assert Search(yk, lambda _: None).confirm_tier is CONFIRM
+
+
+@pytest.mark.parametrize(("control", "verdict"), [
+    ([], "confirmed"),
+    (["no-anti-affinity-breach"], "confirmed"),  # the control's own violation: reported apart, no disqualifier
+    (["stranded"], "control-broken"),  # one of the hit's invariants: the faults break it, not the scheduler
+    (["no-anti-affinity-breach", "stranded"], "control-broken"),
+    (["error: the control plane did not start"], "control-broken"),
+])
+def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: list[str], verdict: str) -> None:
+    def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
+        broken = control if name.endswith("-control") else ["I1", "stranded"]
+        return TrialResult(name, scheduler, genome, broken=list(broken), injections=1, seconds=1.0)
+
+    monkeypatch.setattr(Search, "trial", trial)
+    s = Search(settings(tmp_path, control="kube-scheduler"), lambda _: None)
+    g = Genome(rules=(rule("resetUpstream"),), pods=20)
+    hit = s.confirm(0, g, TrialResult("t0", "yunikorn", g, broken=["I1", "stranded"], injections=1))
+    assert (hit.verdict, hit.control, hit.target) == (verdict, control, ["I1", "stranded"])
+    out = Outcome(s.s, hits=[hit], confirmed=hit, target=hit.target, shrunk=Shrunk(g, []), replays=[hit.target])
+    report = write(out, ["search"]).read_text()
+    own = "broke other invariants than the hit's under the same profile"
+    assert (own in report and "trial 0: no-anti-affinity-breach" in report) is (verdict == "confirmed" and bool(control))

@@ -75,7 +75,8 @@ class Finding:
     def as_dict(self, index: int) -> dict[str, Any]:
         """JSON form for the index."""
         return {"signature": list(self.signature), "target": self.target, "trials": [h.trial for h in self.hits],
-                "reproduced": self.reproduced, "replays": len(self.replays), "dir": f"findings/{self.slug(index)}"}
+                "reproduced": self.reproduced, "replays": len(self.replays), "minimalControl": self.minimal_control,
+                "dir": f"findings/{self.slug(index)}"}
 
 
 def add_hit(findings: list[Finding], hit: Hit) -> Finding:

@@ -228,8 +228,15 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
         lines.append(f"| {h.trial} | {', '.join(h.broken)} | {replay} | "
                      f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {h.verdict} |")
     rig = [h for h in out.hits if h.verdict == "control-broken"]
-    lines += ["", f"Hits where the control broke too (the rig's or the workload's fault, not the scheduler's): "
-                  f"{len(rig)}.", "", "Every trial (genome, broken invariants, seconds) is in `trials.jsonl`.", ""]
+    lines += ["", f"Hits where the control broke one of their invariants too (the rig's or the workload's fault, "
+                  f"not the scheduler's): {len(rig)}.", ""]
+    own = [h for h in out.hits if h.verdict == "confirmed" and h.control]
+    if own:
+        lines += [f"The control ({s.control}) broke other invariants than the hit's under the same profile: its own "
+                  "violations, not evidence against the scheduler under test, and worth a look of their own: "
+                  + "; ".join(f"trial {h.trial}: {', '.join(label(i) for i in h.control or [])}" for h in own)
+                  + ".", ""]
+    lines += ["Every trial (genome, broken invariants, seconds) is in `trials.jsonl`.", ""]
     return "\n".join(lines)
 
 
