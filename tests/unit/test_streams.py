@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import random
 from collections.abc import Iterator
 
 import h2.config
 import h2.connection
 import h2.settings
+import h2.stream
 import hyperframe.frame
 import pytest
 from kube_fault_proxy.proxy.mitm import streams
+from mitmproxy import http
 from mitmproxy.addons import proxyserver
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import _http2
+from mitmproxy.proxy.layers.http._events import (
+    ErrorCode,
+    ResponseData,
+    ResponseEndOfMessage,
+    ResponseHeaders,
+    ResponseProtocolError,
+)
 from mitmproxy.test import taddons, tflow
 
 MAX_CONCURRENT_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
@@ -136,3 +147,105 @@ def test_closed_streams_are_still_dropped_from_the_table() -> None:
         assert server.open_inbound_streams == 0
     assert len(server.streams) <= streams.PRUNE_SLACK + 1
     assert len(client.streams) <= streams.PRUNE_SLACK + 1
+
+
+def test_what_finished_streams_leave_behind_is_patched_too() -> None:
+    """If a mitmproxy upgrade renames the connection layer's init, this fails loudly."""
+    assert _http2.Http2Connection.__init__ is streams._init_connection
+
+
+# sha256 (first 16 hex digits) of hyper-h2 4.x's walk, which streams._drop_closed reproduces without its count.
+OPEN_STREAMS_SHA = "28d9501144f0cee7"
+
+
+def test_the_reproduced_walk_is_still_hyper_h2s() -> None:
+    source = inspect.getsource(streams._open_streams)
+    assert hashlib.sha256(source.encode()).hexdigest()[:16] == OPEN_STREAMS_SHA, (
+        "hyper-h2 changed H2Connection._open_streams: check streams._drop_closed against it")
+
+
+BINDING = [(":method", "POST"), (":path", "/api/v1/namespaces/d/pods/p/binding"), (":scheme", "https"),
+           (":authority", "x")]
+
+
+class _Client:
+    """An h2 client speaking to mitmproxy's client-facing HTTP/2 layer, which answers each request."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.layer = _http2.Http2Server(ctx)
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.h2.initiate_connection()
+        self._to_client(self.layer.handle_event(events.Start()))
+        self.send()
+
+    def _to_client(self, cmds: Iterator[commands.Command]) -> list[commands.Command]:
+        out = list(cmds)
+        data = b"".join(c.data for c in out if isinstance(c, commands.SendData))
+        if data:
+            self.h2.receive_data(data)
+        return out
+
+    def send(self) -> list[commands.Command]:
+        return self._to_client(self.layer.handle_event(events.DataReceived(self.ctx.client, self.h2.data_to_send())))
+
+    def request(self, sid: int) -> None:
+        self.h2.send_headers(sid, BINDING, end_stream=False)
+        self.h2.send_data(sid, b'{"kind":"Binding"}', end_stream=True)
+        self.send()
+
+    def answer(self, sid: int) -> None:
+        body = b'{"kind":"Status"}'
+        response = http.Response.make(201, body, {"content-type": "application/json"})
+        self._to_client(self.layer.handle_event(ResponseHeaders(sid, response, False)))
+        self._to_client(self.layer.handle_event(ResponseData(sid, body)))
+        self._to_client(self.layer.handle_event(ResponseEndOfMessage(sid)))
+        self.send()
+
+    def reset(self, sid: int) -> None:
+        self._to_client(self.layer.handle_event(ResponseProtocolError(sid, "killed", ErrorCode.KILL)))
+
+
+@pytest.fixture
+def client() -> Iterator[_Client]:
+    with taddons.context(proxyserver.Proxyserver()) as tctx:
+        ctx = Context(tflow.tclient_conn(), tctx.options)
+        ctx.client.alpn = b"h2"
+        yield _Client(ctx)
+
+
+@pytest.mark.parametrize("ending", ["answered", "reset by the proxy", "both, interleaved"])
+def test_a_long_lived_client_connection_keeps_nothing_per_finished_request(client: _Client, ending: str) -> None:
+    """mitmproxy 12.3 kept one entry per answered request in the layer's `streams`, and hyper-h2 one in its
+    closed-stream table (up to 65,536): a 1 M-request soak on 4 connections grew the proxy by 225 MB."""
+    n = 3000
+    for i in range(n):
+        sid = client.h2.get_next_available_stream_id()
+        client.request(sid)
+        reset = ending == "reset by the proxy" or (ending == "both, interleaved" and i % 2)
+        client.reset(sid) if reset else client.answer(sid)
+        assert client.h2.streams[sid].closed, "the client saw its stream end"
+    assert len(client.layer.streams) == 0, "the layer's own table"
+    assert len(client.layer.h2_conn.streams) <= streams.PRUNE_SLACK + 1, "hyper-h2's live table"
+    resets = {"answered": 0, "reset by the proxy": n, "both, interleaved": n // 2}[ending]
+    # every reset is remembered (up to hyper-h2's bound) but the newest still in the live table; nothing else is
+    assert resets - streams.PRUNE_SLACK - 1 <= len(client.layer.h2_conn._closed_streams) <= resets
+    assert set(client.layer.h2_conn._closed_streams.values()) <= {h2.stream.StreamClosedBy.SEND_RST_STREAM}
+
+
+def test_a_late_frame_on_a_stream_the_proxy_reset_is_still_only_a_stream_error(client: _Client) -> None:
+    first = client.h2.get_next_available_stream_id()
+    client.h2.send_headers(first, BINDING, end_stream=False)
+    client.send()
+    client.reset(first)  # the client has not seen the reset yet: its DATA is in flight
+    for _ in range(streams.PRUNE_SLACK + 10):  # enough finished streams after it for it to be pruned
+        sid = client.h2.get_next_available_stream_id()
+        client.request(sid)
+        client.answer(sid)
+    assert first not in client.layer.h2_conn.streams, "pruned from hyper-h2's live table"
+    late = hyperframe.frame.DataFrame(first, b"late", flags=["END_STREAM"])
+    cmds = list(client.layer.handle_event(events.DataReceived(client.ctx.client, late.serialize())))
+    assert not any(isinstance(c, commands.CloseConnection) for c in cmds)
+    sent = b"".join(c.data for c in cmds if isinstance(c, commands.SendData))
+    frame, _ = hyperframe.frame.Frame.parse_frame_header(memoryview(sent[:9]))
+    assert isinstance(frame, hyperframe.frame.RstStreamFrame) and frame.stream_id == first

@@ -12,6 +12,17 @@ most of the proxy's time: `H2Connection._open_streams` walks every stream whenev
 opened (both sides check the limit), which makes a burst O(n²) — a third of the proxy's CPU in a
 3,000-request burst. Here each connection keeps the count as its streams change state.
 
+What a long-lived connection keeps of its finished streams is bounded here too (a soak of 1 M
+requests on 4 connections grew the proxy from 136 to 361 MB; bench/memory_soak.py shows it):
+- mitmproxy 12.3's `Http2Connection.streams` (stream id -> state) drops a stream when the peer ends
+  it after we did, or resets it, but not when *we* end or reset it last — which is every answered
+  request on a client connection: one entry per request, until the connection closes. Here a stream
+  leaves it as our END_STREAM or RST_STREAM closes it (after which mitmproxy reads it no more).
+- hyper-h2 remembers how each closed stream ended, up to 65,536 per connection (~11 MB), only to tell
+  a peer's late frames on a stream *we reset* (a stream error) from frames on one that ended normally
+  (a connection error either way: GOAWAY STREAM_CLOSED, or PROTOCOL_ERROR once forgotten). Here only
+  resets are remembered: a late frame on a stream that ended normally gets PROTOCOL_ERROR at once.
+
 This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
 `tests/unit/test_streams.py` fails loudly if an upgrade breaks either override.
 """
@@ -34,11 +45,20 @@ PRUNE_SLACK = 128
 
 _limit = DEFAULT
 _server_init = _http2.Http2Server.__init__
+_connection_init = _http2.Http2Connection.__init__
 _begin_new_stream = h2.connection.H2Connection._begin_new_stream
 _open_streams = h2.connection.H2Connection._open_streams
 _process_input = h2.stream.H2StreamStateMachine.process_input
 _IS_OPEN = h2.stream.STREAM_OPEN
 TALLY = "_kfp_open_streams"  # per connection: [open streams with even ids, with odd ids]
+LAYER_STREAMS = "_kfp_layer_streams"  # per connection: mitmproxy's Http2Connection.streams
+_OUR_CLOSE = (h2.stream.StreamInputs.SEND_END_STREAM, h2.stream.StreamInputs.SEND_RST_STREAM)
+_RESETS = (h2.stream.StreamClosedBy.SEND_RST_STREAM, h2.stream.StreamClosedBy.RECV_RST_STREAM)
+
+
+def _init_connection(self: Any, context: Any, conn: Any) -> None:
+    _connection_init(self, context, conn)
+    self.h2_conn.__dict__[LAYER_STREAMS] = self.streams
 
 
 def _init_server(self: Any, context: Any) -> None:
@@ -60,6 +80,7 @@ def _counted_begin_new_stream(self: Any, stream_id: int, allowed_ids: Any) -> An
         machine: Any = stream.state_machine
         machine._kfp_tally = tally
         machine._kfp_parity = stream_id % 2
+        machine._kfp_layer_streams = self.__dict__.get(LAYER_STREAMS)
         if _IS_OPEN[machine.state]:
             tally[stream_id % 2] += 1
     return stream
@@ -75,6 +96,8 @@ def _counted_process_input(self: Any, input_: Any) -> Any:
             tally = self.__dict__.get("_kfp_tally")
             if tally is not None:
                 tally[self._kfp_parity] += 1 if is_open else -1
+                if not is_open and input_ in _OUR_CLOSE and self._kfp_layer_streams is not None:
+                    self._kfp_layer_streams.pop(self.stream_id, None)
 
 
 def _counted_open_streams(self: Any, remainder: int) -> int:
@@ -82,8 +105,17 @@ def _counted_open_streams(self: Any, remainder: int) -> int:
     if not tally:
         return int(_open_streams(self, remainder))
     if len(self.streams) > tally[0] + tally[1] + PRUNE_SLACK:
-        _open_streams(self, remainder)  # hyper-h2's walk: drops closed streams, records how they closed
+        _drop_closed(self)
     return int(tally[remainder])
+
+
+def _drop_closed(self: Any) -> None:
+    """hyper-h2's walk (`_open_streams`) without its count: drops closed streams, remembers the reset ones."""
+    streams, remembered = self.streams, self._closed_streams
+    for stream_id in [i for i, stream in streams.items() if stream.closed]:
+        closed_by = streams.pop(stream_id).closed_by
+        if closed_by in _RESETS:
+            remembered[stream_id] = closed_by
 
 
 def install(limit: int = DEFAULT) -> None:
@@ -93,6 +125,7 @@ def install(limit: int = DEFAULT) -> None:
         raise ValueError(f"the stream limit must be between 1 and {MAX}, got {limit}")
     _limit = limit
     _http2.Http2Server.__init__ = _init_server  # type: ignore[method-assign]
+    _http2.Http2Connection.__init__ = _init_connection  # type: ignore[method-assign]
     h2.connection.H2Connection._begin_new_stream = _counted_begin_new_stream  # type: ignore[method-assign]
     h2.connection.H2Connection._open_streams = _counted_open_streams  # type: ignore[method-assign]
     h2.stream.H2StreamStateMachine.process_input = _counted_process_input  # type: ignore[method-assign]
