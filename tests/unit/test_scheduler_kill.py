@@ -53,7 +53,7 @@ def test_bad_kills_are_refused_naming_the_field(tmp_path: Path, steps: str, expe
 
 
 def fake_cluster(calls: list[str], monkeypatch: pytest.MonkeyPatch, new_pid: int = 222) -> Any:
-    cluster = SimpleNamespace(scheduler="yunikorn", processes={})
+    cluster = SimpleNamespace(scheduler="yunikorn", processes={}, yunikorn_url=None)
 
     def kill(c: Any) -> int:
         calls.append("kill")

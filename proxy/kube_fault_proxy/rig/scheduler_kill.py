@@ -33,12 +33,26 @@ def kill_and_restart_scheduler(cluster: Cluster | None, restart_after: float, no
                    "time": time.time()})
     stop.wait(restart_after)
     ready = start_scheduler(cluster)
+    if cluster.yunikorn_url is not None:
+        ready += _partition_answers(cluster.yunikorn_url)
     new_pid = cluster.processes[scheduler].pid
     down = time.monotonic() - killed
     events.append({"t": round(now(), 2), "event": "scheduler-restarted", "scheduler": scheduler, "pid": new_pid,
                    "time": time.time(), "readySeconds": round(ready, 2), "downSeconds": round(down, 2)})
     return (f"killed {scheduler} (pid {pid}, kill -9); restarted it as pid {new_pid}, "
             f"ready {ready:.1f}s later, down {down:.1f}s")
+
+
+def _partition_answers(url: str, timeout: float = 60.0) -> float:
+    """Wait until a restarted YuniKorn's REST API lists the default partition's applications (for a moment
+    after its healthcheck says ok it answers an error object instead); the seconds it took."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            if isinstance(httpx.get(f"{url}/ws/v1/partition/default/applications/active", timeout=2).json(), list):
+                break
+        time.sleep(0.2)
+    return time.monotonic() - t0
 
 
 class CrashPoints(threading.Thread):

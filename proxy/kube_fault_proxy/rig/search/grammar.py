@@ -109,10 +109,10 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
 
 
 def _crash_when(rng: random.Random, pods: int) -> dict[str, Any]:
-    """A crash point: right after the Nth Binding the apiserver committed (a quantile of the load), once."""
+    """A crash point: at the Nth Binding sent (a quantile of the load), once it commits. Arrivals, not 2xx
+    answers: YuniKorn sends a scheduling cycle's Bindings together, before the first answer comes back."""
     count = max(1, round(pods * rng.choice(QUANTILES)))
-    return {"trigger": {"match": {k: list(v) for k, v in BINDING.items()}, "count": count, "answered": True},
-            "maxInjections": 1}
+    return {"trigger": {"match": {k: list(v) for k, v in BINDING.items()}, "count": count}, "maxInjections": 1}
 
 
 def _when(rng: random.Random, kind: str, pods: int) -> dict[str, Any]:

@@ -1,0 +1,26 @@
+"""A crash at a point on the real control plane with kube-scheduler: killed (kill -9) right after the Nth
+Binding commit, restarted from what the cluster holds; the run settles with every pod bound."""
+
+from __future__ import annotations
+
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+
+from tests.support.crash_point import AT, PODS, crash_at_a_point
+
+
+def test_kube_scheduler_killed_at_the_crash_point_restarts_and_binds_every_pod(
+        kube_scheduler_cluster: Cluster) -> None:
+    run = crash_at_a_point(kube_scheduler_cluster, "kube-scheduler")
+    r = run.result
+    killed = next(e for e in r.events if e["event"] == "scheduler-killed")
+    restarted = next(e for e in r.events if e["event"] == "scheduler-restarted")
+    assert killed["pid"] == run.before and restarted["pid"] == run.after != run.before, r.steps
+    assert restarted["downSeconds"] >= 1 and r.steps[1]["did"].startswith("killed kube-scheduler"), r.steps
+    assert run.point["upstreamStatus"] == 201 and run.point["request"]["subresource"] == "binding"
+    assert run.point["rule"] == "bind-30" and run.point["holdSeconds"] == 30
+    assert run.released["outcome"] == "dropped", "the killed scheduler never got the held answer"
+    assert run.held_pod_node == run.point["request"]["targetNode"], "the held Binding was committed"
+    crash_t = next(e["t"] for e in r.events if e["event"] == "crash-point")
+    assert killed["t"] - crash_t < 1.5, "killed right after the crash point"
+    assert r.check["counts"]["bound"] == PODS and r.met is True, r.table  # settled, every invariant kept
+    print(f"crash point at Binding {AT}: {r.steps}; check {r.check['verdict']}; {r.seconds}s")
