@@ -89,6 +89,27 @@ def _large(objects: list[object], least: int = 2000) -> list[dict[str, object]]:
     return sorted(out, key=lambda x: -int(str(x["len"])))[:20]
 
 
+def _big(objects: list[object], least: int = 256 * 1024) -> list[dict[str, object]]:
+    """Objects of at least `least` bytes themselves (a dict's table, a buffer), tracked or not (an untracked
+    dict of ints, bytes), found among gc-tracked objects and what they refer to, with a holder's type."""
+    out: list[dict[str, object]] = []
+    seen: set[int] = set()
+    for o in objects:
+        for x in (o, *gc.get_referents(o)):
+            if id(x) in seen:
+                continue
+            try:
+                size = sys.getsizeof(x)
+            except TypeError:
+                continue
+            if size >= least:
+                seen.add(id(x))
+                out.append({"type": f"{type(x).__module__}.{type(x).__qualname__}", "bytes": size,
+                            "len": len(x) if hasattr(x, "__len__") else None,
+                            "holder": f"{type(o).__module__}.{type(o).__qualname__}"})
+    return sorted(out, key=lambda x: -int(str(x["bytes"])))[:20]
+
+
 def _dump(signum: int, frame: FrameType | None) -> None:
     global _count
     assert _DIR is not None
@@ -105,6 +126,7 @@ def _dump(signum: int, frame: FrameType | None) -> None:
     objects = gc.get_objects()
     types = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in objects)
     out["large"] = _large(objects)
+    out["big"] = _big(objects)
     del objects
     out["gcObjects"] = sum(types.values())
     out["types"] = dict(types.most_common(60))

@@ -21,6 +21,8 @@ from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import _http2
 from mitmproxy.proxy.layers.http._events import (
     ErrorCode,
+    RequestEndOfMessage,
+    RequestHeaders,
     ResponseData,
     ResponseEndOfMessage,
     ResponseHeaders,
@@ -249,3 +251,38 @@ def test_a_late_frame_on_a_stream_the_proxy_reset_is_still_only_a_stream_error(c
     sent = b"".join(c.data for c in cmds if isinstance(c, commands.SendData))
     frame, _ = hyperframe.frame.Frame.parse_frame_header(memoryview(sent[:9]))
     assert isinstance(frame, hyperframe.frame.RstStreamFrame) and frame.stream_id == first
+
+
+def test_a_long_lived_upstream_connection_forgets_the_id_mapping_of_finished_streams() -> None:
+    """mitmproxy 12.3's Http2Client kept both id maps (client's stream id <-> its own) for every request."""
+    with taddons.context(proxyserver.Proxyserver()) as tctx:
+        ctx = Context(tflow.tclient_conn(), tctx.options)
+        ctx.server = tflow.tserver_conn()
+        ctx.server.alpn = b"h2"
+        layer = _http2.Http2Client(ctx)
+        server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        server.initiate_connection()
+
+        def run(cmds: Iterator[commands.Command]) -> None:
+            for _ in range(10):  # until neither side has anything left to say (bounded)
+                data = b"".join(c.data for c in cmds if isinstance(c, commands.SendData))
+                if data:
+                    server.receive_data(data)
+                back = server.data_to_send()
+                if not back:
+                    return
+                cmds = layer.handle_event(events.DataReceived(ctx.server, back))
+
+        run(layer.handle_event(events.Start()))
+        n = 3000
+        for i in range(n):
+            theirs = 2 * i + 1  # the client's stream ids, as the HttpStream names them
+            request = http.Request.make("POST", "https://x/api/v1/namespaces/d/pods/p/binding", b"")
+            request.authority = "x"
+            run(layer.handle_event(RequestHeaders(theirs, request, True)))
+            run(layer.handle_event(RequestEndOfMessage(theirs)))
+            ours = layer.our_stream_id[theirs]
+            server.send_headers(ours, [(":status", "201")], end_stream=True)
+            run(iter(()))
+            assert ours not in layer.streams, "mitmproxy dropped it itself"
+        assert len(layer.our_stream_id) == len(layer.their_stream_id) <= streams.PRUNE_SLACK + 1

@@ -22,6 +22,9 @@ requests on 4 connections grew the proxy from 136 to 361 MB; bench/memory_soak.p
   a peer's late frames on a stream *we reset* (a stream error) from frames on one that ended normally
   (a connection error either way: GOAWAY STREAM_CLOSED, or PROTOCOL_ERROR once forgotten). Here only
   resets are remembered: a late frame on a stream that ended normally gets PROTOCOL_ERROR at once.
+- mitmproxy's `Http2Client` maps each client stream id to its upstream one, both ways, and never
+  forgets: two entries per request on an upstream connection. Here a closed stream's pair goes
+  when hyper-h2's table drops it, once mitmproxy's `streams` no longer holds it (nothing maps it then).
 
 This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
 `tests/unit/test_streams.py` fails loudly if an upgrade breaks either override.
@@ -51,14 +54,14 @@ _open_streams = h2.connection.H2Connection._open_streams
 _process_input = h2.stream.H2StreamStateMachine.process_input
 _IS_OPEN = h2.stream.STREAM_OPEN
 TALLY = "_kfp_open_streams"  # per connection: [open streams with even ids, with odd ids]
-LAYER_STREAMS = "_kfp_layer_streams"  # per connection: mitmproxy's Http2Connection.streams
+LAYER = "_kfp_layer"  # per connection: the mitmproxy Http2Connection layer that owns it
 _OUR_CLOSE = (h2.stream.StreamInputs.SEND_END_STREAM, h2.stream.StreamInputs.SEND_RST_STREAM)
 _RESETS = (h2.stream.StreamClosedBy.SEND_RST_STREAM, h2.stream.StreamClosedBy.RECV_RST_STREAM)
 
 
 def _init_connection(self: Any, context: Any, conn: Any) -> None:
     _connection_init(self, context, conn)
-    self.h2_conn.__dict__[LAYER_STREAMS] = self.streams
+    self.h2_conn.__dict__[LAYER] = self
 
 
 def _init_server(self: Any, context: Any) -> None:
@@ -80,7 +83,8 @@ def _counted_begin_new_stream(self: Any, stream_id: int, allowed_ids: Any) -> An
         machine: Any = stream.state_machine
         machine._kfp_tally = tally
         machine._kfp_parity = stream_id % 2
-        machine._kfp_layer_streams = self.__dict__.get(LAYER_STREAMS)
+        layer = self.__dict__.get(LAYER)
+        machine._kfp_layer_streams = None if layer is None else layer.streams
         if _IS_OPEN[machine.state]:
             tally[stream_id % 2] += 1
     return stream
@@ -110,12 +114,19 @@ def _counted_open_streams(self: Any, remainder: int) -> int:
 
 
 def _drop_closed(self: Any) -> None:
-    """hyper-h2's walk (`_open_streams`) without its count: drops closed streams, remembers the reset ones."""
+    """hyper-h2's walk (`_open_streams`) without its count: drops closed streams, remembers the reset ones;
+    on an upstream connection, also the id mapping of each one mitmproxy is done with."""
     streams, remembered = self.streams, self._closed_streams
+    layer = self.__dict__.get(LAYER)
+    theirs = getattr(layer, "their_stream_id", None)  # Http2Client: our stream id -> the client's
     for stream_id in [i for i, stream in streams.items() if stream.closed]:
         closed_by = streams.pop(stream_id).closed_by
         if closed_by in _RESETS:
             remembered[stream_id] = closed_by
+        if theirs is not None and stream_id not in layer.streams:
+            their = theirs.pop(stream_id, None)
+            if their is not None:
+                layer.our_stream_id.pop(their, None)
 
 
 def install(limit: int = DEFAULT) -> None:
