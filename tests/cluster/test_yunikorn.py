@@ -9,6 +9,7 @@ from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
 from tests.support.cluster import all_running, api_client, create_pods, kfp, pods, wait_for
+from tests.support.crash_point import PODS, crash_at_a_point
 
 
 def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:
@@ -30,3 +31,19 @@ def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster) -> None
     assert r.returncode == 0 and st["schedulerBuild"] == "yunikorn v1.9.0"
     assert st["builds"] == {"etcd": "v3.6.16", "kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.36.3",
                             "kubectl": "v1.36.3", "kwok": "v0.7.0", "yunikorn-scheduler": "v1.9.0"}
+
+
+def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikorn_cluster: Cluster) -> None:
+    run = crash_at_a_point(yunikorn_cluster, "yunikorn")
+    r = run.result
+    killed = next(e for e in r.events if e["event"] == "scheduler-killed")
+    restarted = next(e for e in r.events if e["event"] == "scheduler-restarted")
+    assert killed["pid"] == run.before and restarted["pid"] == run.after != run.before, r.steps
+    assert run.point["upstreamStatus"] == 201 and run.released["outcome"] == "dropped"
+    assert run.held_pod_node == run.point["request"]["targetNode"], "the held Binding was committed"
+    assert r.check["counts"]["bound"] == PODS, r.table
+    print(f"yunikorn crash point: {r.steps}; check {r.check['verdict']} {r.check['invariants']}; {r.seconds}s")
+    # Observed with v1.9.0 (a finding, README "crashPoint"): 10 s after the restart, with every pod bound and
+    # booked (I1-I4 hold), the restarted shim still counts every recovered pod as assumed: I5 breaks.
+    failing = sorted(k for k, v in r.check["invariants"].items() if not v["holds"])
+    assert failing == ["I5"], r.table

@@ -52,7 +52,7 @@ def crash_at_a_point(c: Cluster, scheduler: str) -> CrashRun:
                  "timeline": [{"at": "0s", "activate": "crash-at-bind-30"},
                               {"onEvent": "crash-point", "killScheduler": {"restartAfter": "1s"}},
                               {"onEvent": "scheduler-restarted", "after": "1s", "deactivate": True}],
-                 "settle": {"quiet": "15s", "timeout": "90s", "grace": "0s"},
+                 "settle": {"quiet": "10s", "timeout": "90s", "grace": "0s"},
                  "expect": {scheduler: {"verdict": "clean"}}}})
     before = c.processes[scheduler].pid
     result = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, 1, say=False,

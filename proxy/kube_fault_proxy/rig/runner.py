@@ -7,7 +7,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,16 @@ class Timeline(threading.Thread):
         # scheduler is killed within a poll of the commit whose answer the proxy holds.
         self.crash_cursor = sampler.cursor if any(s.onEvent == "crash-point" for s in steps) else None
         self.crash_seen: float | None = None
+        self.scheduler_down = False  # a killScheduler step is under way
+
+    def scheduler_settling(self, quiet: float) -> bool:
+        """Whether a killScheduler step is under way, or its scheduler restarted less than `quiet` ago: the
+        restarted scheduler's view (the allocations it recovers, its queues' books) has not settled yet, even
+        if every pod is bound."""
+        if self.scheduler_down:
+            return True
+        last = max((float(e["t"]) for e in self.sampler.events if e["event"] == "scheduler-restarted"), default=None)
+        return last is not None and time.monotonic() - self.sampler.t0 < last + quiet
 
     def _binds(self) -> int:
         with ControlClient(self.target.control) as control:
@@ -223,7 +233,7 @@ class Timeline(threading.Thread):
                     what = kill_and_restart(self.target.cluster, self.target.control, step.killApiserver.restartAfter,
                                             self.sampler.t0, self.sampler.events, self.stop)
                 elif step.killScheduler is not None:
-                    self.killing = True
+                    self.killing = self.scheduler_down = True
                     what = kill_and_restart_scheduler(self.target.cluster, step.killScheduler.restartAfter,
                                                       lambda: time.monotonic() - self.sampler.t0, self.sampler.events,
                                                       self.stop)
@@ -232,7 +242,7 @@ class Timeline(threading.Thread):
             except (httpx.HTTPError, ControlError, HTTPError, ClusterError, ValueError) as e:
                 what = f"step failed: {type(e).__name__}: {e}"
             finally:
-                self.killing = False
+                self.killing = self.scheduler_down = False
             # a kill is placed where it began (its restart is the apiserver-restarted event); others where they ended
             killed = step.killApiserver is not None or step.killScheduler is not None
             t = (began if killed else time.monotonic()) - self.sampler.t0
@@ -318,12 +328,12 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         # With holdBack beforeScheduler the scheduler is stopped first and runs again however the run ends.
         with wave.scheduler_stopped(target.cluster if hold == "beforeScheduler" else None) as start_scheduler, \
                 Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
-                Timeline(list(spec.timeline), target, seed, ls, sampler, result, say):  # both end with the run
+                Timeline(list(spec.timeline), target, seed, ls, sampler, result, say) as timeline:  # end with the run
             names = _load(target, ls, result, sampler, say)
             if hold is not None:
                 release = _release(target, hold, ls, names, spec.load.releaseConcurrency, start_scheduler, sampler,
                                    say)
-            snap, quiet = _settle(target, scenario, ls, t0, say)
+            snap, quiet = _settle(target, scenario, ls, t0, say, timeline.scheduler_settling)
         _judge(result, snap, quiet, expect, sampler, spec.settle.grace)
     result.load["shape"] = spec.load.shape
     if hold is not None:
@@ -389,9 +399,10 @@ def _release(target: Target, hold: str, ls: load.LoadSpec, names: list[str], con
     return release
 
 
-def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float,
-            say: bool) -> tuple[check.Snapshot, bool]:
-    """Wait until every pod of the load is bound, or nothing changed for the settle's quiet time."""
+def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float, say: bool,
+            scheduler_settling: Callable[[float], bool] = lambda quiet: False) -> tuple[check.Snapshot, bool]:
+    """Wait until every pod of the load is bound, or nothing changed for the settle's quiet time; after a
+    killScheduler step, every pod bound counts only once the restarted scheduler has had the quiet time."""
     settle = scenario.spec.settle
     with Progress("settling", ls.count, enabled=say) as bar:
         def tick(snap: check.Snapshot) -> None:
@@ -399,11 +410,26 @@ def _settle(target: Target, scenario: Scenario, ls: load.LoadSpec, t0: float,
             bound = sum(1 for p in mine if p["spec"].get("nodeName"))
             bar.update(bound, len(mine) or ls.count, f"bound, {time.monotonic() - t0:.0f}s into the run")
 
-        done = check.all_bound(ls.namespace, load.LOAD_LABEL)
+        bound = check.all_bound(ls.namespace, load.LOAD_LABEL)
+
+        def done(snap: check.Snapshot) -> bool:
+            return bound(snap) and not scheduler_settling(settle.quiet)
+
         with target.kube.client() as api:
             # a killApiserver step may have the apiserver down for a while: wait for it, up to a minute per read
-            return check.wait_quiet(lambda: _retry(lambda: check.fetch(api, target.yunikorn), 120),
-                                    settle.quiet, settle.timeout, tick, done)
+            return check.wait_quiet(lambda: _fetch_ready(api, target.yunikorn), settle.quiet, settle.timeout, tick,
+                                    done)
+
+
+def _fetch_ready(api: Client, yunikorn: str | None, attempts: int = 60) -> check.Snapshot:
+    """A snapshot, once YuniKorn's REST API lists the partition's applications: a YuniKorn that just started
+    (or was restarted by a killScheduler step) answers an error object for a moment."""
+    for _ in range(attempts):
+        snap: check.Snapshot = _retry(lambda: check.fetch(api, yunikorn), 120)
+        if snap.yunikorn is None or isinstance(snap.yunikorn.get("apps"), list):
+            return snap
+        time.sleep(0.5)
+    raise ValueError(f"YuniKorn's REST API at {yunikorn} did not list the partition's applications")
 
 
 def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expectation | None,
