@@ -86,9 +86,9 @@ def main() -> int:
             def dump(at: int) -> None:
                 os.kill(pid, signal.SIGUSR2)
                 d = _wait_dump(dumps, len(taken) + 1)
-                taken.append({"requests": at, **{k: v for k, v in d.items() if k != "types"}, "types": d["types"]})
-                print(f"  dump {d['n']} at {at:,} requests: rss {d['rssMb']} MB, traced {d.get('tracedMb')} MB, "
-                      f"gc objects {d['gcObjects']:,}", flush=True)
+                taken.append({"requests": at, **d})
+                print(f"  dump {d['n']} at {at:,} requests: rss {d.get('rssMb')} MB, traced {d.get('tracedMb')} MB, "
+                      f"gc objects {d.get('gcObjects')}{' ' + d['error'] if 'error' in d else ''}", flush=True)
 
             if marks:
                 dump(0)

@@ -100,20 +100,28 @@ def _big(objects: list[object], least: int = 256 * 1024) -> list[dict[str, objec
                 continue
             try:
                 size = sys.getsizeof(x)
-            except TypeError:
+                if size >= least:
+                    seen.add(id(x))
+                    out.append({"type": f"{type(x).__module__}.{type(x).__qualname__}", "bytes": size,
+                                "len": len(x) if isinstance(x, (dict, list, set, bytes, bytearray)) else None,
+                                "holder": f"{type(o).__module__}.{type(o).__qualname__}"})
+            except Exception:
                 continue
-            if size >= least:
-                seen.add(id(x))
-                out.append({"type": f"{type(x).__module__}.{type(x).__qualname__}", "bytes": size,
-                            "len": len(x) if hasattr(x, "__len__") else None,
-                            "holder": f"{type(o).__module__}.{type(o).__qualname__}"})
     return sorted(out, key=lambda x: -int(str(x["bytes"])))[:20]
 
 
 def _dump(signum: int, frame: FrameType | None) -> None:
+    """Never raises into the interrupted code: an error is written as the dump."""
     global _count
     assert _DIR is not None
     _count += 1
+    try:
+        _write_dump()
+    except Exception as e:
+        Path(f"{_DIR}/dump-{_count}.json").write_text(json.dumps({"n": _count, "error": repr(e)}))
+
+
+def _write_dump() -> None:
     t0 = time.monotonic()
     gc.collect()
     out: dict[str, object] = {"n": _count, "rssMb": round(_rss_mb(), 1), "malloc": _malloc(),
