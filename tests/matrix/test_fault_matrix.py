@@ -121,52 +121,46 @@ class Cell:
     namespace: str
 
 
-def run_cell(cluster: Cluster, profile: str, seed: int, namespace: str, judged_as: str,
-             workload: shapes.Workload | None = None) -> Cell:
-    """One cell: a fresh scheduler, the profile on, PODS pods (a workload shape's, on nodes given its
-    capacity, labels and taints for the cell), settled, checked; the namespace (and the nodes' shape) gone after."""
+def run_cell(cluster: Cluster, profile: str, seed: int, namespace: str, judged_as: str, shape: str = "roomy") -> Cell:
+    """One cell: a fresh scheduler, the profile on, PODS pods (a tight shape's, on nodes given its capacity,
+    labels and taints for the cell), settled, checked; the namespace (and the nodes' shape) gone after."""
     scheduler = cluster.scheduler
     api = cluster.admin_api()
     faults = Faults(ProxyHandle(cluster.control_url), None)
     faults.reset()
-    with api.client() as client:
-        nodes_before = load.node_states(client) if workload is not None else None
-        if workload is not None:
-            load.shape_nodes(client, workload.nodes)
-    try:
-        # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
-        # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
-        restart_scheduler(cluster)
-        # The cell's Binding outcomes at the proxy, and the apiserver's own 429s for them (API Priority and
-        # Fairness), over the cell: in pass-through, every throttled Binding is one of those, and none fails.
-        binds_before, apf_before = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
-        faults.activate(profile, seed=seed)
+    with load.shaped(api, shape, PODS, seed) as workload:
         try:
-            loaded = load.create_pods(api, load.LoadSpec(count=PODS, rate=250, concurrency=8, namespace=namespace,
-                                                         scheduler_name=SCHEDULER_NAMES[scheduler],
-                                                         pods=workload.pods if workload else ()), progress=False)
-            assert loaded.created == PODS
-            # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
-            # relist that may change what YuniKorn books, so those cells wait longer for quiet.
-            quiet = 90.0 if "outage" in profile else 45.0
+            # Each cell starts from a scheduler that remembers no earlier cell (a pod it still assumes, a
+            # queue it over- or under-books); etcd, the apiserver and the proxy are shared.
+            restart_scheduler(cluster)
+            # The cell's Binding outcomes at the proxy, and the apiserver's own 429s for them (API Priority and
+            # Fairness), over the cell: in pass-through, every throttled Binding is one of those, and none fails.
+            binds_before, apf_before = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
+            faults.activate(profile, seed=seed)
+            try:
+                loaded = load.create_pods(api, load.LoadSpec(
+                    count=PODS, rate=250, concurrency=8, namespace=namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
+                    pods=workload.pods if workload else ()), progress=False)
+                assert loaded.created == PODS
+                # After an outage client-go backs off reconnecting its informers (up to 30 s) before the
+                # relist that may change what YuniKorn books, so those cells wait longer for quiet.
+                quiet = 90.0 if "outage" in profile else 45.0
+                with api.client() as client:
+                    snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.yunikorn_url), quiet, 300.0,
+                                               done=check.all_bound(namespace))
+            finally:
+                faults.deactivate()
+            binds_after, apf_after = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
+        finally:  # the cell's namespace goes with its pods (kube-controller-manager), whatever the cell showed
             with api.client() as client:
-                snap, _ = check.wait_quiet(lambda: check.fetch(client, cluster.yunikorn_url), quiet, 300.0,
-                                           done=check.all_bound(namespace))
-        finally:
-            faults.deactivate()
-        binds_after, apf_after = faults.control.stats()["bindsTotal"], apiserver_requests(api, **BINDING_429)
-    finally:  # the cell's namespace goes with its pods (kube-controller-manager), whatever the cell showed
-        with api.client() as client:
-            load.clean(client, namespace)
-            if nodes_before is not None:
-                load.restore_nodes(client, nodes_before)
+                load.clean(client, namespace)
     binds = {k: binds_after[k] - binds_before[k] for k in binds_after}
     report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
     broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
     if RESULTS is not None:
         with RESULTS.open("a") as f:
             f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build, "profile": profile,
-                                "shape": workload.shape if workload else "roomy", "seed": seed,
+                                "shape": shape, "seed": seed,
                                 "verdict": "clean" if report.ok else "violations", "broken": sorted(broken),
                                 "counts": report.counts, "injections": len(faults.injections()), "binds": binds,
                                 "apiserverBinding429s": apf_after - apf_before}) + "\n")
@@ -213,8 +207,7 @@ def test_tight_cell(cluster: Cluster, shape: str, profile: str) -> None:
     """A tight workload (rig.shapes) on the cell's 50 nodes: every node ends full, or nearly, some with
     selectors, taints or anti-affinity pairs; judged under every invariant, the safety ones included."""
     who = judged_as(cluster)
-    workload = shapes.generate(shape, NODES, PODS, 1)
-    cell = run_cell(cluster, profile, 1, f"t-{shape}-{profile}"[:63], who, workload)
+    cell = run_cell(cluster, profile, 1, f"t-{shape}-{profile}"[:63], who, shape)
     judge(cluster, cell, TIGHT_EXPECTED.get((who, profile)), who, profile, 1)
 
 

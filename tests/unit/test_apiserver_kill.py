@@ -13,14 +13,9 @@ from kube_fault_proxy.rig import apiserver_kill, report
 from kube_fault_proxy.rig.runner import RunResult, bind_outcomes
 from kube_fault_proxy.rig.scenario import load_scenario
 
-HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
+from tests.support.scenarios import timeline
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def timeline(tmp_path: Path, steps: str) -> Path:
-    path = tmp_path / "s.yaml"
-    path.write_text(HEAD + "spec:\n  timeline:\n" + steps)
-    return path
 
 
 def test_a_kill_at_a_time_or_after_binds(tmp_path: Path) -> None:

@@ -14,13 +14,7 @@ from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig import report, scheduler_kill
 from kube_fault_proxy.rig.scenario import load_scenario
 
-HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
-
-
-def timeline(tmp_path: Path, steps: str) -> Path:
-    path = tmp_path / "s.yaml"
-    path.write_text(HEAD + "spec:\n  timeline:\n" + steps)
-    return path
+from tests.support.scenarios import timeline
 
 
 def test_a_kill_at_the_crash_point(tmp_path: Path) -> None:

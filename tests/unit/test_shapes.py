@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,40 @@ def test_a_scenarios_load_names_a_shape_and_takes_no_cpu_or_memory_beside_one(tm
         with pytest.raises(ProfileError) as e:
             scenario.load_scenario(path)
         assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
+
+
+class FakeNodes:
+    """A Kube whose client lists these nodes and records merge patches (Node and Node.Status)."""
+
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        self.nodes, self.patches = nodes, []  # type: list[dict[str, Any]], list[tuple[str, str, dict[str, Any]]]
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[FakeNodes]:
+        yield self
+
+    def list(self, kind: Any) -> list[dict[str, Any]]:
+        return list(self.nodes)
+
+    def patch(self, kind: Any, name: str, body: dict[str, Any], patch_type: Any = None) -> None:
+        self.patches.append(("status" if "status" in body else "node", name, body))
+
+
+def test_a_shaped_block_shapes_every_node_and_puts_each_back_as_it_was() -> None:
+    nodes = [node_manifest(i, NodeShape()) for i in (1, 2, 3)]
+    nodes[1]["spec"]["taints"] = [{"key": "other", "effect": "NoSchedule"}]
+    kube = FakeNodes(nodes)
+    with load.shaped(kube, "roomy", 30, 1) as none:  # type: ignore[arg-type]
+        assert none is None and kube.patches == []
+    with load.shaped(kube, "tainted", 30, 1) as w:  # type: ignore[arg-type]
+        assert w is not None and len(w.nodes) == 3 and sum(1 for p in w.pods if p.node_selector)
+        assert len(kube.patches) == 6  # metadata/spec and status of each node
+        shaped = len(kube.patches)
+    back = kube.patches[shaped:]
+    assert [(k, n) for k, n, _ in back] == [(k, node_name(i)) for i in (1, 2, 3) for k in ("node", "status")]
+    assert back[2][2] == {"metadata": {"labels": {POOL_LABEL: None}},
+                          "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}}
+    assert back[1][2]["status"]["allocatable"] == nodes[0]["status"]["allocatable"]
+    with pytest.raises(RuntimeError), load.shaped(kube, "exact-fill", 6, 1):  # type: ignore[arg-type]
+        raise RuntimeError("the run failed")
+    assert len(kube.patches) == 4 * shaped and kube.patches[-6:] == back  # shaped again, and put back all the same

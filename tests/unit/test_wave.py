@@ -9,20 +9,14 @@ from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig import load, wave
 from kube_fault_proxy.rig.scenario import load_scenario
 
-HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
-
-
-def scenario(tmp_path: Path, spec: str) -> Path:
-    path = tmp_path / "s.yaml"
-    path.write_text(HEAD + spec)
-    return path
+from tests.support.scenarios import scenario_file
 
 
 @pytest.mark.parametrize("how", ["schedulingGates", "beforeScheduler"])
 def test_a_load_is_held_back_either_way(tmp_path: Path, how: str) -> None:
-    s = load_scenario(scenario(tmp_path, f"spec:\n  load: {{count: 10, holdBack: {how}}}\n"))
+    s = load_scenario(scenario_file(tmp_path, f"spec:\n  load: {{count: 10, holdBack: {how}}}\n"))
     assert s.spec.load.holdBack == how and s.spec.load.releaseConcurrency == 32
-    assert load_scenario(scenario(tmp_path, "spec: {}\n")).spec.load.holdBack is None
+    assert load_scenario(scenario_file(tmp_path, "spec: {}\n")).spec.load.holdBack is None
 
 
 @pytest.mark.parametrize(
@@ -42,12 +36,12 @@ def test_a_load_is_held_back_either_way(tmp_path: Path, how: str) -> None:
 )
 def test_bad_hold_backs_are_refused(tmp_path: Path, spec: str, expected: str) -> None:
     with pytest.raises(ProfileError) as e:
-        load_scenario(scenario(tmp_path, spec))
+        load_scenario(scenario_file(tmp_path, spec))
     assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
 
 
 def test_a_step_may_wait_for_the_wave(tmp_path: Path) -> None:
-    s = load_scenario(scenario(tmp_path, "spec:\n  load: {holdBack: schedulingGates}\n  timeline:\n"
+    s = load_scenario(scenario_file(tmp_path, "spec:\n  load: {holdBack: schedulingGates}\n  timeline:\n"
                                          "    - {onEvent: wave-released, after: 1s, touchPods: true}\n"))
     assert s.spec.timeline[0].onEvent == "wave-released"
 

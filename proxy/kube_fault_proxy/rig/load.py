@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,8 +116,7 @@ def pod_manifest(spec: LoadSpec, name: str, index: int = 0) -> dict[str, Any]:
 
 def shape_nodes(client: Client, specs: Sequence[shapes.NodeSpec]) -> list[str]:
     """Give the first nodes (by name) a shape's capacity, labels and taints (KWOK keeps the capacity it
-    is given); the names of the nodes shaped. Only what the shape sets is changed: `restore_nodes`
-    undoes it with what `node_states` read before."""
+    is given); the names of the nodes shaped. Only what the shape sets is changed (`shaped` puts it back)."""
     nodes = sorted(client.list(Node), key=lambda n: n["metadata"]["name"])
     for node, spec in zip(nodes, specs, strict=False):
         body, status = shapes.node_patches(spec, node)
@@ -125,31 +125,37 @@ def shape_nodes(client: Client, specs: Sequence[shapes.NodeSpec]) -> list[str]:
     return [n["metadata"]["name"] for n in nodes[:len(specs)]]
 
 
-def node_states(client: Client) -> dict[str, dict[str, Any]]:
-    """What a shape may change on each node (its pool label, its taints, capacity and allocatable), to
-    put back with `restore_nodes`."""
-    out = {}
-    for node in client.list(Node):
-        status = node.get("status") or {}
-        out[node["metadata"]["name"]] = {
-            "pool": (node["metadata"].get("labels") or {}).get(shapes.POOL_LABEL),
-            "taints": (node.get("spec") or {}).get("taints") or None,
-            "capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})}
-    return out
+@contextlib.contextmanager
+def shaped(kube: Kube, shape: str, pods: int, seed: int) -> Iterator[shapes.Workload | None]:
+    """For a tight shape, every node (by name) given the shape's capacity, labels and taints for the block,
+    and the workload over them; the nodes put back as they were (their pool label, taints, capacity and
+    allocatable, as read before) however the block ends. Roomy: nothing changes (None)."""
+    if shape == "roomy":
+        yield None
+        return
+    with kube.client() as client:
+        before = [(n["metadata"]["name"], _shapeable(n)) for n in client.list(Node)]
+        workload = shapes.generate(shape, len(before), pods, seed)
+        shape_nodes(client, workload.nodes)
+    try:
+        yield workload
+    finally:
+        with kube.client() as client:
+            for name, (labels, spec, status) in before:
+                try:
+                    client.patch(Node, name, {"metadata": {"labels": labels}, "spec": spec}, patch_type=PatchType.MERGE)
+                    client.patch(Node.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+                except ApiError as e:
+                    if e.status.code != 404:  # a node gone since is skipped
+                        raise
 
 
-def restore_nodes(client: Client, states: dict[str, dict[str, Any]]) -> None:
-    """Put back what `node_states` read (nodes gone since are skipped)."""
-    for name, state in states.items():
-        try:
-            client.patch(Node, name, {"metadata": {"labels": {shapes.POOL_LABEL: state["pool"]}},
-                                      "spec": {"taints": state["taints"]}}, patch_type=PatchType.MERGE)
-            client.patch(Node.Status, name, {"status": {"capacity": state["capacity"],
-                                                        "allocatable": state["allocatable"]}},
-                         patch_type=PatchType.MERGE)
-        except ApiError as e:
-            if e.status.code != 404:
-                raise
+def _shapeable(node: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What a shape may change on a node, as merge patches that put it back: (labels, spec, status)."""
+    status = node.get("status") or {}
+    return ({shapes.POOL_LABEL: (node["metadata"].get("labels") or {}).get(shapes.POOL_LABEL)},
+            {"taints": (node.get("spec") or {}).get("taints") or None},
+            {"capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})})
 
 
 def _failure(e: HTTPError) -> str:

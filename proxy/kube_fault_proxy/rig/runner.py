@@ -7,7 +7,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from lightkube import Client
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, shapes, wave
+from kube_fault_proxy.rig import load, wave
 from kube_fault_proxy.rig.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
@@ -322,9 +322,12 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         raise ValueError("holdBack beforeScheduler stops and starts the scheduler: it needs the local control plane")
     t0 = time.monotonic()
     # A tight shape's nodes for the run, put back after it.
-    with _shaped(target, spec.load.shape, spec.load.count, seed, say) as workload:
+    with load.shaped(target.kube, spec.load.shape, spec.load.count, seed) as workload:
         if workload is not None:
             ls = dataclasses.replace(ls, pods=workload.pods)
+            if say:
+                print(f"  shape {workload.shape}: {len(workload.nodes)} nodes given its capacity, labels and taints",
+                      file=sys.stderr, flush=True)
         # With holdBack beforeScheduler the scheduler is stopped first and runs again however the run ends.
         with wave.scheduler_stopped(target.cluster if hold == "beforeScheduler" else None) as start_scheduler, \
                 Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
@@ -343,27 +346,6 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         with target.kube.client() as api:
             load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
     return result
-
-
-@contextlib.contextmanager
-def _shaped(target: Target, shape: str, count: int, seed: int, say: bool) -> Iterator[shapes.Workload | None]:
-    """For a tight shape, every node (by name) given the shape's capacity, labels and taints, and the
-    workload; the nodes put back as they were however the run ends. Roomy: nothing changes (None)."""
-    if shape == "roomy":
-        yield None
-        return
-    with target.kube.client() as api:
-        before = load.node_states(api)
-        workload = shapes.generate(shape, len(before), count, seed)
-        load.shape_nodes(api, workload.nodes)
-    if say:
-        print(f"  shape {shape}: {len(before)} nodes given the shape's capacity, labels and taints",
-              file=sys.stderr, flush=True)
-    try:
-        yield workload
-    finally:
-        with target.kube.client() as api:
-            load.restore_nodes(api, before)
 
 
 def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler, say: bool) -> list[str]:
