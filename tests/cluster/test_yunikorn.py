@@ -41,7 +41,9 @@ def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikor
     assert killed["pid"] == run.before and restarted["pid"] == run.after != run.before, r.steps
     assert run.point["upstreamStatus"] == 201 and run.released["outcome"] == "dropped"
     assert run.held_pod_node == run.point["request"]["targetNode"], "the held Binding was committed"
-    assert r.check["counts"]["bound"] == PODS, r.table
+    # Every pod bound: the run's 60 (created) and any an earlier test of this module left on the cluster (the
+    # scenario's check judges the whole cluster, as on a user's).
+    assert r.load["created"] == PODS and r.check["counts"]["pending"] == 0 and r.check["counts"]["bound"] >= PODS, r.table
     print(f"yunikorn crash point: {r.steps}; check {r.check['verdict']} {r.check['invariants']}; {r.seconds}s")
     # Observed with v1.9.0 (a finding, README "crashPoint"): 10 s after the restart, with every pod bound and
     # booked (I1-I4 hold), the restarted shim still counts every recovered pod as assumed: I5 breaks.
