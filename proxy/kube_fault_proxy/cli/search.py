@@ -28,7 +28,8 @@ class UsageError(Exception):
 
 
 def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
-    kinds = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
+    asked = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
+    kinds = list(dict.fromkeys(k for a in asked for k in (KNOWN_KINDS if a == "all" else (a,))))  # all: every kind
     unknown = sorted(set(kinds) - set(KNOWN_KINDS) | set(args.exclude_kinds or []) - set(KNOWN_KINDS))
     if unknown:
         raise UsageError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KINDS)}")
@@ -175,7 +176,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
     more = ", ".join(k for k in KNOWN_KINDS if k not in ALL_KINDS)
     p.add_argument("--kinds", metavar="K,...",
-                   help=f"fault kinds to search (default: {', '.join(ALL_KINDS)}; also known: {more})")
+                   help=f"fault kinds to search (default: {', '.join(ALL_KINDS)}; also known: {more}; "
+                        "all: every kind, these included)")
     p.add_argument("--exclude-kinds", metavar="K", action="append", help="leave this kind out (repeatable)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the report and minimal profile go")
     p.add_argument("--nodes", type=int, default=20, help="fake nodes of the search rig (default 20)")

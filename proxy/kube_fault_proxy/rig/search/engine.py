@@ -117,6 +117,9 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)  # distinct confirmed bugs, first found first
     canaries: list[TrialResult] = field(default_factory=list)  # fault-free trials; one that broke is the rig's
     prechecked: int = 0  # genomes the pre-check redrew (no rule could fire on the workload)
+    tokens: int = 0  # distinct novelty tokens the search trials showed (per-pod fault sequences, phase events)
+    novel: int = 0  # search trials that showed a token no earlier trial had
+    dead_forms: list[str] = field(default_factory=list)  # rule forms the pre-check learned never inject
 
     @property
     def injected_nothing(self) -> int:
@@ -249,6 +252,7 @@ class Search:
                 self.learn(g, result)
                 new = result.tokens - seen
                 seen |= result.tokens
+                out.tokens, out.novel = len(seen), out.novel + bool(new)
                 if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
                     corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
                 out.best_near_miss = max(out.best_near_miss, result.near_miss)
@@ -268,6 +272,7 @@ class Search:
                 number += 1
             out.search_seconds = time.monotonic() - t_start
             out.prechecked = self.prechecked
+            out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
             t0 = time.monotonic()
             for f in out.findings:
                 self.minimise(f)

@@ -19,6 +19,7 @@ from kube_fault_proxy.rig.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.safety import SAFETY
 from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.search import coverage
 from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome
 from kube_fault_proxy.rig.search.findings import Finding
 from kube_fault_proxy.rig.search.genome import Genome
@@ -99,6 +100,8 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
+        "budgets": {"searchSeconds": s.budget, "maxTrials": s.max_trials, "shrinkSecondsPerFinding": s.shrink_budget,
+                    "replays": s.replays, "canaryEvery": s.canary_every},
         "trials": len(out.trials), "medianTrialSeconds": round(out.median_trial(), 1),
         "trialsPerHour": round(out.trials_per_hour()),
         "searchTierRuns": len(out.fast_seconds),
@@ -109,6 +112,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "bestNearMiss": out.best_near_miss, "shapes": list(s.shapes),
         "injectedNothing": out.injected_nothing, "injectedNothingShare": round(out.injected_nothing_share(), 3),
         "prechecked": out.prechecked,
+        "coverage": coverage.coverage(out.trials, s.kinds, out.tokens, out.novel, out.dead_forms),
         "canaries": [{"name": c.name, "shape": c.genome.shape, "broken": c.broken, "error": c.error}
                      for c in out.canaries],
         "findings": [f.as_dict(i) for i, f in enumerate(out.findings, 1)] if index else []}
@@ -161,6 +165,23 @@ def _evidence(out: Outcome) -> list[str]:
     return lines
 
 
+def _searched(out: Outcome, doc: dict[str, Any]) -> list[str]:
+    """What was searched: the budgets, the seeds, and what the trials covered (whether or not anything was found)."""
+    s, b = out.settings, doc["budgets"]
+    trials = f"at most {b['maxTrials']} search trials" if b["maxTrials"] is not None else "no trial cap"
+    control = "none" if s.control is None else (
+        "the same workload without the profile" if s.control == UNFAULTED else s.control)
+    return ["## What was searched", "",
+            f"- budgets: search {b['searchSeconds']:.0f} s ({trials}), then {b['shrinkSecondsPerFinding']:.0f} s of "
+            f"shrinking per distinct finding and {b['replays']} replays of its minimal case; a fault-free canary "
+            f"every {b['canaryEvery'] or 'no'} trials; control: {control}",
+            f"- seeds: search seed {s.seed} (trial i is drawn from (seed, i) and the corpus so far; each trial's "
+            f"genome, its profile seed included, is in `trials.jsonl`); corpus {out.corpus} of "
+            f"{len(out.trials)} trials",
+            f"- kinds asked: {', '.join(s.kinds)}; shapes asked: {', '.join(s.shapes)}", "",
+            *coverage.lines(doc["coverage"]), ""]
+
+
 def _index(out: Outcome) -> list[str]:
     """The distinct findings, each with its reproduction rate and report directory."""
     if not out.findings:
@@ -190,6 +211,7 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
               f"{doc['searchTierMedianSeconds']} s", *_evidence(out), ""]
     if index:
         lines += _index(out)
+        lines += _searched(out, doc)
     if out.confirmed is None:
         lines += ["**No confirmed violation within the budget.**", ""]
     else:
