@@ -223,3 +223,27 @@ def test_a_yunikorn_build_needs_yunikorn(tmp_path: Path) -> None:
     with pytest.raises(build.BuildInputError, match="need --scheduler yunikorn"):
         up(Options(state_dir=tmp_path / "c", scheduler="kube-scheduler", yunikorn_patch=tmp_path / "x.patch"))
     assert not (tmp_path / "c").exists()  # refused before anything started
+
+
+def test_a_second_builder_waits_for_the_first_and_reuses_its_binary(cache: Path, go: FakeGo) -> None:
+    """Two processes building one binary into one cache (a scenario run beside `cluster build`) shared the
+    `.partial` file, and the second rename failed: now the second waits for the build lock, then finds the
+    binary and compiles nothing."""
+    import fcntl
+    import threading
+
+    c = build.yunikorn()
+    lock = cache / "locks" / f"{c.binary.parent.name}.lock"
+    lock.parent.mkdir(parents=True)
+    result: list[Path] = []
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # "another process" is building it
+        waiter = threading.Thread(target=lambda: result.append(build.build(c, say=False, go=go)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not result  # waiting for the lock, not compiling beside it
+        c.binary.parent.mkdir(parents=True)
+        c.binary.write_bytes(b"ELF built by the other process")
+    waiter.join(10)
+    assert result == [c.binary] and go.compiled == []
+    assert c.binary.read_bytes() == b"ELF built by the other process"

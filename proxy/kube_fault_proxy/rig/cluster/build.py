@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -10,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -323,10 +325,30 @@ def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain
 def build(c: Component, say: bool = True, go: Toolchain | None = None) -> Path:
     """The component's binary, built now if the cache does not have this version yet.
 
-    A patched or source-tree build that fails leaves nothing behind: no binary, no build directory."""
+    A patched or source-tree build that fails leaves nothing behind: no binary, no build directory.
+    Two processes that want the same binary build it once: the second waits for the first."""
     if c.binary.is_file():
         return c.binary
-    go = go or Toolchain()
+    with _one_builder(c):
+        if c.binary.is_file():  # built by another process while this one waited
+            return c.binary
+        return _build(c, say, go or Toolchain())
+
+
+@contextlib.contextmanager
+def _one_builder(c: Component) -> Iterator[None]:
+    """Hold the component's build lock (an flock on a file under the cache's locks/) while it is built:
+    two builds of one binary into one cache (a scenario run beside `cluster build`) shared the
+    `.partial` file and the build directory, and the second one's rename failed."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{c.binary.parent.name}.lock").open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released as the file closes, or the process dies
+        yield
+
+
+def _build(c: Component, say: bool, go: Toolchain) -> Path:
+    """Compile the component into the cache (its build lock held)."""
     env = _go_env(c.env)
     moddir = cache_dir() / "build" / f"{c.name}-{c.version}"
     override = c.shim_patch or c.shim_tree
