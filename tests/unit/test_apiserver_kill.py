@@ -50,14 +50,17 @@ def test_bad_kills_are_refused(tmp_path: Path, steps: str, expected: str) -> Non
     assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
 
 
-def test_the_kill_variant_is_the_founding_workload_with_a_real_kill() -> None:
-    founding = load_scenario(ROOT / "scenarios" / "yunikorn-3355.yaml").spec
-    kill = load_scenario(ROOT / "scenarios" / "yunikorn-3355-kill.yaml").spec
+@pytest.mark.parametrize(("outage", "kill_name"), [("yunikorn-3355", "yunikorn-3355-kill"),
+                                              ("yunikorn-3355-seed-scale", "yunikorn-3355-seed-scale-kill")])
+def test_the_kill_variant_is_the_outage_workload_with_a_real_kill(outage: str, kill_name: str) -> None:
+    founding = load_scenario(ROOT / "scenarios" / f"{outage}.yaml").spec
+    kill = load_scenario(ROOT / "scenarios" / f"{kill_name}.yaml").spec
     assert kill.cluster == founding.cluster and kill.load == founding.load and kill.settle == founding.settle
     step = kill.timeline[0]
     assert step.afterBinds == 200 and step.killApiserver is not None and step.killApiserver.restartAfter == 10
     assert kill.timeline[1].onEvent == "apiserver-restarted" and kill.timeline[1].touchPods
     assert founding.timeline[1].onEvent == "outage-end" and kill.timeline[1].after == founding.timeline[1].after
+    assert kill.expect and all(founding.expect[k] == v for k, v in kill.expect.items())  # the same verdicts asked
 
 
 def test_the_step_kills_waits_restarts_and_records_both(monkeypatch: pytest.MonkeyPatch) -> None:

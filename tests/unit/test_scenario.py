@@ -41,6 +41,9 @@ def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
     s = load_scenario(ROOT / "scenarios" / "yunikorn-3355-seed-scale.yaml")
     assert (s.spec.cluster.nodes, s.spec.load.count, s.spec.load.rate, s.spec.load.concurrency) == (500, 3000, 2000, 16)
     assert s.spec.load.namespace == "seed-scale"  # a namespace of its own: deleted after a run on a shared cluster
+    # the seed's wave, made on any machine: the whole backlog is the scheduler's first list
+    assert s.spec.load.holdBack == "beforeScheduler" and s.spec.timeline[0].activate == "apiserver-outage-after-200-binds"
+    assert s.spec.expect["yunikorn+3355-forget-pod-reverts-with-expiry"].verdict == "clean"
     assert s.spec.expect["yunikorn"].invariants == ["stranded", "I1", "I2"]
     assert s.spec.expect["kube-scheduler"].verdict == "clean"
 

@@ -13,6 +13,7 @@ from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig import compare
 from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
@@ -98,18 +99,26 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     return code, table, out
 
 
-def _report(directory: Path) -> int:
-    """Print a report directory's summary again (the side-by-side table of a multi-run report)."""
-    try:
-        doc = json.loads((directory / "report.json").read_text())
-        if "runs" in doc:
-            print(write_summary(directory, doc["runs"]))
-        else:
-            print((directory / "summary.md").read_text())
-    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
-        print(f"kube-fault-proxy report: {directory}: not a scenario report ({type(e).__name__}: {e})",
-              file=sys.stderr)
-        return USAGE
+def _report(directories: list[Path]) -> int:
+    """Print a report directory's summary again (the side-by-side table of a multi-run report); with
+    several, their runs side by side (rig.compare: the proxy's outage beside a real kill, one build beside
+    another)."""
+    runs = []
+    for directory in directories:
+        try:
+            doc = json.loads((directory / "report.json").read_text())
+            if len(directories) > 1:
+                runs += compare.runs_of(doc)
+            elif "runs" in doc:
+                print(write_summary(directory, doc["runs"]))
+            else:
+                print((directory / "summary.md").read_text())
+        except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+            print(f"kube-fault-proxy report: {directory}: not a scenario report ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+            return USAGE
+    if len(directories) > 1:
+        print(compare.compare(runs))
     return OK
 
 
@@ -118,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or default_state_dir().parent / "scenarios"
     try:
         if args.command == "report":
-            return _report(args.directory)
+            return _report(args.directories)
         builds = ([Contender("yunikorn", patch=p) for p in args.yunikorn_patch or []]
                   + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []])
         if args.command == "demo":  # kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 with the fix
@@ -186,8 +195,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r.add_argument("--with-release", action="store_true",
                    help="with --yunikorn-patch/--yunikorn-source: run YuniKorn as released too, first")
     common(r)
-    rp = sub.add_parser("report", help="print (and re-render) a report directory's summary")
-    rp.add_argument("directory", type=Path)
+    rp = sub.add_parser("report", help="print (and re-render) a report directory's summary; with several, their "
+                        "runs side by side (one column per scenario and build)")
+    rp.add_argument("directories", type=Path, nargs="+", metavar="DIRECTORY")
     rp.add_argument("--state-dir", type=Path)
     dp = sub.add_parser("demo", help="YUNIKORN-3355 on the local control plane: kube-scheduler, YuniKorn v1.9.0 and "
                                      "v1.9.0 with the fix, side by side")

@@ -118,12 +118,21 @@ def timeline_sample(t: float, pods: Sequence[Any], stats: dict[str, Any]) -> dic
             "clientConnectionsOpen": conns.get("clientOpen"), "clientConnectionsAccepted": conns.get("clientAccepted")}
 
 
+def journal_event(record: dict[str, Any], read_at: float, wall0: float) -> dict[str, Any]:
+    """A journal record as a run event, at the run time the proxy wrote it (its wall-clock `time` less the
+    run's start `wall0`), not when the once-a-second sampler read it: on a busy machine a sample takes
+    seconds (an outage's start read 1.3 s early or late moves the whole outage on the timeline)."""
+    t = round(float(record["time"]) - wall0, 2) if "time" in record else read_at
+    return {"t": max(t, 0.0), **{k: v for k, v in record.items() if k != "request"}}
+
+
 class Sampler(threading.Thread):
     """Once a second: the load's pods (bound, pending), Binding outcomes, new journal records."""
 
     def __init__(self, target: Target, namespace: str, run_id: str, t0: float) -> None:
         super().__init__(daemon=True)
         self.target, self.namespace, self.run_id, self.t0 = target, namespace, run_id, t0
+        self.wall0 = time.time() - (time.monotonic() - t0)  # t0 on the wall clock the journal's records carry
         self.samples: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.stop = threading.Event()
@@ -148,7 +157,7 @@ class Sampler(threading.Thread):
         for r in page.records:
             if r["event"] in ("activate", "deactivate", "outage-start", "outage-end", "crash-point",
                               "crash-point-released"):
-                self.events.append({"t": t, **{k: v for k, v in r.items() if k != "request"}})
+                self.events.append(journal_event(r, t, self.wall0))
         self.samples.append(timeline_sample(t, pods, stats))
 
     def seen(self, event: str) -> float | None:
