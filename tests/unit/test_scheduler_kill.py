@@ -137,3 +137,23 @@ def test_the_timeline_shows_the_scheduler_killed() -> None:
                       {"t": 5.0, "event": "scheduler-restarted"}],
            "steps": [], "check": {"verdict": "clean", "counts": {"pods": 10, "bound": 10}, "invariants": {}}}
     assert "scheduler killed" in report.timeline_svg(run)
+
+
+def test_the_settle_waits_for_a_kill_still_to_come_at_a_time_or_a_bind_count_not_for_an_event() -> None:
+    from kube_fault_proxy.rig.runner import Timeline
+    from kube_fault_proxy.rig.scenario import Step
+
+    def settling(*steps: dict[str, Any], down: bool = False, restarted: float | None = None) -> bool:
+        t = Timeline.__new__(Timeline)  # no thread, no control plane: only what the settle asks
+        t.pending = [Step.model_validate(s) for s in steps]
+        t.scheduler_down = down
+        events = [] if restarted is None else [{"event": "scheduler-restarted", "t": restarted}]
+        t.sampler = SimpleNamespace(events=events, t0=time.monotonic())  # type: ignore[assignment]
+        return t.scheduler_settling(10.0)
+
+    kill = {"killScheduler": {"restartAfter": "1s"}}
+    assert settling({"afterBinds": 60, "after": "5s", **kill})  # every pod bound long before: still to come
+    assert settling({"at": "8s", **kill})
+    assert not settling({"onEvent": "crash-point", **kill})  # a crash point may never come: not waited for
+    assert not settling({"at": "8s", "touchPods": True})
+    assert not settling() and settling(down=True) and settling(restarted=0.0)

@@ -194,10 +194,10 @@ class Timeline(threading.Thread):
         self.scheduler_down = False  # a killScheduler step is under way
 
     def scheduler_settling(self, quiet: float) -> bool:
-        """Whether a killScheduler step is under way, or its scheduler restarted less than `quiet` ago: the
-        restarted scheduler's view (the allocations it recovers, its queues' books) has not settled yet, even
-        if every pod is bound."""
-        if self.scheduler_down:
+        """Whether a killScheduler step is under way, or still to come at a time or a bind count (it will come;
+        an onEvent one may never), or its scheduler restarted less than `quiet` ago: the restarted scheduler's
+        view (the allocations it recovers, its queues' books) has not settled yet, even if every pod is bound."""
+        if self.scheduler_down or any(s.killScheduler is not None and s.onEvent is None for s in list(self.pending)):
             return True
         last = max((float(e["t"]) for e in self.sampler.events if e["event"] == "scheduler-restarted"), default=None)
         return last is not None and time.monotonic() - self.sampler.t0 < last + quiet
