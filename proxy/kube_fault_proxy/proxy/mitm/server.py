@@ -13,7 +13,7 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from kube_fault_proxy import paths
-from kube_fault_proxy.proxy.mitm import hooks, internals, lean, listen, streams
+from kube_fault_proxy.proxy.mitm import hooks, internals, lean, lean_wire, listen, streams
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
@@ -114,6 +114,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     m = master.Master(_options(settings))
     hooks.install(m)
     lean.install()
+    lean_wire.install()
     ready = _Ready()
     outage = OutageController(runtime)
     timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)

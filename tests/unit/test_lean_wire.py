@@ -1,0 +1,247 @@
+"""proxy.mitm.lean_wire: each change answers exactly as the library does (checked against the library's own
+code on the same inputs), and every function it replaces, wraps or reproduces is pinned, so that an
+upgrade that changes one fails here, loudly."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.stream
+import h2.utilities
+import hpack
+import hpack.hpack
+import pytest
+from h2.exceptions import ProtocolError
+from hpack.huffman import HuffmanEncoder
+from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kube_fault_proxy.proxy.mitm import lean_wire
+from mitmproxy import connection, options
+from mitmproxy.net.http import url
+from mitmproxy.proxy import context
+
+# sha256 (first 16 hex digits) of each function's source in mitmproxy 12.3.1, h2 4.4.1 and hpack 4.2.0.
+# When an upgrade changes one: re-read it, carry the change into lean_wire.py, then update the pin.
+PINNED = {
+    "mitmproxy.proxy.context.Context.fork": "cad9374a0689f10a",
+    "mitmproxy.proxy.context.Context.__init__": "7ee4176662abb9c7",
+    "mitmproxy.optmanager._Option.current": "6859c2d9c826806e",
+    "mitmproxy.optmanager._Option.default": "cfc9882b8960757d",
+    "mitmproxy.net.http.url.parse_authority": "d8338265c05d8491",
+    "h2.connection.H2Connection._receive_frame": "39b2e16b4fd74ed0",
+    "h2.utilities.validate_headers": "f2e9c263b028d430",
+    "h2.utilities._reject_illegal_characters": "9096f50e9bbf573f",
+    "h2.utilities._reject_empty_header_names": "574a0cc4cb6b090b",
+    "h2.utilities._reject_te": "7fc32709bdc2d277",
+    "h2.utilities._reject_connection_header": "0475c08f7c27938b",
+    "h2.utilities._reject_pseudo_header_fields": "eabafefeedc7350c",
+    "h2.utilities._check_host_authority_header": "461dcbf2b50ea821",
+    "h2.utilities._validate_host_authority_header": "9f4fdbef00cc97c7",
+    "h2.utilities._check_path_header": "07708f2731d99027",
+    "h2.stream.H2Stream._process_received_headers": "991976183ebe21df",
+    "hpack.huffman_table.decode_huffman": "cc3f7f031fb93b35",
+    "hpack.hpack.Decoder._decode_literal": "c071434241dd65a1",
+}
+
+
+def _original(qualname: str) -> Any:
+    """The library's own object behind a pinned name (lean_wire keeps the ones it replaces)."""
+    short = qualname.rsplit(".", 1)[1]
+    if short in ("fork", "current", "parse_authority", "validate_headers", "decode_huffman"):
+        return lean_wire._ORIGINAL[short]
+    parts = qualname.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = inspect.getattr_static(obj, attr)
+        return obj.fget if isinstance(obj, property) else obj
+    raise LookupError(qualname)
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+def test_every_replaced_function_is_pinned_and_unchanged() -> None:
+    assert set(lean_wire.REPLACED) == set(PINNED)
+    now = {name: _digest(_original(name)) for name in PINNED}
+    assert now == PINNED, "a library changed what proxy/mitm/lean_wire.py relies on: re-read it, then update the pins"
+    # `repr` in h2.connection is the lazy one: only _receive_frame's trace may call it
+    assert inspect.getsource(h2.connection).count("repr(") == 1
+
+
+@pytest.fixture(autouse=True)
+def installed() -> Iterator[None]:
+    lean_wire.install()
+    yield
+    lean_wire.install()  # the proxy's state, whatever a test did
+
+
+def test_a_forked_context_is_the_libraries_fork_without_a_new_server() -> None:
+    client = connection.Client(peername=("127.0.0.1", 1), sockname=("127.0.0.1", 2), timestamp_start=1.0)
+    parent = context.Context(client, options.Options())
+    parent.layers = ["a", "b"]  # type: ignore[list-item]
+    mine = parent.fork()
+    theirs = lean_wire._ORIGINAL["fork"](parent)
+    assert vars(mine).keys() == vars(theirs).keys() == {"client", "options", "server", "layers"}
+    for c in (mine, theirs):
+        assert c.client is client and c.options is parent.options and c.server is parent.server
+        assert c.layers == ["a", "b"] and c.layers is not parent.layers
+
+
+def test_option_reads_copy_what_deepcopy_copies_and_nothing_else() -> None:
+    opts = options.Options()
+    opts.update(listen_host="127.0.0.1", mode=["reverse:https://127.0.0.1:1@127.0.0.1:0"], tcp_timeout=3600)  # type: ignore[no-untyped-call]
+    for name in ("listen_host", "mode", "tcp_timeout", "confdir", "ignore_hosts", "http2", "client_certs",
+                 "ssl_insecure"):  # set and unset; str, list, int, bool, None
+        option = opts._options[name]
+        assert lean_wire._current(option) == lean_wire._ORIGINAL["current"](option)
+    assert opts.mode == opts._options["mode"].value and opts.mode is not opts._options["mode"].value
+    assert opts.ignore_hosts is not opts._options["ignore_hosts"]._default  # lists: still a copy the caller may change
+    assert opts.listen_host is opts._options["listen_host"].value  # a str: itself, as deepcopy gives
+
+
+@pytest.mark.parametrize("authority,check", [
+    ("127.0.0.1:6443", True), (b"127.0.0.1:6443", True), ("[::1]:8443", True), ("example.com", True),
+    ("kube-apiserver.kube-system.svc:443", False), ("bad host:1", True), ("a..b", True), ("x:99999", True),
+])
+def test_an_authority_parses_as_mitmproxy_parses_it_every_time(authority: str | bytes, check: bool) -> None:
+    def outcome(parse: Any) -> Any:
+        try:
+            return parse(authority, check)
+        except ValueError as e:
+            return ("ValueError", str(e))
+    expected = outcome(lean_wire._ORIGINAL["parse_authority"])
+    assert outcome(url.parse_authority) == expected
+    assert outcome(url.parse_authority) == expected  # memoised answers, errors raised again
+
+
+def test_a_frame_repr_is_formatted_only_when_a_logger_prints_it(caplog: pytest.LogCaptureFixture) -> None:
+    formatted: list[str] = []
+
+    class Frame:
+        def __repr__(self) -> str:
+            formatted.append("repr")
+            return "HeadersFrame(stream_id=1)"
+    lazy = h2.connection.repr(Frame())  # type: ignore[attr-defined]
+    h2.config.DummyLogger().trace("Received frame: %s", lazy)
+    assert formatted == []
+    logger = logging.getLogger("kfp-test-h2")
+    with caplog.at_level(logging.DEBUG - 1, logger="kfp-test-h2"):
+        logger.log(logging.DEBUG - 1, "Received frame: %s", lazy)
+    assert caplog.messages == ["Received frame: HeadersFrame(stream_id=1)"] and formatted  # formatted once printed
+
+
+def _outcome(validate: Any, headers: list[tuple[bytes, bytes]], flags: h2.utilities.HeaderValidationFlags) -> Any:
+    """What a validator yields before it stops, and how it stops."""
+    seen: list[Any] = []
+    try:
+        for h in validate(iter(headers), flags):
+            seen.append(h)
+    except ProtocolError as e:
+        return seen, ("ProtocolError", str(e))
+    return seen, None
+
+
+NAMES = [b":method", b":path", b":scheme", b":authority", b":status", b":protocol", b":custom", b"host",
+         b"content-type", b"te", b"connection", b"transfer-encoding", b"user-agent", b"Accept", b"", b"x:y",
+         b"a b", b"\x7fz", b"\xff", b"ok-name"]
+VALUES = [b"", b"GET", b"POST", b"CONNECT", b"/", b"https", b"127.0.0.1:6443", b"other:1", b"trailers",
+          b"TRAILERS", b"gzip", b" lead", b"trail\t", b"a\x00b", b"a\nb", b"a\rb", b"200", b"application/json",
+          b"websocket"]
+FLAGS = [h2.utilities.HeaderValidationFlags(client, trailer, response, push)
+         for client in (False, True) for trailer in (False, True) for response in (False, True) for push in (False,)]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.sampled_from(NAMES), st.binary(max_size=6)),
+                          st.one_of(st.sampled_from(VALUES), st.binary(max_size=6))), max_size=9),
+       st.sampled_from(FLAGS))
+def test_header_checks_stop_where_h2s_stop_with_its_error(headers: list[tuple[bytes, bytes]],
+                                                          flags: h2.utilities.HeaderValidationFlags) -> None:
+    assert _outcome(lean_wire.validate_headers, headers, flags) == _outcome(
+        lean_wire._ORIGINAL["validate_headers"], headers, flags)
+
+
+def test_header_checks_pass_a_real_request_and_keep_the_tuples() -> None:
+    block = [hpack.HeaderTuple(b":method", b"POST"), hpack.HeaderTuple(b":scheme", b"https"),
+             hpack.HeaderTuple(b":authority", b"127.0.0.1:6443"),
+             hpack.HeaderTuple(b":path", b"/api/v1/namespaces/default/pods/p-1/binding"),
+             hpack.HeaderTuple(b"content-type", b"application/json"), hpack.HeaderTuple(b"user-agent", b"yunikorn")]
+    flags = h2.utilities.HeaderValidationFlags(False, False, False, False)
+    out = list(lean_wire.validate_headers(iter(block), flags))
+    assert out == block and all(a is b for a, b in zip(out, block, strict=True))
+
+
+def test_an_h2_server_receives_headers_through_the_one_pass_checks() -> None:
+    """Through hyper-h2 itself: a request is received as before, a bad one is refused with h2's own error."""
+    calls: list[int] = []
+    original = lean_wire.validate_headers
+
+    def counting(headers: Any, flags: Any) -> Any:
+        calls.append(1)
+        return original(headers, flags)
+    vars(h2.stream)["validate_headers"] = counting
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    client.initiate_connection()
+    server.initiate_connection()
+    server.receive_data(client.data_to_send())
+    client.send_headers(1, [(":method", "GET"), (":scheme", "https"), (":authority", "127.0.0.1:1"), (":path", "/x")],
+                        end_stream=True)
+    received = [e for e in server.receive_data(client.data_to_send()) if isinstance(e, h2.events.RequestReceived)]
+    assert calls == [1] and received and (b":path", b"/x") in received[0].headers
+    bad = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, validate_outbound_headers=False))
+    fresh = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    bad.initiate_connection()
+    fresh.initiate_connection()
+    fresh.receive_data(bad.data_to_send())
+    bad.send_headers(1, [(":method", "GET"), (":scheme", "https"), (":authority", "a"), (":path", ""),
+                         ("Upper", "x")], end_stream=True)
+    with pytest.raises(ProtocolError, match="An empty :path header is forbidden"):
+        fresh.receive_data(bad.data_to_send())
+
+
+def test_huffman_strings_decode_as_hpack_decodes_them_and_are_memoised_bounded() -> None:
+    encoder, decoder = hpack.Encoder(), hpack.Decoder()
+    lean_wire._huffman_memo.clear()
+    headers: list[Any] = [(":method", "POST"), ("user-agent", "yunikorn/v1.9.0 (linux/amd64) kubernetes/$Format"),
+               ("content-type", "application/vnd.kubernetes.protobuf")]
+    block = encoder.encode(headers)
+    assert decoder.decode(block) == headers
+    assert b"application/vnd.kubernetes.protobuf" in lean_wire._huffman_memo.values()
+    again = hpack.Encoder().encode(headers)  # a fresh table: the literals (and their Huffman strings) again
+    assert hpack.Decoder().decode(again) == headers
+    lean_wire.uninstall()
+    assert hpack.Decoder().decode(hpack.Encoder().encode(headers)) == headers  # hpack's own, for the record
+    lean_wire.install()
+    huffman = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
+    for i in range(lean_wire.HUFFMAN_MEMO_ENTRIES + 10):
+        lean_wire._decode_huffman(huffman.encode(b"v%d" % i))
+    assert len(lean_wire._huffman_memo) <= lean_wire.HUFFMAN_MEMO_ENTRIES
+    with pytest.raises(hpack.HPACKDecodingError):
+        lean_wire._decode_huffman(b"\xff\xff\xff\xff")  # an EOS code in the string: hpack's own error
+    assert b"\xff\xff\xff\xff" not in lean_wire._huffman_memo
+
+
+def test_install_and_uninstall() -> None:
+    lean_wire.uninstall()
+    assert context.Context.fork is lean_wire._ORIGINAL["fork"] and "repr" not in vars(h2.connection)
+    assert vars(h2.stream)["validate_headers"] is h2.utilities.validate_headers
+    assert vars(hpack.hpack)["decode_huffman"] is lean_wire._ORIGINAL["decode_huffman"]
+    lean_wire.install()
+    lean_wire.install()
+    assert context.Context.fork is lean_wire._fork and vars(h2.stream)["validate_headers"] is lean_wire.validate_headers
+    assert url.parse_authority is lean_wire._parse_authority and vars(hpack.hpack)["decode_huffman"] is lean_wire._decode_huffman
