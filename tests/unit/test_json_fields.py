@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kube_fault_proxy.proxy.requests.json_fields import JSONFields, NotJSON
+from kube_fault_proxy.proxy.requests.json_fields import JSONFields, NotJSON, _Reader
 
 NAME = ("target", "name")
 FIELDS = JSONFields([NAME, ("metadata", "name")])
@@ -132,3 +132,30 @@ def test_time_is_linear_in_the_text(name: str) -> None:
     started = time.perf_counter()
     assert FIELDS.pick(HOSTILE[name]).values == {NAME: "n1"}
     assert time.perf_counter() - started < SECONDS_PER_MIB
+
+
+NEAR_JSON = st.lists(st.sampled_from(['{', '}', '[', ']', ',', ':', '"target"', '"name"', '"n1"', '"x"', '0', '-1.5e3',
+                                      'true', 'null', 'NaN', '"\\u0074arget"', '"a\\"b"', ' ', '\n', '01', '"\x01"',
+                                      '9' * 5000, '[' * 1200, ']' * 1200, '{"target":{"name":"n2"}}']),
+                     max_size=14).map("".join)
+
+
+@settings(max_examples=3000, derandomize=True, deadline=None)
+@given(text=st.one_of(NEAR_JSON, NEAR_JSON.map(lambda t: '{"target":{"name":"n1"},"y":' + t + "}")))
+def test_the_decoders_fast_answer_is_the_readers_answer(text: str) -> None:
+    """pick() takes json.loads' answer when it can: on any text, valid or not, it answers as the token reader."""
+    def outcome(pick: Any) -> Any:
+        try:
+            got = pick(text)
+        except NotJSON:
+            return "not JSON"
+        return got.values, got.too_deep
+    assert outcome(FIELDS.pick) == outcome(lambda t: _Reader(FIELDS).read(t))
+
+
+def test_a_deep_value_on_the_way_is_still_too_deep_where_the_decoder_reads_it() -> None:
+    """1,200 levels: within the decoder's reach (~1,500), past max_depth (1,000): the reader's answer."""
+    deep = "[" * 1200 + "]" * 1200
+    assert isinstance(json.loads(deep), list)  # the decoder reads it (RecursionError past ~1,500) ...
+    picked = FIELDS.pick(f'{{"target":{deep}}}')
+    assert picked.values == {} and picked.too_deep == {("target",)}  # ... and the reader still says so

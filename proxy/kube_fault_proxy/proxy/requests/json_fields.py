@@ -44,8 +44,27 @@ class JSONFields:
         self.max_depth = max_depth
 
     def pick(self, text: str) -> Picked:
-        """The strings at the wanted paths; raises NotJSON for anything but one JSON value."""
-        return _Reader(self).read(text)
+        """The strings at the wanted paths; raises NotJSON for anything but one JSON value.
+
+        When the standard decoder reads the document and every wanted path holds a string, its answer is
+        the answer (a Binding in ~4 µs, against ~10 µs a token at a time): each object on the way is then
+        an object, so nothing on the way nests too deep. Anything else goes to the token reader, which
+        decides: a document the decoder refuses (nested past its C recursion limit, ~1,500 levels, or
+        with a number too long to convert, or not JSON at all), or one missing a wanted string (where
+        how deep a value on the way nests still matters, past max_depth)."""
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            return _Reader(self).read(text)
+        picked = Picked()
+        for path in self.wanted:
+            value = doc
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if not isinstance(value, str):
+                return _Reader(self).read(text)
+            picked.values[path] = value
+        return picked
 
 
 class _Reader:
