@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import json
 import logging
@@ -177,9 +178,18 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
             ready["cluster"] = {"namespace": source.namespace, "proxyName": source.identity.name}
         if args.ready_file:
             paths.write_private(args.ready_file, json.dumps(ready))  # 0600, like the journal
+        _freeze_startup_objects()
         await _until_stopped(loop, proxy.task)
         print("kube-fault-proxy: shutting down", flush=True)
     return OK
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what startup built (modules, the apps, the profile library: ~all of the heap) out of the cyclic
+    garbage collector's scans from now on. Its full collections scanned all of it: 13 in a 44,000-request
+    run, ~100 ms of CPU each, 3.6 % of the proxy's CPU, each a pause of the event loop."""
+    gc.collect()
+    gc.freeze()
 
 
 def _control_token(args: argparse.Namespace, control_host: str) -> str | None:
