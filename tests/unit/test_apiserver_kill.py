@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kube_fault_proxy.proxy.profiles.library import load_dir
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig import apiserver_kill, report
 from kube_fault_proxy.rig.runner import RunResult, bind_outcomes
@@ -56,10 +57,18 @@ def test_the_kill_variant_is_the_outage_workload_with_a_real_kill(outage: str, k
     founding = load_scenario(ROOT / "scenarios" / f"{outage}.yaml").spec
     kill = load_scenario(ROOT / "scenarios" / f"{kill_name}.yaml").spec
     assert kill.cluster == founding.cluster and kill.load == founding.load and kill.settle == founding.settle
-    step = kill.timeline[0]
-    assert step.afterBinds == 200 and step.killApiserver is not None and step.killApiserver.restartAfter == 10
-    assert kill.timeline[1].onEvent == "apiserver-restarted" and kill.timeline[1].touchPods
-    assert founding.timeline[1].onEvent == "outage-end" and kill.timeline[1].after == founding.timeline[1].after
+    # the kill at the outage's own trigger: a marker rule with the outage rule's match and trigger, its injection
+    # the step's event (read from the journal file)
+    mark, step, touch = kill.timeline
+    rules = {name: load_dir(ROOT / "fault_profiles")[name].profile.spec.rules[0]
+             for name in (str(founding.timeline[0].activate), str(mark.activate))}
+    outage_rule, mark_rule = rules.values()
+    assert mark.at == 0 and (mark_rule.match, mark_rule.when) == (outage_rule.match, outage_rule.when)
+    assert mark_rule.when.trigger is not None and mark_rule.when.trigger.count == 200 and mark_rule.when.trigger.answered
+    assert mark_rule.when.maxInjections == 1 and mark_rule.fault.delay is not None  # a 1 ms hold, once
+    assert step.onEvent == "inject" and step.killApiserver is not None and step.killApiserver.restartAfter == 10
+    assert touch.onEvent == "apiserver-restarted" and touch.touchPods
+    assert founding.timeline[1].onEvent == "outage-end" and touch.after == founding.timeline[1].after
     assert kill.expect and all(founding.expect[k] == v for k, v in kill.expect.items())  # the same verdicts asked
 
 
@@ -70,15 +79,16 @@ def test_the_step_kills_waits_restarts_and_records_both(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(apiserver_kill, "kill_apiserver", lambda c: calls.append("kill") or 111)
     monkeypatch.setattr(apiserver_kill, "start_apiserver", lambda c: calls.append("start") or 0.5)
-    monkeypatch.setattr(apiserver_kill, "_binds", lambda control: {"bindsSucceeded": 70, "bindsThrottled": 4,
-                                                                  "bindsFailed": 2})
+    monkeypatch.setattr(apiserver_kill, "_binds", lambda control: calls.append("binds") or {
+        "bindsSucceeded": 70, "bindsThrottled": 4, "bindsFailed": 2})
     events: list[dict[str, Any]] = []
     stop = threading.Event()
     stop.set()  # the run has ended: the restart comes at once, never later
     did = apiserver_kill.kill_and_restart(fake_cluster, "http://control", 30.0, 0.0, events, stop)  # type: ignore[arg-type]
-    assert calls == ["kill", "start"]
+    assert calls == ["kill", "binds", "start"]  # the kill first: the counters take seconds to read in a wave
     assert [e["event"] for e in events] == ["apiserver-killed", "apiserver-restarted"]
     assert events[0]["pid"] == 111 and events[0]["bindsSucceeded"] == 70 and events[1]["pid"] == 222
+    assert events[0]["countersReadSeconds"] >= 0
     assert events[1]["downSeconds"] < 30 and "pid 111" in did and "pid 222" in did
     with pytest.raises(ValueError, match="needs the local control plane"):
         apiserver_kill.kill_and_restart(None, "http://control", 1.0, 0.0, events, stop)

@@ -1,8 +1,17 @@
-"""The runner's pure parts: journal records as run events."""
+"""The runner's parts that need no cluster: journal records as run events, steps that wait for the journal."""
 
 from __future__ import annotations
 
-from kube_fault_proxy.rig.runner import journal_event
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kube_fault_proxy.rig.runner import Timeline, journal_event
+from kube_fault_proxy.rig.scenario import load_scenario
+
+from tests.support.scenarios import timeline
 
 
 def test_a_journal_record_is_placed_when_the_proxy_wrote_it_not_when_it_was_read() -> None:
@@ -12,3 +21,23 @@ def test_a_journal_record_is_placed_when_the_proxy_wrote_it_not_when_it_was_read
                                                     "bindsSucceeded": 395}
     assert journal_event({"event": "outage-end"}, 31.2, 1000.0) == {"t": 31.2, "event": "outage-end"}  # no time: read
     assert journal_event({"time": 999.5, "event": "activate"}, 0.1, 1000.0)["t"] == 0.0  # never before the run
+
+
+def test_a_step_on_inject_is_due_when_the_proxy_wrote_the_injection_to_its_journal_file(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(json.dumps({"seq": 1, "time": 1.0, "event": "proxy-start"}) + "\n")
+    now = time.monotonic()
+    sampler = SimpleNamespace(cursor=1, t0=now - 5.0, wall0=time.time() - 5.0)  # the run began 5 s ago
+    target = SimpleNamespace(control="http://control", cluster=SimpleNamespace(journal=journal))
+    scenario = load_scenario(timeline(tmp_path, "    - {onEvent: inject, killApiserver: {restartAfter: 10s}}\n"
+                                                "    - {onEvent: crash-point, after: 2s, touchPods: true}\n"))
+    kill, touch = scenario.spec.timeline
+    t = Timeline(list(scenario.spec.timeline), target, 1, None, sampler, None, False)  # type: ignore[arg-type]
+    assert not t.due(kill) and not t.due(touch)
+    with journal.open("a") as f:  # written 3 s into the run (read 2 s later): due at once
+        f.write(json.dumps({"seq": 2, "time": sampler.wall0 + 3.0, "event": "inject", "rule": "mark"}) + "\n")
+        f.write(json.dumps({"seq": 3, "time": sampler.wall0 + 4.5, "event": "crash-point"}) + "\n")
+    assert t.due(kill) and t.journal_seen["inject"] == pytest.approx(3.0, abs=0.01)
+    assert not t.due(touch)  # its record 4.5 s in, plus 2 s
+    time.sleep(1.6)
+    assert t.due(touch)

@@ -25,16 +25,20 @@ def kill_and_restart(cluster: Cluster | None, control: str, restart_after: float
                      events: list[dict[str, Any]], stop: threading.Event) -> str:
     """Kill the apiserver, wait `restart_after` (less if the run ends: it must never stay down, nor
     come back after the cluster went), start it with the same flags, port, certificates and etcd and
-    wait until it is ready. `apiserver-killed` (with the proxy's bind counters, like `outage-start`)
+    wait until it is ready. `apiserver-killed` (with the proxy's bind counters, read right after the kill)
     and `apiserver-restarted` go into the run's events."""
     if cluster is None:
         raise ValueError("killApiserver needs the local control plane (scenario run without --kubeconfig)")
-    counters = _binds(control)
     pid = kill_apiserver(cluster)
-    killed = time.monotonic()
-    events.append({"t": round(killed - t0, 2), "event": "apiserver-killed", "pid": pid, "time": time.time(),
-                   **counters})
-    stop.wait(restart_after)
+    killed, wall = time.monotonic(), time.time()
+    # The proxy's counters are read after the kill, not before: in a wave its control plane (on the proxy's
+    # own event loop) took 5-7 s to answer here, and the kill must land when its step is due. They count the
+    # answers the apiserver wrote before it died, including those the proxy relayed after the kill
+    # (`countersReadSeconds` after it; nothing is answered later until the restart).
+    counters = _binds(control)
+    events.append({"t": round(killed - t0, 2), "event": "apiserver-killed", "pid": pid, "time": wall, **counters,
+                   "countersReadSeconds": round(time.monotonic() - killed, 2)})
+    stop.wait(max(0.0, restart_after - (time.monotonic() - killed)))  # down restart_after, the read included
     ready = start_apiserver(cluster)
     new_pid = cluster.processes["kube-apiserver"].pid
     events.append({"t": round(time.monotonic() - t0, 2), "event": "apiserver-restarted", "pid": new_pid,

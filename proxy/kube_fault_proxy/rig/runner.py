@@ -23,10 +23,14 @@ from kube_fault_proxy.rig.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import Report
+from kube_fault_proxy.rig.journal_tail import JournalTail
 from kube_fault_proxy.rig.scenario import Expectation, Scenario, Step
 from kube_fault_proxy.rig.scheduler_kill import kill_and_restart_scheduler
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
+# Journal events a step may wait for that the timeline reads itself, at once: a crashPoint rule's held commit,
+# and the first injection of any rule (a marker rule's, such as binds-answered-200's: the outage's moment).
+TAILED = ("crash-point", "inject")
 
 
 @dataclass
@@ -187,10 +191,13 @@ class Timeline(threading.Thread):
         self.binds_reached: dict[int, float] = {}  # step index -> when its afterBinds count was reached
         self.binds_base = self._binds() if any(s.afterBinds for s in steps) else 0
         self.killing = False  # a killApiserver or killScheduler step is under way: the exit waits for its restart
-        # onEvent crash-point is read from the journal here, not once a second by the sampler: the
-        # scheduler is killed within a poll of the commit whose answer the proxy holds.
-        self.crash_cursor = sampler.cursor if any(s.onEvent == "crash-point" for s in steps) else None
-        self.crash_seen: float | None = None
+        # onEvent crash-point and inject are read from the journal here (its file, on the local control plane),
+        # not once a second by the sampler: the scheduler is killed within a poll of the commit whose answer the
+        # proxy holds, the apiserver within a poll of the injection that marks the moment.
+        tailed = any(s.onEvent in TAILED for s in steps)
+        path = target.cluster.journal if target.cluster is not None else None
+        self.journal = JournalTail(target.control, sampler.cursor, path) if tailed else None
+        self.journal_seen: dict[str, float] = {}  # event -> when (seconds since t0) the proxy wrote its first record
         self.scheduler_down = False  # a killScheduler step is under way
 
     def scheduler_settling(self, quiet: float) -> bool:
@@ -218,18 +225,18 @@ class Timeline(threading.Thread):
                     if self._binds() - self.binds_base >= step.afterBinds:
                         self.binds_reached[key] = now
             return key in self.binds_reached and now >= self.binds_reached[key] + step.after
-        seen = self._crash_point() if step.onEvent == "crash-point" else self.sampler.seen(str(step.onEvent))
+        event = str(step.onEvent)
+        seen = self._journal(event) if event in TAILED else self.sampler.seen(event)
         return seen is not None and now - self.sampler.t0 >= seen + step.after
 
-    def _crash_point(self) -> float | None:
-        """When (seconds since t0) the first crash-point record was read from the journal."""
-        if self.crash_seen is None and self.crash_cursor is not None:
-            with contextlib.suppress(httpx.HTTPError, ControlError), ControlClient(self.target.control) as control:
-                page = control.journal_after(self.crash_cursor)
-                self.crash_cursor = page.next
-                if any(r["event"] == "crash-point" for r in page.records):
-                    self.crash_seen = time.monotonic() - self.sampler.t0
-        return self.crash_seen
+    def _journal(self, event: str) -> float | None:
+        """When (seconds since t0) the proxy wrote the first record of a tailed event, if it has."""
+        if event not in self.journal_seen and self.journal is not None:
+            read_at = time.monotonic() - self.sampler.t0
+            for r in self.journal.read():
+                if r.get("event") in TAILED:
+                    self.journal_seen.setdefault(str(r["event"]), journal_event(r, read_at, self.sampler.wall0)["t"])
+        return self.journal_seen.get(event)
 
     def run_due(self) -> None:
         """Perform every step that is due, once; a step that fails is reported, not fatal."""
@@ -263,7 +270,7 @@ class Timeline(threading.Thread):
         while not self.stop.is_set() and self.pending:
             self.run_due()
             # a count of binds moves by hundreds a second in a wave: read it more often than the clock
-            self.stop.wait(0.05 if any(s.afterBinds is not None or s.onEvent == "crash-point"
+            self.stop.wait(0.05 if any(s.afterBinds is not None or s.onEvent in TAILED
                                        for s in self.pending) else 0.2)
 
     def __enter__(self) -> Timeline:

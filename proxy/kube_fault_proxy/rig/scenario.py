@@ -76,9 +76,10 @@ class KillScheduler(StrictModel):
     restartAfter: Annotated[Duration, Field(ge=0, le=600)]
 
 
-# What `onEvent` may wait for: the proxy's outage and crash points (journal), the end of the load, and the
-# run's own events of a held-back load's release and of a killApiserver or killScheduler step.
-EVENTS = ("outage-start", "outage-end", "crash-point", "load-done", "wave-released", "apiserver-killed",
+# What `onEvent` may wait for: the proxy's outage, crash points and first injection of any rule (journal), the
+# end of the load, and the run's own events of a held-back load's release and of a killApiserver or
+# killScheduler step.
+EVENTS = ("outage-start", "outage-end", "crash-point", "inject", "load-done", "wave-released", "apiserver-killed",
           "apiserver-restarted", "scheduler-killed", "scheduler-restarted")
 
 
@@ -86,7 +87,8 @@ def _event(name: str) -> str:
     if name not in EVENTS:
         raise ValueError("Input should be 'outage-start', 'outage-end' or 'load-done' (or, with holdBack, "
                          "killApiserver, killScheduler or a crashPoint rule, 'wave-released', 'apiserver-killed', "
-                         "'apiserver-restarted', 'scheduler-killed', 'scheduler-restarted' or 'crash-point')")
+                         "'apiserver-restarted', 'scheduler-killed', 'scheduler-restarted' or 'crash-point'; "
+                         "'inject': the proxy's first injection)")
     return name
 
 

@@ -179,6 +179,11 @@ class Cluster:
         return ProxyEndpoints(p["url"], p["control"], Path(p["caFile"])) if p else None
 
     @property
+    def journal(self) -> Path:
+        """The proxy's journal file (`up --proxy` writes it here)."""
+        return self.dir / "journal.jsonl"
+
+    @property
     def control_url(self) -> str:
         """The proxy's control plane (the cluster must have been brought up with the proxy)."""
         if self.proxy is None:
@@ -530,7 +535,7 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
     d = c.dir
     args = ["--kubeconfig", str(c.kubeconfig("proxy-upstream")),
             "--listen", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}",
-            "--profiles", str(opts.profiles_dir), "--journal", str(d / "journal.jsonl"),
+            "--profiles", str(opts.profiles_dir), "--journal", str(c.journal),
             "--confdir", str(d / "proxy-ca"), "--max-concurrent-streams", str(opts.proxy_max_streams)]
     if opts.profile:
         args += ["--profile", opts.profile]
