@@ -49,15 +49,31 @@ PINNED = {
     "h2.utilities._check_path_header": "07708f2731d99027",
     "h2.stream.H2Stream._process_received_headers": "991976183ebe21df",
     "hpack.huffman_table.decode_huffman": "cc3f7f031fb93b35",
+    "hpack.huffman.HuffmanEncoder.encode": "b046627be1fa017c",
+    "hpack.hpack.Encoder.__init__": "2e55e688e954627c",
+    "hpack.table.HeaderTable.add": "1ddcd125d93e2da6",
+    "hpack.table.HeaderTable.search": "5c80da889c55ddf2",
+    "hpack.table.HeaderTable._shrink": "958218ade9869ea1",
+    "hpack.table.HeaderTable.maxsize": "97fb24dc7c000f27",
     "hpack.hpack.Decoder._decode_literal": "c071434241dd65a1",
 }
 
 
+PATCHED = {  # the names install() rebinds: their originals, as lean_wire keeps them
+    "mitmproxy.proxy.context.Context.fork": "fork",
+    "mitmproxy.optmanager._Option.current": "current",
+    "mitmproxy.net.http.url.parse_authority": "parse_authority",
+    "h2.utilities.validate_headers": "validate_headers",
+    "hpack.huffman_table.decode_huffman": "decode_huffman",
+    "hpack.huffman.HuffmanEncoder.encode": "huffman_encode",
+    "hpack.hpack.Encoder.__init__": "encoder_init",
+}
+
+
 def _original(qualname: str) -> Any:
-    """The library's own object behind a pinned name (lean_wire keeps the ones it replaces)."""
-    short = qualname.rsplit(".", 1)[1]
-    if short in ("fork", "current", "parse_authority", "validate_headers", "decode_huffman"):
-        return lean_wire._ORIGINAL[short]
+    """The library's own object behind a pinned name."""
+    if qualname in PATCHED:
+        return lean_wire._ORIGINAL[PATCHED[qualname]]
     parts = qualname.split(".")
     for i in range(len(parts), 0, -1):
         try:
@@ -66,12 +82,16 @@ def _original(qualname: str) -> Any:
             continue
         for attr in parts[i:]:
             obj = inspect.getattr_static(obj, attr)
-        return obj.fget if isinstance(obj, property) else obj
+        return obj
     raise LookupError(qualname)
 
 
 def _digest(obj: Any) -> str:
-    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+    if isinstance(obj, property):  # getter and setter
+        source = "".join(inspect.getsource(f) for f in (obj.fget, obj.fset) if f is not None)
+    else:
+        source = inspect.getsource(obj)
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 def test_every_replaced_function_is_pinned_and_unchanged() -> None:
@@ -245,3 +265,51 @@ def test_install_and_uninstall() -> None:
     lean_wire.install()
     assert context.Context.fork is lean_wire._fork and vars(h2.stream)["validate_headers"] is lean_wire.validate_headers
     assert url.parse_authority is lean_wire._parse_authority and vars(hpack.hpack)["decode_huffman"] is lean_wire._decode_huffman
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from([b":path", b"audit-id", b"content-type", b"date", b"x", b"accept"]),
+              st.sampled_from([b"", b"/a", b"/b", b"application/json", b"1", b"2", b"v" * 60, b"w" * 5000])),
+    st.tuples(st.just("resize"), st.sampled_from([0, 1, 64, 200, 4096])),
+    st.tuples(st.just("search"), st.sampled_from([b":path", b"audit-id", b"content-type", b"x", b":method", b"y"]),
+              st.sampled_from([b"/a", b"/b", b"/", b"application/json", b"1", b"GET", b"v" * 60]))), max_size=60)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(OPS)
+def test_the_indexed_table_answers_every_search_as_hpacks_table(ops: list[tuple[Any, ...]]) -> None:
+    mine, theirs = lean_wire.IndexedHeaderTable(), hpack.table.HeaderTable()
+    for op in ops:
+        if op[0] == "add":
+            mine.add(op[1], op[2])
+            theirs.add(op[1], op[2])
+        elif op[0] == "resize":
+            mine.maxsize = theirs.maxsize = op[1]
+        else:
+            assert mine.search(op[1], op[2]) == theirs.search(op[1], op[2])
+        assert mine.dynamic_entries == theirs.dynamic_entries and mine._current_size == theirs._current_size
+
+
+HEADER_SETS = st.lists(st.lists(st.tuples(
+    st.sampled_from([":status", "audit-id", "content-type", "date", "cache-control", "x-kubernetes-pf-flowschema-uid",
+                     "content-length", "user-agent", "authorization", "cookie"]),
+    st.one_of(st.sampled_from(["200", "201", "application/json", "no-cache, private", "yunikorn/v1.9.0"]),
+              st.text(alphabet="abcdef0123456789-", max_size=40))), max_size=8), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(HEADER_SETS, st.sampled_from([None, 0, 256, 4096]))
+def test_header_blocks_encode_to_the_same_bytes_as_hpacks_encoder(blocks: list[list[tuple[str, str]]],
+                                                                   resize: int | None) -> None:
+    lean_wire.uninstall()
+    theirs = hpack.Encoder()
+    lean_wire.install()
+    mine = hpack.Encoder()
+    assert isinstance(mine.header_table, lean_wire.IndexedHeaderTable)
+    decoder = hpack.Decoder()
+    for i, block in enumerate(blocks):
+        if resize is not None and i == len(blocks) // 2:
+            mine.header_table_size = theirs.header_table_size = resize
+        encoded = mine.encode(block)
+        assert encoded == theirs.encode(block)
+        assert decoder.decode(encoded) == block

@@ -26,7 +26,14 @@ answers (the same values, the same errors with the same messages, in the same or
    on generated header blocks, valid and not.
 6. **Huffman strings decoded once.** hpack decodes the same header names and values (`content-type`,
    the scheduler's user agent, …) with a table walk per byte, on every request; here decoded strings
-   are memoised (strings up to 256 bytes, up to 4,096 of them, the table emptied when full).
+   are memoised (strings up to 256 bytes, up to 4,096 of them, the table emptied when full); and
+   encoded the same way, once per string (hpack's encoder shifts a big integer per byte).
+7. **The encoder's table searched by key.** hpack's encoder looks each header it sends up in its
+   dynamic table by walking every entry (a miss — an `audit-id`, a `:path`, a `date` — walks them
+   all): 2.7 % of the samples in a YuniKorn wave. Here the encoder's table also keeps, per (name,
+   value) and per name, its newest entry; a search answers from those (checked against the entry
+   at that index; anything else walks the table as hpack does) with the same index hpack's walk
+   finds first.
 
 Each relies on the library's code as it is: `tests/unit/test_lean_wire.py` pins the source of every
 function replaced, wrapped or reproduced and fails loudly when an upgrade changes one.
@@ -44,6 +51,9 @@ import h2.connection
 import h2.stream
 import h2.utilities
 import hpack.hpack
+import hpack.huffman
+import hpack.huffman_constants
+import hpack.table
 from h2.exceptions import ProtocolError
 from mitmproxy import optmanager
 from mitmproxy.net.http import url
@@ -69,6 +79,12 @@ REPLACED = (
     "h2.stream.H2Stream._process_received_headers",
     "hpack.huffman_table.decode_huffman",
     "hpack.hpack.Decoder._decode_literal",
+    "hpack.huffman.HuffmanEncoder.encode",
+    "hpack.hpack.Encoder.__init__",
+    "hpack.table.HeaderTable.add",
+    "hpack.table.HeaderTable.search",
+    "hpack.table.HeaderTable._shrink",
+    "hpack.table.HeaderTable.maxsize",
 )
 
 _ORIGINAL: dict[str, Any] = {
@@ -77,6 +93,8 @@ _ORIGINAL: dict[str, Any] = {
     "parse_authority": url.parse_authority,
     "validate_headers": vars(h2.stream)["validate_headers"],  # h2.stream's own name for it
     "decode_huffman": vars(hpack.hpack)["decode_huffman"],  # hpack.hpack's own name for it
+    "huffman_encode": hpack.huffman.HuffmanEncoder.encode,
+    "encoder_init": hpack.hpack.Encoder.__init__,
 }
 
 # --- 1. Context.fork --------------------------------------------------------------------------------
@@ -223,6 +241,104 @@ def _decode_huffman(data: bytes, _decode: Callable[[bytes], bytes] = _ORIGINAL["
     return decoded
 
 
+_huffman_encoded: dict[bytes, bytes] = {}
+
+
+def _huffman_encode(self: hpack.huffman.HuffmanEncoder, data: bytes | None,
+                    _encode: Callable[..., bytes] = _ORIGINAL["huffman_encode"]) -> bytes:
+    """hpack's HuffmanEncoder.encode, memoised for short strings under HPACK's own code (RFC 7541 B)."""
+    if self.huffman_code_list is not hpack.huffman_constants.REQUEST_CODES or not data:
+        return _encode(self, data)
+    if (hit := _huffman_encoded.get(data)) is not None:
+        return hit
+    encoded = _encode(self, data)
+    if len(data) <= HUFFMAN_MEMO_LENGTH:
+        if len(_huffman_encoded) >= HUFFMAN_MEMO_ENTRIES:
+            _huffman_encoded.clear()
+        _huffman_encoded[bytes(data)] = encoded
+    return encoded
+
+
+# --- 7. the encoder's table -------------------------------------------------------------------------
+
+
+class IndexedHeaderTable(hpack.table.HeaderTable):
+    """hpack's HeaderTable that also knows, per (name, value) and per name, its newest dynamic entry.
+
+    Entries are numbered as they are added (`_added`): the entry numbered n sits at position
+    `_added - 1 - n` of `dynamic_entries` (new ones go in front, old ones leave from the back). An
+    evicted entry leaves the index if it was the newest with its key (no older one is left then).
+    A table cleared by a resize leaves numbers behind: a search checks the entry at the index it
+    found, and walks the table as hpack does when it is not the one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._added = 0
+        self._newest: dict[tuple[bytes, bytes], int] = {}
+        self._newest_named: dict[bytes, int] = {}
+
+    def add(self, name: bytes, value: bytes) -> None:
+        """hpack 4.2's HeaderTable.add, numbering the entry it adds."""
+        size = hpack.table.table_entry_size(name, value)
+        if size > self._maxsize:
+            self.dynamic_entries.clear()
+            self._current_size = 0
+            self._newest.clear()
+            self._newest_named.clear()
+        else:
+            self.dynamic_entries.appendleft((name, value))
+            self._newest[(name, value)] = self._newest_named[name] = self._added
+            self._added += 1
+            self._current_size += size
+            self._shrink()
+
+    def _shrink(self) -> None:
+        """hpack 4.2's HeaderTable._shrink, forgetting an evicted entry that was the newest with its key."""
+        cursize = self._current_size
+        entries, newest, named = self.dynamic_entries, self._newest, self._newest_named
+        while cursize > self._maxsize:
+            gone = self._added - len(entries)  # the number of the entry at the back
+            name, value = entries.pop()
+            cursize -= hpack.table.table_entry_size(name, value)
+            if newest.get((name, value)) == gone:
+                del newest[(name, value)]
+            if named.get(name) == gone:
+                del named[name]
+        self._current_size = cursize
+
+    def search(self, name: bytes, value: bytes) -> tuple[int, bytes, bytes | None] | None:
+        """What hpack 4.2's HeaderTable.search answers: a perfect match (static, else the newest dynamic
+        one), else a match on the name (static, else the newest dynamic one), else None."""
+        static = hpack.table.HeaderTable.STATIC_TABLE_MAPPING.get(name)
+        if static:
+            index = static[1].get(value)
+            if index is not None:
+                return index, name, value
+        entries = self.dynamic_entries
+        offset = hpack.table.HeaderTable.STATIC_TABLE_LENGTH + 1
+        n = self._newest.get((name, value))
+        if n is not None:
+            at = self._added - 1 - n
+            if 0 <= at < len(entries) and entries[at] == (name, value):
+                return at + offset, name, value
+            return super().search(name, value)  # left behind by a clear: hpack's own walk
+        if static:
+            return static[0], name, None
+        n = self._newest_named.get(name)
+        if n is not None:
+            at = self._added - 1 - n
+            if 0 <= at < len(entries) and entries[at][0] == name:
+                return at + offset, name, None
+            return super().search(name, value)
+        return None
+
+
+def _encoder_init(self: hpack.hpack.Encoder, _init: Callable[..., None] = _ORIGINAL["encoder_init"]) -> None:
+    """hpack's Encoder.__init__, with the indexed table."""
+    _init(self)
+    self.header_table = IndexedHeaderTable()
+
+
 def install() -> None:
     """Take the repeated work out (idempotent; before the proxy serves)."""
     context.Context.fork = _fork  # type: ignore[method-assign]
@@ -231,6 +347,8 @@ def install() -> None:
     vars(h2.connection)["repr"] = _LazyRepr  # the module's only repr: _receive_frame's trace
     vars(h2.stream)["validate_headers"] = validate_headers
     vars(hpack.hpack)["decode_huffman"] = _decode_huffman
+    hpack.huffman.HuffmanEncoder.encode = _huffman_encode  # type: ignore[method-assign,assignment]
+    hpack.hpack.Encoder.__init__ = _encoder_init  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -241,4 +359,7 @@ def uninstall() -> None:
     vars(h2.connection).pop("repr", None)
     vars(h2.stream)["validate_headers"] = _ORIGINAL["validate_headers"]
     vars(hpack.hpack)["decode_huffman"] = _ORIGINAL["decode_huffman"]
+    hpack.huffman.HuffmanEncoder.encode = _ORIGINAL["huffman_encode"]  # type: ignore[method-assign]
+    hpack.hpack.Encoder.__init__ = _ORIGINAL["encoder_init"]  # type: ignore[method-assign]
     _huffman_memo.clear()
+    _huffman_encoded.clear()
