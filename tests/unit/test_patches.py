@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -138,5 +139,8 @@ def test_our_patches_parse_and_say_what_they_are(name: str) -> None:
     text = (Path(__file__).parents[2] / "patches" / "yunikorn" / name).read_text()
     sections = patches.parse(text, name)
     header = text.split("\n--- a/", 1)[0]
-    assert "YUNIKORN-3355" in header and "suggest" in header  # which suggestion of the report it implements
+    # which suggestion of which bug report it implements: YUNIKORN-3355's, or one of ours in docs/ (it must exist)
+    reports = re.findall(r"docs/[\w.-]+\.md", header)
+    assert "suggest" in header and ("YUNIKORN-3355" in header or reports)
+    assert all((Path(__file__).parents[2] / r).is_file() for r in reports), reports
     assert all(fp.old_path == fp.new_path and fp.path.startswith("pkg/") for fp in sections)
