@@ -533,8 +533,10 @@ def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
 
 def _start_proxy(c: Cluster, opts: Options) -> None:
     d = c.dir
-    args = ["--kubeconfig", str(c.kubeconfig("proxy-upstream")),
-            "--listen", f"127.0.0.1:{free_port()}", "--control", f"127.0.0.1:{free_port()}",
+    # Port 0: the proxy binds both ports itself and names them in its ready file (a port picked here and
+    # released would be free only until someone else took it: a run beside other suites lost its
+    # control port that way, "address already in use").
+    args = ["--kubeconfig", str(c.kubeconfig("proxy-upstream")), "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
             "--profiles", str(opts.profiles_dir), "--journal", str(c.journal),
             "--confdir", str(d / "proxy-ca"), "--max-concurrent-streams", str(opts.proxy_max_streams)]
     if opts.profile:
