@@ -310,3 +310,16 @@ def test_the_binding_body_is_read_for_its_target_node(tmp_path: Path) -> None:
 
     run(tmp_path, rules, test, match={**BIND_MATCH, "targetNodes": ["n2"]})
 
+
+
+@pytest.mark.parametrize("fields", [
+    [], [(b"content-type", b"application/json")], [(b"Content-Type", b"application/json;stream=watch")],
+    [(b"content-type", b"a"), (b"CONTENT-TYPE", b"b")], [(b"content-encoding", b"gzip"), (b"content-type", b"x")],
+    [(b"Content-Encoding", b""), (b"x-other", b"content-type")], [(b"content-type", b"caf\xc3\xa9 \xff")],
+])
+def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: list[tuple[bytes, bytes]]) -> None:
+    from kube_fault_proxy.proxy.mitm.addon import _answer
+    response = http.Response.make(200, b"{}", fields)
+    got = _answer(response)
+    assert (got.content_type, got.encoded) == (response.headers.get("content-type", ""),
+                                               "content-encoding" in response.headers)

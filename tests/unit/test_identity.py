@@ -160,3 +160,19 @@ def test_parse_untrusted_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(identity, "parse", lambda *a, **k: (_ for _ in ()).throw(ValueError("no")))
     ident = parse_untrusted("post", "/weird")
     assert (ident.method, ident.verb, ident.unparsable, ident.is_resource) == ("POST", "post", "request: ValueError", False)
+
+
+@pytest.mark.parametrize("method,url", [(c[0], c[1]) for c in RESOURCE_CASES] + [("GET", p) for p in NON_RESOURCE])
+def test_a_request_without_a_body_is_parsed_once_and_as_before(method: str, url: str) -> None:
+    path, _, query = url.partition("?")
+    first = parse(method, path, query, "yunikorn", None, "application/json", "application/json")
+    assert first == identity._parse(method, path, query, "yunikorn", None, "", "application/json")
+    assert parse(method, path, query, "yunikorn", None, "text/plain", "application/json") is first  # shared: immutable
+    assert parse(method, path, query, "kube-scheduler", None, "", "application/json") != first  # keyed by who asks
+
+
+def test_a_request_with_a_body_is_parsed_each_time() -> None:
+    body = json.dumps({"kind": "Binding", "target": {"kind": "Node", "name": "n1"}}).encode()
+    a = parse("POST", "/api/v1/namespaces/d/pods/p/binding", "", "", body, "application/json")
+    b = parse("POST", "/api/v1/namespaces/d/pods/p/binding", "", "", body.replace(b"n1", b"n2"), "application/json")
+    assert (a.target_node, b.target_node) == ("n1", "n2")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, unquote
 
@@ -116,25 +117,32 @@ def parse(
     content_type: str = "",
     accept: str = "",
 ) -> RequestIdentity:
-    """Parse one request; `path` excludes the query string, which is passed separately."""
+    """Parse one request; `path` excludes the query string, which is passed separately.
+
+    A request without a body is parsed once per distinct (method, path, query, user agent, accept): the
+    identity is immutable, so every such request (a scheduler's Event POSTs, its watches) shares it."""
+    if body is None:
+        return _parse_bodiless(method, path, query, user_agent, accept)
+    return _parse(method, path, query, user_agent, body, content_type, accept)
+
+
+def _parse(method: str, path: str, query: str, user_agent: str, body: bytes | None, content_type: str,
+           accept: str) -> RequestIdentity:
     method = method.upper()
     parts = [unquote(p) for p in path.strip("/").split("/") if p] if path.strip("/") else []
-    non_resource = RequestIdentity(
-        method=method, path=path, verb=method.lower(), user_agent=user_agent
-    )
     if len(parts) < 3 or parts[0] not in API_PREFIXES:
-        return non_resource
+        return RequestIdentity(method=method, path=path, verb=method.lower(), user_agent=user_agent)
     prefix, rest = parts[0], parts[1:]
     group = ""
     if prefix not in GROUPLESS_PREFIXES:
         if len(rest) < 3:
-            return non_resource
+            return RequestIdentity(method=method, path=path, verb=method.lower(), user_agent=user_agent)
         group, rest = rest[0], rest[1:]
     version, rest = rest[0], rest[1:]
 
     if rest[0] in SPECIAL_VERBS:
         if len(rest) < 2:
-            return non_resource
+            return RequestIdentity(method=method, path=path, verb=method.lower(), user_agent=user_agent)
         verb, rest = rest[0], rest[1:]
     else:
         verb = METHOD_VERBS.get(method, "")
@@ -184,6 +192,12 @@ def parse(
         continued=bool(params.get("continue", [""])[0]),
         unparsable=unparsable,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_bodiless(method: str, path: str, query: str, user_agent: str, accept: str) -> RequestIdentity:
+    """`_parse` of a request without a body, memoised (bounded; an error is raised again every time)."""
+    return _parse(method, path, query, user_agent, None, "", accept)
 
 
 def parse_untrusted(
