@@ -341,3 +341,34 @@ def test_a_crash_point_is_drawn_after_a_committed_bind_once_and_shrinks_to_a_lat
     last = g.with_(rules=({**g.rules[0], "when": {**g.rules[0]["when"],
                                                   "trigger": {**g.rules[0]["when"]["trigger"], "count": g.pods}}},))
     assert not [w for w, _ in candidates(last) if "later crash point" in w], "never past the load's last pod"
+
+
+def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`search replay` gives kube-scheduler the patient tier (it gave every scheduler 8 s of quiet, which counts a
+    pod kube-scheduler would still retry as stranded), YuniKorn the confirmation tier."""
+    import contextlib
+
+    from kube_fault_proxy.cli import search as cli
+    from kube_fault_proxy.rig.search.trial import CONFIRM, PATIENT, Rig
+
+    minimal = {"rules": [{"name": "r1-abort-binding", "match": dict(BINDING), "when": {"maxInjections": 1},
+                          "fault": {"abort": {"status": 500}}}], "pods": 20, "action": None, "seed": 1, "nodes": 2}
+    tiers: list[object] = []
+
+    @contextlib.contextmanager
+    def running(*args: object) -> Any:
+        yield object()
+
+    def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:
+        tiers.append(tier)
+        return TrialResult(name, "x", genome, broken=["stranded"])
+
+    monkeypatch.setattr(Rig, "running", running)
+    monkeypatch.setattr(cli, "run_trial", trial)
+    for scheduler, tier in (("kube-scheduler", PATIENT), ("yunikorn", CONFIRM)):
+        (tmp_path / "search.json").write_text(json.dumps({"minimal": minimal, "target": ["stranded"],
+                                                          "scheduler": scheduler, "nodes": 20}))
+        tiers.clear()
+        assert main(["search", "replay", str(tmp_path), "--times", "2", "--state-dir", str(tmp_path / "s")]) == 1
+        assert tiers == [tier, tier]

@@ -17,7 +17,7 @@ from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
-from kube_fault_proxy.rig.search.trial import CONFIRM, Rig, run_trial
+from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
 from kube_fault_proxy.rig.shapes import SHAPES
 
 SCHEDULERS = ("yunikorn", "kube-scheduler")
@@ -139,7 +139,8 @@ def _replay(args: argparse.Namespace) -> int:
                            f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
     note = stderr_console().print
     with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source) as rig:
-        runs = [run_trial(rig, genome, f"replay-{k + 1}", CONFIRM, lambda m: note(m, markup=False))
+        runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
+                          lambda m: note(m, markup=False))
                 for k in range(args.times)]
     hits = sum(1 for r in runs if target <= set(r.broken))
     print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc['scheduler']}")

@@ -22,13 +22,12 @@ from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,
-    CONFIRM,
     CONTROL,
-    PATIENT,
     SEARCH,
     Rig,
     Tier,
     TrialResult,
+    confirm_tier,
     run_trial,
 )
 from kube_fault_proxy.rig.shapes import SHAPES
@@ -313,10 +312,8 @@ class Search:
 
     @property
     def confirm_tier(self) -> Tier:
-        """Replays wait 8 s of quiet; kube-scheduler as the target is given the control's 25 s, longer than its
-        bind retry (backoff up to 10 s, the 20 s flush of unschedulable pods), so a pod it would still retry is
-        not counted as stranded."""
-        return PATIENT if self.s.scheduler == "kube-scheduler" else CONFIRM
+        """The replays' tier for the scheduler under test (trial.confirm_tier)."""
+        return confirm_tier(self.s.scheduler)
 
     def control_run(self, g: Genome, name: str) -> list[str] | None:
         """The control under the genome: another scheduler under the same profile, or (UNFAULTED) the same

@@ -43,6 +43,13 @@ CANARY = Tier("canary", 4.0, 45.0)  # a fault-free trial at the search tier's pa
 PATIENT = Tier("confirm-patient", 25.0, 120.0)  # a replay on kube-scheduler: the control's patience
 
 
+def confirm_tier(scheduler: str) -> Tier:
+    """A replay's tier (the search's own and `search replay`'s): 8 s of quiet; kube-scheduler as the target is
+    given the control's 25 s, longer than its bind retry (backoff up to 10 s, the 20 s flush of unschedulable
+    pods), so a pod it would still retry is not counted as stranded."""
+    return PATIENT if scheduler == "kube-scheduler" else CONFIRM
+
+
 @dataclass
 class Rig:
     """A local control plane with the proxy and one scheduler, reused by every trial."""
@@ -292,9 +299,23 @@ class _Trial:
         allocs, bound = _in_namespace(snap, self.namespace)
         self.result.near_miss = max(self.result.near_miss, allocs - bound)
 
+    def settling(self) -> bool:
+        """Whether a crash point's kill and restart are under way, or the restarted scheduler started less than the
+        tier's quiet time ago: its view (the allocations it recovers, its queues' books) has not settled yet, even
+        if every pod is bound (the scenario runner's rule after a killScheduler step)."""
+        if self.crashes is None:
+            return False
+        if self.crashes.busy.locked():
+            return True
+        last = max((float(e["t"]) for e in list(self.result.events) if e["event"] == "scheduler-restarted"),
+                   default=None)
+        return last is not None and time.time() - self.wall0 < last + self.tier.quiet
+
     def settle(self, done: Callable[[check.Snapshot], bool]) -> tuple[check.Snapshot, bool]:
-        """Wait until every pod is bound or nothing changes for the tier's quiet time."""
-        return check.wait_quiet(self.take, self.tier.quiet, self.tier.timeout, self.tick, done)
+        """Wait until every pod is bound (and a restarted scheduler has had the quiet time) or nothing changes for
+        the tier's quiet time."""
+        return check.wait_quiet(self.take, self.tier.quiet, self.tier.timeout, self.tick,
+                                lambda snap: done(snap) and not self.settling())
 
     def load_and_settle(self) -> check.Snapshot:
         """The load, the workload action, every fault off, and the cluster settled again."""
