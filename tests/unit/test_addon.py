@@ -318,8 +318,12 @@ def test_the_binding_body_is_read_for_its_target_node(tmp_path: Path) -> None:
     [(b"Content-Encoding", b""), (b"x-other", b"content-type")], [(b"content-type", b"caf\xc3\xa9 \xff")],
 ])
 def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: list[tuple[bytes, bytes]]) -> None:
-    from kube_fault_proxy.proxy.mitm.addon import _answer
+    from kube_fault_proxy.proxy.mitm.addon import _answer, _header_values
     response = http.Response.make(200, b"{}", fields)
     got = _answer(response)
     assert (got.content_type, got.encoded) == (response.headers.get("content-type", ""),
                                                "content-encoding" in response.headers)
+    read = _header_values(response.headers, b"content-type", b"x-other", b"accept")
+    for name in ("content-type", "x-other", "accept"):  # what a request's user-agent, content-type, accept read
+        assert read.get(name.encode(), "") == response.headers.get(name, "")
+        assert (name.encode() in read) == (name in response.headers)

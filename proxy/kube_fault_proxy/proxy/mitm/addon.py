@@ -39,23 +39,24 @@ STALE = "kfp.stale"
 POLL_SECONDS = 0.2
 
 
-def _answer(response: http.Response, decoded: bool = False) -> Answer:
-    """What the apiserver answered, as the stale views read it (the body decoded only when asked).
-
-    One pass over the header fields, for what `"content-encoding" in headers` and `headers.get(
-    "content-type", "")` answer (several Content-Type fields folded with ", ", as mitmproxy folds them):
-    9 µs a response that way, for every answer."""
-    types: list[bytes] = []
-    encoded = False
-    for name, value in response.headers.fields:
+def _header_values(headers: http.Headers, *names: bytes) -> dict[bytes, str]:
+    """The values of the named (lower-case) header fields present, read as mitmproxy's Headers read them
+    (case-insensitive names, several fields folded with ", ", undecodable bytes kept as surrogates), in
+    one pass over the fields: a `headers.get(...)` or `in headers` walks them all each time (~2 µs)."""
+    found: dict[bytes, list[bytes]] = {}
+    for name, value in headers.fields:
         name = name.lower()
-        if name == b"content-type":
-            types.append(value)
-        elif name == b"content-encoding":
-            encoded = True
-    content_type = ", ".join(t.decode("utf-8", "surrogateescape") for t in types)
+        if name in names:
+            found.setdefault(name, []).append(value)
+    return {name: ", ".join(v.decode("utf-8", "surrogateescape") for v in values) for name, values in found.items()}
+
+
+def _answer(response: http.Response, decoded: bool = False) -> Answer:
+    """What the apiserver answered, as the stale views read it (the body decoded only when asked)."""
+    values = _header_values(response.headers, b"content-type", b"content-encoding")
+    encoded = b"content-encoding" in values
     body = response.get_content(strict=False) if decoded and encoded else response.raw_content
-    return Answer(response.status_code, content_type, encoded, body)
+    return Answer(response.status_code, values.get(b"content-type", ""), encoded, body)
 
 
 def _make_response(step: Respond) -> http.Response:
@@ -105,14 +106,15 @@ class FaultAddon:
         req = flow.request
         path, _, query = req.path.partition("?")
         body = req.raw_content if req.method == "POST" and path.endswith("/binding") else None
+        headers = _header_values(req.headers, b"user-agent", b"content-type", b"accept")
         ident = identity.parse_untrusted(  # never raises: an unreadable part is decided as absent
             req.method,
             path,
             query,
-            req.headers.get("user-agent", ""),
+            headers.get(b"user-agent", ""),
             body,
-            req.headers.get("content-type", ""),
-            req.headers.get("accept", ""),
+            headers.get(b"content-type", ""),
+            headers.get(b"accept", ""),
         )
         flow.metadata[IDENT] = ident
         binding = ident.binding
