@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import h2.config
 import h2.connection
+import h2.events
 import h2.settings
 import h2.stream
 import hyperframe.frame
@@ -19,6 +20,7 @@ from mitmproxy.addons import proxyserver
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.context import Context
 from mitmproxy.proxy.layers.http import _http2
+from mitmproxy.proxy.layers.http._base import ReceiveHttp
 from mitmproxy.proxy.layers.http._events import (
     ErrorCode,
     RequestEndOfMessage,
@@ -77,6 +79,7 @@ def test_the_overrides_are_in_place() -> None:
     assert h2.connection.H2Connection._begin_new_stream is streams._counted_begin_new_stream
     assert h2.stream.H2StreamStateMachine.process_input is streams._counted_process_input
     assert _http2.Http2Server.__init__ is streams._init_server
+    assert _http2.Http2Client._handle_event is streams._client_handle_event
 
 
 def _pair() -> tuple[h2.connection.H2Connection, h2.connection.H2Connection]:
@@ -286,3 +289,107 @@ def test_a_long_lived_upstream_connection_forgets_the_id_mapping_of_finished_str
             run(iter(()))
             assert ours not in layer.streams, "mitmproxy dropped it itself"
         assert len(layer.our_stream_id) == len(layer.their_stream_id) <= streams.PRUNE_SLACK + 1
+
+
+# sha256 (first 16 hex digits) of mitmproxy 12.x's Http2Client._handle_event, which streams._client_handle_one
+# reproduces for one event and streams._client_handle_event drains without recursion.
+CLIENT_HANDLE_EVENT_SHA = "02de05a5b89f087b"
+
+
+def test_the_reproduced_upstream_stream_mapping_is_still_mitmproxys() -> None:
+    source = inspect.getsource(streams._mitmproxy_client_handle_event)
+    assert hashlib.sha256(source.encode()).hexdigest()[:16] == CLIENT_HANDLE_EVENT_SHA, (
+        "mitmproxy changed Http2Client._handle_event: check streams._client_handle_one against it")
+
+
+class _Upstream:
+    """mitmproxy's upstream-facing HTTP/2 layer and an h2 server behind it, which has not spoken yet."""
+
+    def __init__(self, ctx: Context, server_limit: int) -> None:
+        self.ctx = ctx
+        self.layer = _http2.Http2Client(ctx)
+        self.server = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        self.server.local_settings.max_concurrent_streams = server_limit
+        self.server.local_settings.acknowledge()
+        self.server.initiate_connection()  # its SETTINGS go out on the first server_speaks()
+        self.opened: list[int] = []  # the server's stream ids, in the order their requests arrived
+        self.sent: list[commands.Command] = []
+        self.deliver(self.layer.handle_event(events.Start()))
+
+    def deliver(self, cmds: Iterator[commands.Command]) -> None:
+        out = list(cmds)
+        self.sent += out
+        data = b"".join(c.data for c in out if isinstance(c, commands.SendData))
+        if data:
+            for ev in self.server.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    self.opened.append(ev.stream_id)
+
+    def server_speaks(self) -> None:
+        while back := self.server.data_to_send():
+            self.deliver(self.layer.handle_event(events.DataReceived(self.ctx.server, back)))
+
+    def request(self, theirs: int) -> None:
+        request = http.Request.make("POST", "https://x/api/v1/namespaces/d/pods/p/binding", b"")
+        request.authority = "x"
+        self.deliver(self.layer.handle_event(RequestHeaders(theirs, request, False)))
+        self.deliver(self.layer.handle_event(RequestEndOfMessage(theirs)))
+
+
+@pytest.fixture
+def upstream_ctx() -> Iterator[Context]:
+    with taddons.context(proxyserver.Proxyserver()) as tctx:
+        ctx = Context(tflow.tclient_conn(), tctx.options)
+        ctx.server = tflow.tserver_conn()
+        ctx.server.alpn = b"h2"
+        yield ctx
+
+
+@pytest.mark.parametrize("patched", [True, False], ids=["drained in a loop", "mitmproxy's recursion"])
+def test_a_thousand_requests_queued_before_the_servers_settings_are_all_sent_once_they_arrive(
+        upstream_ctx: Context, patched: bool) -> None:
+    """A new upstream connection takes 10 streams until the server's first SETTINGS; a held-back wave sends
+    ~1,000 at once. mitmproxy drained its queue by recursing once per queued stream: 'mitmproxy has crashed!'
+    (RecursionError), and the requests taken off the queue were never sent nor answered."""
+    if not patched:
+        _http2.Http2Client._handle_event = streams._mitmproxy_client_handle_event  # type: ignore[method-assign]
+    try:
+        up = _Upstream(upstream_ctx, server_limit=10_000)
+        n = 2000
+        theirs = [2 * i + 1 for i in range(n)]
+        for sid in theirs:
+            up.request(sid)
+        assert len(up.opened) == 10 and len(up.layer.stream_queue) == n - 10, "provisional limit of 10"
+        if not patched:
+            with pytest.raises(RecursionError):
+                up.server_speaks()
+            return
+        up.server_speaks()
+    finally:
+        _http2.Http2Client._handle_event = streams._client_handle_event  # type: ignore[assignment]
+    assert not up.layer.stream_queue
+    assert len(up.opened) == n and len(set(up.opened)) == n
+    # first queued, first sent: the client's stream ids reach the server in the order they were asked
+    assert [up.layer.their_stream_id[ours] for ours in up.opened] == theirs
+    for ours in up.opened:
+        assert up.server.streams[ours].state_machine.state == h2.stream.StreamState.HALF_CLOSED_REMOTE, (
+            "headers and END_STREAM both arrived")
+
+
+def test_queued_requests_go_out_as_the_servers_streams_free_up(upstream_ctx: Context) -> None:
+    up = _Upstream(upstream_ctx, server_limit=50)
+    up.server_speaks()
+    n = 1500
+    theirs = [2 * i + 1 for i in range(n)]
+    for sid in theirs:
+        up.request(sid)
+    assert len(up.opened) == 50 and len(up.layer.stream_queue) == n - 50
+    answered = 0
+    while answered < len(up.opened):  # the server answers each request in arrival order, one at a time
+        up.server.send_headers(up.opened[answered], [(":status", "201")], end_stream=True)
+        answered += 1
+        up.server_speaks()
+        assert len(up.opened) - answered <= 50, "never more than the server's limit in flight"
+    assert answered == n and not up.layer.stream_queue
+    answers = [c for c in up.sent if isinstance(c, ReceiveHttp) and isinstance(c.event, ResponseHeaders)]
+    assert [c.event.stream_id for c in answers] == theirs, "each answer reaches the client's stream, in order"

@@ -26,17 +26,33 @@ requests on 4 connections grew the proxy from 136 to 361 MB; bench/memory_soak.p
   forgets: two entries per request on an upstream connection. Here a closed stream's pair goes
   when hyper-h2's table drops it, once mitmproxy's `streams` no longer holds it (nothing maps it then).
 
+Streams waiting for the upstream's limit are sent in a loop, not by recursion. mitmproxy's `Http2Client`
+queues a request that finds the upstream connection's streams all taken (and, until the server's
+first SETTINGS frame arrives, more than 10 of them), then drains the queue by calling itself once
+per queued stream: with ~1,000 queued — the wave of a held-back 3,000-pod burst on a new connection —
+Python's recursion limit is hit and mitmproxy logs "mitmproxy has crashed!" and carries on, but the
+requests it had taken off the queue are lost: never sent upstream, never answered, while the
+connection stays open (seen 1-3 times in every seed-scale run; in one, a YuniKorn Binding waited
+164 s for its answer, until the apiserver closed that connection). Here the same queue is drained in
+a loop (first queued stream first; a stream's events in order).
+
 This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
 `tests/unit/test_streams.py` fails loudly if an upgrade breaks either override.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Generator
 from typing import Any
 
 import h2.connection
 import h2.stream
+from mitmproxy.proxy.commands import Command
+from mitmproxy.proxy.events import Event
 from mitmproxy.proxy.layers.http import _http2
+from mitmproxy.proxy.layers.http._base import ReceiveHttp
+from mitmproxy.proxy.layers.http._events import HttpEvent
 
 # Above a 3,000-pod burst plus the scheduler's watches and the backlog that forms meanwhile; not
 # the burst size itself (held watches would push a burst of exactly that size over the limit).
@@ -49,6 +65,7 @@ PRUNE_SLACK = 128
 _limit = DEFAULT
 _server_init = _http2.Http2Server.__init__
 _connection_init = _http2.Http2Connection.__init__
+_mitmproxy_client_handle_event = _http2.Http2Client._handle_event  # recursive: kept for the pin
 _begin_new_stream = h2.connection.H2Connection._begin_new_stream
 _open_streams = h2.connection.H2Connection._open_streams
 _process_input = h2.stream.H2StreamStateMachine.process_input
@@ -129,6 +146,40 @@ def _drop_closed(self: Any) -> None:
                 layer.our_stream_id.pop(their, None)
 
 
+def _client_limit(layer: Any) -> int:
+    return int(layer.provisional_max_concurrency or layer.h2_conn.remote_settings.max_concurrent_streams)
+
+
+def _client_handle_one(layer: Any, event: Event) -> Generator[Command, Any, None]:
+    """`Http2Client._handle_event` for one event, without draining the queue: map the client's stream id
+    to ours (queue the event when no stream is free), then handle it."""
+    if isinstance(event, HttpEvent):
+        ours = layer.our_stream_id.get(event.stream_id, None)
+        if ours is None:
+            if layer.h2_conn.open_outbound_streams >= _client_limit(layer):
+                layer.stream_queue[event.stream_id].append(event)
+                return
+            ours = layer.h2_conn.get_next_available_stream_id()
+            layer.our_stream_id[event.stream_id] = ours
+            layer.their_stream_id[ours] = event.stream_id
+        event.stream_id = ours
+    for cmd in layer._handle_event2(event):
+        if isinstance(cmd, ReceiveHttp):
+            cmd.event.stream_id = layer.their_stream_id[cmd.event.stream_id]
+        yield cmd
+
+
+def _client_handle_event(layer: Any, event: Event) -> Generator[Command, Any, None]:
+    """The event, then the queued streams while streams are free: first queued first, a stream's events
+    in order (mitmproxy recursed here once per queued stream)."""
+    yield from _client_handle_one(layer, event)
+    pending: deque[Event] = deque()
+    while pending or (layer.stream_queue and layer.h2_conn.open_outbound_streams < _client_limit(layer)):
+        if not pending:
+            pending.extend(layer.stream_queue.pop(next(iter(layer.stream_queue))))
+        yield from _client_handle_one(layer, pending.popleft())
+
+
 def install(limit: int = DEFAULT) -> None:
     """Advertise `limit` streams on every client connection accepted from now on; count in O(1)."""
     global _limit
@@ -137,6 +188,7 @@ def install(limit: int = DEFAULT) -> None:
     _limit = limit
     _http2.Http2Server.__init__ = _init_server  # type: ignore[method-assign]
     _http2.Http2Connection.__init__ = _init_connection  # type: ignore[method-assign]
+    _http2.Http2Client._handle_event = _client_handle_event  # type: ignore[assignment]
     h2.connection.H2Connection._begin_new_stream = _counted_begin_new_stream  # type: ignore[method-assign]
     h2.connection.H2Connection._open_streams = _counted_open_streams  # type: ignore[method-assign]
     h2.stream.H2StreamStateMachine.process_input = _counted_process_input  # type: ignore[method-assign]
