@@ -32,8 +32,8 @@ first SETTINGS frame arrives, more than 10 of them), then drains the queue by ca
 per queued stream: with ~1,000 queued — the wave of a held-back 3,000-pod burst on a new connection —
 Python's recursion limit is hit and mitmproxy logs "mitmproxy has crashed!" and carries on, but the
 requests it had taken off the queue are lost: never sent upstream, never answered, while the
-connection stays open (seen 1-3 times in every seed-scale run; in one, a YuniKorn Binding waited
-164 s for its answer, until the apiserver closed that connection). Here the same queue is drained in
+connection stays open (1-3 times a run in 12 of 15 YuniKorn seed-scale runs, none in kube-scheduler's;
+in one, a YuniKorn Binding waited 164 s for its answer, until the apiserver closed that connection). Here the same queue is drained in
 a loop (first queued stream first; a stream's events in order).
 
 This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
