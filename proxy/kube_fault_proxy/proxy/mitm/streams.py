@@ -33,8 +33,8 @@ per queued stream: with ~1,000 queued — the wave of a held-back 3,000-pod burs
 Python's recursion limit is hit and mitmproxy logs "mitmproxy has crashed!" and carries on, but the
 requests it had taken off the queue are lost: never sent upstream, never answered, while the
 connection stays open (1-3 times a run in 12 of 15 YuniKorn seed-scale runs, none in kube-scheduler's;
-in one, a YuniKorn Binding waited 164 s for its answer, until the apiserver closed that connection). Here the same queue is drained in
-a loop (first queued stream first; a stream's events in order).
+in one, a YuniKorn Binding waited 164 s for its answer, until the apiserver closed that connection).
+Here the same queue is drained in a loop (first queued stream first; a stream's events in order).
 
 This is the one place that reaches into mitmproxy's and hyper-h2's internals for streams;
 `tests/unit/test_streams.py` fails loudly if an upgrade breaks either override.
