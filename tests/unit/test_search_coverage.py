@@ -85,7 +85,8 @@ def test_search_json_and_the_report_record_budgets_seeds_and_coverage(tmp_path: 
     out: Outcome = Search(s, lambda _: None).run()
     report = write(out, ["search"]).read_text()
     doc = json.loads((tmp_path / "search.json").read_text())
-    assert doc["budgets"] == {"searchSeconds": 3600, "maxTrials": 12, "shrinkSecondsPerFinding": 30, "replays": 2,
+    assert doc["budgets"] == {"searchSeconds": 3600, "maxTrials": 12, "shrinkSecondsPerFinding": 30,
+                              "shrinkSecondsTotal": 1800.0, "replays": 2,
                               "canaryEvery": 4}
     cov = doc["coverage"]
     assert set(cov["kinds"]) == {"abort", "delay", "crashPoint"}
@@ -95,7 +96,8 @@ def test_search_json_and_the_report_record_budgets_seeds_and_coverage(tmp_path: 
     assert cov["noveltyTokens"] == len(out.trials) == cov["novelTrials"] == out.tokens  # one new token each
     assert sum(cov["shapes"].values()) == len(out.trials) == 9  # 12 less the canaries c3, c7, c11
     assert "## What was searched" in report and "search seed 5" in report and "at most 12 search trials" in report
-    assert "30 s of shrinking per distinct finding and 2 replays" in report and "every 4 trials" in report
+    assert ("30 s of shrinking per distinct finding (no shrink starts after 1800 s of the shrink phase) and 2 "
+            "replays") in report and "every 4 trials" in report
     assert "| abort |" in report and "| crashPoint |" in report
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kube_fault_proxy.rig.search import precheck
 from kube_fault_proxy.rig.search.engine import UNFAULTED, Hit, Outcome, Search, Settings
-from kube_fault_proxy.rig.search.findings import Finding, add_hit, merge, signature
+from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order, signature
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING
 from kube_fault_proxy.rig.search.output import control_text, write
@@ -59,6 +59,57 @@ def test_findings_whose_minimal_cases_agree_are_merged_after_shrinking() -> None
     two.shrunk = Shrunk(Genome(rules=(rule("abort"),)), [])  # the delay was not needed
     merged = merge(findings)
     assert len(merged) == 1 and [h.trial for h in merged[0].hits] == [1, 3]
+
+
+def test_the_first_finding_of_each_set_of_broken_invariants_is_shrunk_first() -> None:
+    findings: list[Finding] = []
+    for trial, kinds, broken in [(1, ("abort",), ["stranded"]), (2, ("delay",), ["stranded"]),
+                                 (3, ("reset",), ["I1"]), (4, ("abort", "reset"), ["stranded"])]:
+        add_hit(findings, hit(trial, tuple(rule(k, name=f"r{i}-{k.lower()}-binding") for i, k in enumerate(kinds)),
+                              broken))
+    assert [f.first.trial for f in shrink_order(findings)] == [1, 3, 2, 4]
+
+
+def test_a_drawn_profile_that_contains_an_earlier_minimal_case_is_filed_under_it() -> None:
+    findings: list[Finding] = []
+    one = add_hit(findings, hit(1, (rule("abort"), rule("reset", WATCH, "r2-reset-pod-watch")), ["stranded"]))
+    one.shrunk = Shrunk(Genome(rules=(rule("abort"),)), [])
+    bigger = add_hit(findings, hit(5, (rule("abort"), rule("delay", name="r2-delay-binding")), ["stranded"]))
+    other = add_hit(findings, hit(6, (rule("delay"),), ["stranded"]))  # no abort on Bindings: its own bug
+    more = add_hit(findings, hit(7, (rule("abort"), rule("delay", name="r2-delay-binding")), ["I1", "stranded"]))
+    assert contained_in(bigger, [one]) is one
+    assert contained_in(other, [one]) is None and contained_in(more, [one]) is None  # other cause, other invariants
+    assert contained_in(bigger, [Finding(one.signature, one.target, one.hits)]) is None  # not shrunk: no minimal
+
+
+def test_the_shrink_phase_is_bounded_and_what_it_did_not_reach_is_reported_unshrunk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Search, "trial", fake_trial)
+    out = Search(settings(tmp_path, max_trials=30, shrink_total=0.0), lambda _: None).run()
+    assert out.findings and all(f.shrunk is None and f.replays == [] for f in out.findings)
+    report = write(out, ["search"]).read_text()
+    assert f"not shrunk (the total shrink budget spent): {len(out.findings)}" in report
+    sub = tmp_path / "findings" / out.findings[0].slug(1)
+    text = (sub / "report.md").read_text()
+    assert "## Confirmed, not shrunk" in text and "rules:" in text and not (sub / "minimal-profile.yaml").exists()
+    assert json.loads((tmp_path / "search.json").read_text())["findings"][0]["shrunk"] is False
+
+
+def test_groups_of_one_cause_are_shrunk_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shrinks: list[int] = []
+    original = Search.minimise
+
+    def counting(self: Search, found: Finding) -> None:
+        shrinks.append(found.first.trial)
+        original(self, found)
+
+    monkeypatch.setattr(Search, "trial", fake_trial)
+    monkeypatch.setattr(Search, "minimise", counting)
+    out = Search(settings(tmp_path, max_trials=30), lambda _: None).run()
+    groups = len(out.findings) + sum(1 for f in out.findings for h in f.hits[1:] if h.genome != f.first.genome)
+    assert len(shrinks) == len(out.findings) < groups, "contained groups are filed without a shrink of their own"
+    assert sum(f.contained for f in out.findings) >= 1
+    assert all(f.shrunk is not None and f.rate() == "2/2" for f in out.findings)
 
 
 # --- the engine on fake trials: canaries, every distinct bug, nothing injected

@@ -53,6 +53,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError("--canary-every must be 0 (no canaries) or more")
     try:
         budget, shrink_budget = parse_duration(args.budget), parse_duration(args.shrink_budget)
+        shrink_total = None if args.shrink_total == "none" else parse_duration(args.shrink_total)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if args.pods < 20 or args.nodes < 1 or args.replays < 1:
@@ -63,7 +64,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     state = args.state_dir or default_state_dir().parent / "search"
     return Settings(scheduler=args.scheduler, control=control, budget=budget, seed=args.seed,
                     kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
-                    nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, replays=args.replays,
+                    nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, shrink_total=shrink_total,
+                    replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every)
 
@@ -183,7 +185,12 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the report and minimal profile go")
     p.add_argument("--nodes", type=int, default=20, help="fake nodes of the search rig (default 20)")
     p.add_argument("--pods", type=int, default=100, help="pods per search trial (default 100)")
-    p.add_argument("--shrink-budget", default="10m", metavar="DURATION", help="time for shrinking (default 10m)")
+    p.add_argument("--shrink-budget", default="10m", metavar="DURATION",
+                   help="time for shrinking each distinct finding (default 10m)")
+    p.add_argument("--shrink-total", default="30m", metavar="DURATION",
+                   help="no finding's shrink starts after this much of the shrink phase (default 30m; `none`: "
+                        "shrink every finding); the first of each set of broken invariants goes first, and a "
+                        "finding whose drawn profile contains an earlier minimal case is filed under it unshrunk")
     p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
     p.add_argument("--profiles", type=Path, metavar="DIR")

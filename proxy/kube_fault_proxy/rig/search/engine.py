@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.rig.search import precheck
-from kube_fault_proxy.rig.search.findings import Finding, add_hit, merge
+from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
@@ -53,6 +53,8 @@ class Settings:
     pods: int = 100
     shrink_budget: float = 600.0
     replays: int = 5
+    # No finding's shrink starts once this much of the shrink phase is spent (None: every finding is shrunk).
+    shrink_total: float | None = 1800.0
     max_trials: int | None = None
     # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
     yunikorn_patch: Path | None = None
@@ -273,9 +275,20 @@ class Search:
             out.prechecked = self.prechecked
             out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
             t0 = time.monotonic()
-            for f in out.findings:
+            done: list[Finding] = []
+            for f in shrink_order(out.findings):
+                if (home := contained_in(f, done)) is not None:
+                    home.hits += f.hits
+                    home.contained += len(f.hits)
+                    out.findings.remove(f)
+                    continue
+                if s.shrink_total is not None and time.monotonic() - t0 >= s.shrink_total:
+                    self.note(f"not shrinking trial {f.first.trial}'s hit ({', '.join(f.target)}): the total shrink "
+                              f"budget ({s.shrink_total:.0f}s) is spent")
+                    continue
                 self.minimise(f)
-            out.findings = merge(out.findings)
+                done.append(f)
+            out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
             out.shrink_seconds = time.monotonic() - t0
             if out.findings:
                 first = out.findings[0]

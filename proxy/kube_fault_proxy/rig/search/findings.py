@@ -1,7 +1,9 @@
 """Confirmed findings grouped by signature: the invariants broken, plus the profile's fault kinds and matches.
 
-Hits are grouped as they are confirmed (by their drawn profile), each group is shrunk, and groups whose
-minimal profiles share a signature are merged: one finding per distinct bug, each with its own report."""
+Hits are grouped as they are confirmed (by their drawn profile); each group is shrunk (the first of each set
+of broken invariants first) unless an earlier minimal case is contained in its drawn profile or the total
+shrink budget is spent, and groups whose minimal profiles share a signature are merged: one finding per
+distinct bug, each with its own report."""
 
 from __future__ import annotations
 
@@ -29,9 +31,14 @@ def match_name(rule: Rule) -> str:
     return json.dumps(match, sort_keys=True, separators=(",", ":"))
 
 
+def kinds_on_matches(genome: Genome) -> set[str]:
+    """Each distinct `kind on match` of a profile."""
+    return {f"{fault_kind(r)} on {match_name(r)}" for r in genome.rules}
+
+
 def signature(target: list[str], genome: Genome) -> Signature:
     """The invariants broken, then each distinct `kind on match` of the profile, sorted."""
-    return (",".join(sorted(target)), *sorted({f"{fault_kind(r)} on {match_name(r)}" for r in genome.rules}))
+    return (",".join(sorted(target)), *sorted(kinds_on_matches(genome)))
 
 
 @dataclass
@@ -46,6 +53,7 @@ class Finding:
     minimal_control: list[str] | None = None
     witness: TrialResult | None = None
     shrink_seconds: float = 0.0
+    contained: int = 0  # hits of other drawn profiles filed here unshrunk (`contained_in`)
 
     @property
     def first(self) -> Hit:
@@ -75,6 +83,7 @@ class Finding:
     def as_dict(self, index: int) -> dict[str, Any]:
         """JSON form for the index."""
         return {"signature": list(self.signature), "target": self.target, "trials": [h.trial for h in self.hits],
+                "shrunk": self.shrunk is not None, "contained": self.contained,
                 "reproduced": self.reproduced, "replays": len(self.replays), "minimalControl": self.minimal_control,
                 "dir": f"findings/{self.slug(index)}"}
 
@@ -91,6 +100,31 @@ def add_hit(findings: list[Finding], hit: Hit) -> Finding:
     return found
 
 
+def shrink_order(findings: list[Finding]) -> list[Finding]:
+    """The order to shrink in: the first finding of each distinct set of broken invariants, then the rest,
+    each group as found. Drawn profiles seldom share a signature, so a long search confirms many groups of
+    one bug; a bounded shrink phase reaches every kind of violation first."""
+    seen: set[str] = set()
+    first: list[Finding] = []
+    for f in findings:
+        key = ",".join(sorted(f.target))
+        if key not in seen:
+            seen.add(key)
+            first.append(f)
+    return first + [f for f in findings if f not in first]
+
+
+def contained_in(found: Finding, shrunk: list[Finding]) -> Finding | None:
+    """An already shrunk finding that breaks the same invariants and whose minimal profile's every `kind on
+    match` is in this finding's drawn profile: the drawn profile holds that cause, so this group is filed
+    under it without a shrink of its own (and the report counts it)."""
+    drawn = kinds_on_matches(found.first.genome)
+    for f in shrunk:
+        if f.shrunk is not None and set(f.target) == set(found.target) and kinds_on_matches(f.minimal) <= drawn:
+            return f
+    return None
+
+
 def merge(findings: list[Finding]) -> list[Finding]:
     """After shrinking: findings whose minimal cases share a signature are one (the first keeps its case)."""
     out: list[Finding] = []
@@ -102,4 +136,5 @@ def merge(findings: list[Finding]) -> list[Finding]:
             out.append(f)
         else:
             same.hits += f.hits
+            same.contained += f.contained
     return out

@@ -101,7 +101,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
         "budgets": {"searchSeconds": s.budget, "maxTrials": s.max_trials, "shrinkSecondsPerFinding": s.shrink_budget,
-                    "replays": s.replays, "canaryEvery": s.canary_every},
+                    "shrinkSecondsTotal": s.shrink_total, "replays": s.replays, "canaryEvery": s.canary_every},
         "trials": len(out.trials), "medianTrialSeconds": round(out.median_trial(), 1),
         "trialsPerHour": round(out.trials_per_hour()),
         "searchTierRuns": len(out.fast_seconds),
@@ -169,12 +169,14 @@ def _searched(out: Outcome, doc: dict[str, Any]) -> list[str]:
     """What was searched: the budgets, the seeds, and what the trials covered (whether or not anything was found)."""
     s, b = out.settings, doc["budgets"]
     trials = f"at most {b['maxTrials']} search trials" if b["maxTrials"] is not None else "no trial cap"
+    total = (f"no shrink starts after {b['shrinkSecondsTotal']:.0f} s of the shrink phase"
+             if b["shrinkSecondsTotal"] is not None else "no cap on the shrink phase")
     control = "none" if s.control is None else (
         "the same workload without the profile" if s.control == UNFAULTED else s.control)
     return ["## What was searched", "",
             f"- budgets: search {b['searchSeconds']:.0f} s ({trials}), then {b['shrinkSecondsPerFinding']:.0f} s of "
-            f"shrinking per distinct finding and {b['replays']} replays of its minimal case; a fault-free canary "
-            f"every {b['canaryEvery'] or 'no'} trials; control: {control}",
+            f"shrinking per distinct finding ({total}) and {b['replays']} replays of its minimal case; a fault-free "
+            f"canary every {b['canaryEvery'] or 'no'} trials; control: {control}",
             f"- seeds: search seed {s.seed} (trial i is drawn from (seed, i) and the corpus so far; each trial's "
             f"genome, its profile seed included, is in `trials.jsonl`); corpus {out.corpus} of "
             f"{len(out.trials)} trials",
@@ -186,7 +188,12 @@ def _index(out: Outcome) -> list[str]:
     """The distinct findings, each with its reproduction rate and report directory."""
     if not out.findings:
         return []
+    contained = sum(f.contained for f in out.findings)
+    unshrunk = sum(1 for f in out.findings if f.shrunk is None)
     lines = [f"## Findings: {len(out.findings)} distinct", "",
+             f"Shrunk: {len(out.findings) - unshrunk}; not shrunk (the total shrink budget spent): {unshrunk}; "
+             f"confirmed hits filed under an earlier minimal case their drawn profile contains, unshrunk: "
+             f"{contained}.", "",
              "| # | invariants broken | fault kinds and matches (minimal profile) | found at trials | reproduced "
              "| control | report |", "|---|---|---|---|---|---|---|"]
     for i, f in enumerate(out.findings, 1):
@@ -214,6 +221,17 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
         lines += _searched(out, doc)
     if out.confirmed is None:
         lines += ["**No confirmed violation within the budget.**", ""]
+    elif out.shrunk is None:
+        drawn, replay = out.confirmed.genome, ", ".join(out.confirmed.replay or []) or "nothing"
+        lines += [f"## Confirmed, not shrunk: {', '.join(label(i) for i in out.target)}", "",
+                  f"- found at trial {out.confirmed.trial}; replay broke {replay}; "
+                  f"{control_text(s.control, out.confirmed.control)}",
+                  f"- not shrunk and not replayed: the total shrink budget ({s.shrink_total or 0:.0f} s) was spent "
+                  "before its turn. Its drawn profile, as the trial ran it:", "", "```yaml",
+                  drawn.to_yaml(MINIMAL, f"Drawn by kube-fault-proxy search (seed {s.seed}, trial "
+                                         f"{out.confirmed.trial}); breaks {', '.join(out.target)}; "
+                                         "not shrunk.").rstrip(),
+                  "```", ""]
     else:
         minimal = out.shrunk.genome if out.shrunk else out.confirmed.genome
         rate = f"{out.reproduced}/{len(out.replays)}"
