@@ -104,14 +104,11 @@ def shrink_order(findings: list[Finding]) -> list[Finding]:
     """The order to shrink in: the first finding of each distinct set of broken invariants, then the rest,
     each group as found. Drawn profiles seldom share a signature, so a long search confirms many groups of
     one bug; a bounded shrink phase reaches every kind of violation first."""
-    seen: set[str] = set()
-    first: list[Finding] = []
+    firsts: dict[str, Finding] = {}
     for f in findings:
-        key = ",".join(sorted(f.target))
-        if key not in seen:
-            seen.add(key)
-            first.append(f)
-    return first + [f for f in findings if f not in first]
+        firsts.setdefault(f.signature[0], f)  # the signature's head: the invariants broken
+    lead = list(firsts.values())
+    return lead + [f for f in findings if all(f is not x for x in lead)]
 
 
 def contained_in(found: Finding, shrunk: list[Finding]) -> Finding | None:
