@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from tests.integration.test_request_faults import bind, pod
-from tests.support.processes import Started, start_proxy
+from tests.support.control import activate
+from tests.support.processes import Started, start_fake_apiserver, start_proxy
 
 MAX_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
 
@@ -182,3 +183,42 @@ def test_a_client_offering_http1_first_still_gets_http2_as_from_the_apiserver(pr
     with socket.create_connection((host, int(port)), timeout=10) as raw, \
             ctx.wrap_socket(raw, server_hostname=host) as tls:
         assert tls.selected_alpn_protocol() == "http/1.1"
+
+
+def test_an_answer_held_when_its_upstream_connection_closes_is_relayed_then_the_client_drained(
+        pki: Path, tmp_path: Path) -> None:
+    """A crash point holds a committed 201 for 2.5 s; the apiserver closes the idle upstream connection 1 s
+    in. The held answer still reaches the client (before: the client connection was closed at once and the
+    answer lost); once it is out the client is told GOAWAY and closed; its next request goes on a new
+    connection. Deterministic: the stand-in closes idle connections after 1 s, well inside the hold."""
+    up = start_fake_apiserver(pki, tmp_path / "up", idle_seconds=1.0)
+    started = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path)
+    try:
+        with httpx.Client(base_url=started.ready["controlUrl"], timeout=10) as control, \
+                httpx.Client(http2=True, verify=started.ready["caFile"], base_url=started.ready["proxyUrl"],
+                             timeout=10) as c:
+            activate(control, "crash", [{"name": "c", "match": {"subresources": ["binding"]},
+                                         "fault": {"crashPoint": {"holdSeconds": 2.5}}}])
+            t = time.monotonic()
+            r = bind(c, pod())
+            assert r.status_code == 201 and time.monotonic() - t >= 2.4, (r.status_code, r.text)
+            deadline = time.monotonic() + 5
+            while True:
+                records = control.get("/v1/journal").json()["records"]
+                names = [x["event"] for x in records if x["event"] in (
+                    "crash-point", "upstream-lost", "crash-point-released", "upstream-lost-drained")]
+                if "upstream-lost-drained" in names or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert names == ["crash-point", "upstream-lost", "crash-point-released", "upstream-lost-drained"], names
+            [lost] = [x for x in records if x["event"] == "upstream-lost"]
+            assert (lost["reason"], lost["heldAnswers"]) == ("upstream connection closed", 1)
+            [drained] = [x for x in records if x["event"] == "upstream-lost-drained"]
+            assert (drained["goaway"], drained["streamsCut"]) == (True, 0)
+            [released] = [x for x in records if x["event"] == "crash-point-released"]
+            assert released["outcome"] == "relayed"
+            control.delete("/v1/active").raise_for_status()
+            assert c.get("/healthz").status_code == 200  # a new connection: the drained one is closed
+    finally:
+        assert started.stop() == 0, started.log.read_text()
+        up.stop()

@@ -167,6 +167,9 @@ def main() -> None:
     p.add_argument("--ready-file", type=Path, required=True)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--require-client-cert", action="store_true")
+    p.add_argument("--idle-seconds", type=float, default=3600.0,
+                   help="close a connection idle this long (hypercorn's keep-alive timeout; its own default, 5 s, "
+                        "would race any test that holds an answer about that long)")
     args = p.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -181,6 +184,7 @@ def main() -> None:
     config.alpn_protocols = ["h2", "http/1.1"]
     config.loglevel = "WARNING"
     config.accesslog = None
+    config.keep_alive_timeout = args.idle_seconds
     args.ready_file.write_text(json.dumps({"port": sock.getsockname()[1]}))
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
 

@@ -53,10 +53,12 @@ def start(args: list[str], ready_file: Path, log: Path, timeout: float = 30.0,
 
 
 def start_fake_apiserver(pki: Path, workdir: Path, port: int = 0,
-                         require_client_cert: bool = True) -> Started:
-    """The local TLS + HTTP/2 stand-in apiserver."""
+                         require_client_cert: bool = True, idle_seconds: float | None = None) -> Started:
+    """The local TLS + HTTP/2 stand-in apiserver (it closes a connection idle `idle_seconds`, by default an hour)."""
     args = ["-m", "tests.support.fake_apiserver", "--certs", str(pki),
             "--ready-file", str(workdir / "upstream.json"), "--port", str(port)]
+    if idle_seconds is not None:
+        args += ["--idle-seconds", str(idle_seconds)]
     if require_client_cert:
         args.append("--require-client-cert")
     return start(args, workdir / "upstream.json", workdir / "upstream.log")

@@ -10,11 +10,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hyperframe.frame import GoAwayFrame
 from kube_fault_proxy.proxy.mitm import internals
 from mitmproxy import connection
 from mitmproxy.addons import proxyserver
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy import mode_servers, mode_specs, server
+from mitmproxy.proxy.layers import http as http_layer
+from mitmproxy.proxy.layers import tls
+from mitmproxy.proxy.layers.http import _http2 as http2_module
+from mitmproxy.proxy.layers.http._http2 import Http2Server
 from mitmproxy.test import taddons
 
 from tests.support.mitm import REVERSE, Writer, live_handler
@@ -35,6 +40,16 @@ def test_what_is_relied_on_is_still_there() -> None:
         instance = mode_servers.ServerInstance.make(mode_specs.ProxyMode.parse(REVERSE), ps)
         assert isinstance(instance, mode_servers.AsyncioServerInstance)
         assert instance._servers == [], "a listener instance keeps its asyncio servers elsewhere now"
+    # goaway() and open_streams(): the client's HTTP/2 layer, its h2 connection and streams, the TLS layer's send
+    assert "self.connections[self.context.client]" in inspect.getsource(http_layer.HttpLayer), \
+        "HttpLayer no longer keeps the client's HTTP/2 layer in .connections"
+    init = inspect.getsource(http2_module.Http2Connection.__init__)
+    assert "self.h2_conn = " in init and "self.streams = {}" in init, \
+        "Http2Connection no longer keeps its h2 connection in .h2_conn and its streams in .streams"
+    assert issubclass(Http2Server, http2_module.Http2Connection)
+    assert inspect.isgeneratorfunction(tls.TLSLayer.send_data), "TLSLayer.send_data is no longer a command generator"
+    assert "self.tls.sendall(data)" in inspect.getsource(tls.TLSLayer.send_data)
+    assert GoAwayFrame(0, last_stream_id=7, error_code=0).serialize()[3] == 0x07, "hyperframe's GOAWAY changed"
 
 
 def test_a_connection_mitmproxy_runs_is_found_by_client_id_and_closed_at_once() -> None:

@@ -23,6 +23,7 @@ from kube_fault_proxy.proxy.faults.plan import (
 )
 from kube_fault_proxy.proxy.mitm import internals, watch_edits
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
@@ -87,8 +88,9 @@ class FaultAddon:
     """
 
     def __init__(self, runtime: Runtime, outage: OutageController,
-                 timeouts: ConnectionTimeouts | None = None) -> None:
+                 timeouts: ConnectionTimeouts | None = None, held: HeldAnswers | None = None) -> None:
         self.runtime = runtime
+        self.held = held if held is not None else HeldAnswers()
         self.counters = runtime.counters
         self.activations = runtime.activations
         self.outage = outage
@@ -209,9 +211,9 @@ class FaultAddon:
         self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
         if isinstance(after[0], HoldAnswer):
-            return self._hold(flow, ident, decision, after[0], count=binding)
+            return self._holding(flow, self._hold(flow, ident, decision, after[0], count=binding))
         if any(isinstance(s, Wait) for s in after):
-            return self._perform(flow, after, count=binding)
+            return self._holding(flow, self._perform(flow, after, count=binding))
         self._apply(flow, after)
         if binding:
             self._bind_ended(flow)
@@ -257,6 +259,12 @@ class FaultAddon:
         handler = internals.handler(internals.proxyserver(), flow.client_conn.id)
         if handler is not None:
             internals.close_upstream(handler)
+
+    async def _holding(self, flow: http.HTTPFlow, held: Awaitable[None]) -> None:
+        """Await a step that holds an answer the apiserver already gave, counted as held for its client
+        (an upstream connection lost meanwhile drains the client instead of dropping the answer)."""
+        with self.held.holding(flow.client_conn.id):
+            await held
 
     async def _hold(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: HoldAnswer,
                     count: bool) -> None:

@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from hyperframe.frame import GoAwayFrame
 from mitmproxy import connection, ctx
 from mitmproxy.proxy import mode_specs
+from mitmproxy.proxy.layers import tls
+from mitmproxy.proxy.layers.http._http2 import Http2Server
 
 # mitmproxy's own classes, loosely typed: its API is only partly annotated.
 Handler = Any  # mitmproxy.proxy.mode_servers.ProxyConnectionHandler
@@ -57,6 +60,48 @@ def carries(h: Handler, conn: connection.Connection) -> bool:
 def close(h: Handler, conn: connection.Connection) -> None:
     """Close one of a handler's connections the way mitmproxy does (its layers clean up)."""
     h.close_connection(conn)
+
+
+def _layers(h: Handler) -> Iterator[Any]:
+    """A handler's layer stack, outermost first (NextLayer's `layer`, a tunnel's `child_layer`)."""
+    layer, depth = h.layer, 0
+    while layer is not None and depth < 32:
+        yield layer
+        layer, depth = getattr(layer, "layer", None) or getattr(layer, "child_layer", None), depth + 1
+
+
+def _client_http2(h: Handler) -> tuple[Any, Any] | None:
+    """The client connection's HTTP/2 layer and the TLS layer under it, if it speaks HTTP/2 over TLS."""
+    client, tls_layer = h.client, None
+    for layer in _layers(h):
+        if isinstance(layer, tls.ClientTLSLayer) and layer.conn is client:
+            tls_layer = layer
+        connections = getattr(layer, "connections", None)
+        if isinstance(connections, dict) and isinstance(connections.get(client), Http2Server):
+            return (connections[client], tls_layer) if tls_layer is not None else None
+    return None
+
+
+def goaway(h: Handler) -> bool:
+    """Send the client an HTTP/2 GOAWAY (NO_ERROR, last stream = the highest it opened): it opens no new
+    stream on this connection, as when an apiserver shuts down. mitmproxy has no command for it: the frame
+    is written by hyperframe, behind h2's back (h2 refuses to send anything after its own GOAWAY), and
+    encrypted by the client's TLS layer the way its `send_data` does. False for a client that does not
+    speak HTTP/2 over TLS, or whose connection is closing."""
+    layers, io = _client_http2(h), h.transports.get(h.client)
+    if layers is None or io is None or io.writer is None or io.writer.is_closing():
+        return False
+    http2, tls_layer = layers
+    frame = GoAwayFrame(0, last_stream_id=http2.h2_conn.highest_inbound_stream_id, error_code=0)
+    for command in tls_layer.send_data(frame.serialize()):
+        io.writer.write(command.data)
+    return True
+
+
+def open_streams(h: Handler) -> int:
+    """How many HTTP/2 streams of the client's are still open (0 for a client without HTTP/2)."""
+    layers = _client_http2(h)
+    return 0 if layers is None else len(layers[0].streams)
 
 
 def close_client(h: Handler) -> bool:

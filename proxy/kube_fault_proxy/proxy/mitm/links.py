@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from mitmproxy.proxy import server_hooks
 
 from kube_fault_proxy.proxy.mitm import internals
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.runtime import Runtime
 
 log = logging.getLogger(__name__)
+DRAIN_SECONDS = 30.0  # a drained client's streams still open get this long to end before it is closed
 
 
 class UpstreamLoss:
@@ -17,10 +20,18 @@ class UpstreamLoss:
 
     Without this, mitmproxy caches the failed upstream connection and answers every later
     request on the same HTTP/2 client connection with 502, even after the apiserver is back.
+
+    A client that waits for answers the proxy already received and holds (a crash point, a delayed
+    response) is drained instead: its held answers are relayed, then it is told HTTP/2 GOAWAY (no new
+    streams) and closed once its streams still open have ended (at most DRAIN_SECONDS); only its streams
+    that were waiting on the lost upstream fail (mitmproxy fails those itself). The GOAWAY comes after the
+    held answers, not before: Python's h2 (httpx's, mitmproxy's own) ends every stream on any GOAWAY.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, held: HeldAnswers) -> None:
         self.runtime = runtime
+        self.held = held
+        self._drains: set[asyncio.Task[None]] = set()
 
     def _close_client(self, data: server_hooks.ServerConnectionHookData, why: str) -> None:
         if not data.client.connected:
@@ -28,10 +39,33 @@ class UpstreamLoss:
         handler = internals.handler(internals.proxyserver(), data.client.id)
         if handler is None or not internals.carries(handler, data.client):
             return
-        self.runtime.note(
-            "upstream-lost", reason=why, client=f"{data.client.peername[0]}:{data.client.peername[1]}"
-        )
-        internals.close(handler, data.client)
+        client = f"{data.client.peername[0]}:{data.client.peername[1]}"
+        held = self.held.count(data.client.id)
+        if not held:
+            self.runtime.note("upstream-lost", reason=why, client=client)
+            internals.close(handler, data.client)
+            return
+        self.runtime.note("upstream-lost", reason=why, client=client, heldAnswers=held)
+        self.held.when_empty(data.client.id, lambda: self._drain(data.client.id, client))
+
+    def _drain(self, client_id: str, client: str) -> None:
+        """The last held answer was written: GOAWAY, then close once the client's open streams are done."""
+        handler = internals.handler(internals.proxyserver(), client_id)
+        if handler is None or not internals.carries(handler, internals.client_of(handler)):
+            return
+        goaway = internals.goaway(handler)
+        self._drains.add(asyncio.get_running_loop().create_task(self._close_when_quiet(handler, client, goaway)))
+
+    async def _close_when_quiet(self, handler: internals.Handler, client: str, goaway: bool) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_SECONDS
+        while (left := internals.open_streams(handler)) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        conn = internals.client_of(handler)
+        if internals.carries(handler, conn):
+            self.runtime.note("upstream-lost-drained", client=client, goaway=goaway, streamsCut=left)
+            internals.close(handler, conn)
+        self._drains.difference_update(t for t in self._drains if t.done())
 
     def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:
         self._close_client(data, "upstream connection closed")

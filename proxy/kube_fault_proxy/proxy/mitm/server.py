@@ -17,6 +17,7 @@ from kube_fault_proxy.proxy.mitm import hooks, internals, lean, lean_wire, liste
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
@@ -118,6 +119,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     ready = _Ready()
     outage = OutageController(runtime)
     timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)
+    held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     m.addons.add(
         core.Core(),
         proxyserver.Proxyserver(),
@@ -127,8 +129,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         ConnectionCounter(runtime.connections),
         timeouts,
         outage,
-        UpstreamLoss(runtime),
-        FaultAddon(runtime, outage, timeouts),
+        UpstreamLoss(runtime, held),
+        FaultAddon(runtime, outage, timeouts, held),
         *extra_addons,
         ready,
     )
