@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Our modules that replace mitmproxy's own dispatch: machinery, not the proxy's logic.
-GLUE = ("kube_fault_proxy/proxy/mitm/lean.py", "kube_fault_proxy/proxy/mitm/hooks.py")
+GLUE = ("kube_fault_proxy/proxy/mitm/patches/inline_hooks.py", "kube_fault_proxy/proxy/mitm/patches/dispatch.py")
 
 # (row, predicate on the frame's "function (path:line)" text), first match wins, for the leaf table.
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<path>[^()]*?)(?::\d+)?\)$")
@@ -50,7 +50,7 @@ LEAF_ROWS: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio (event loop, transports, tasks) + selectors, socket, ssl", ("asyncio/", "selectors.py", "socket.py",
                                                                           "ssl.py")),
     ("contextlib", ("contextlib.py",)),
-    ("kube-fault-proxy's stand-ins for mitmproxy's dispatch (mitm/lean.py, mitm/hooks.py)", GLUE),
+    ("kube-fault-proxy's stand-ins for mitmproxy's dispatch (mitm/patches: inline_hooks, dispatch)", GLUE),
     ("kube-fault-proxy (addon, engine, counters, journal, control)", ("kube_fault_proxy/",)),
     ("json", ("json/",)),
     ("logging", ("logging/",)),

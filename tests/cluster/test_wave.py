@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kube_fault_proxy.rig.runner import RunResult, Target, run_on
@@ -42,6 +43,8 @@ def test_scheduling_gates_hold_the_load_back_until_lifted_together(kube_schedule
     assert_one_wave(r)
     assert r.wave is not None and r.wave["releaseFailed"] == 0
     print(f"gates: {N} lifted in {r.wave['releaseSeconds']}s; wave {r.wave}")
+    changes = httpx.get(f"{kube_scheduler_cluster.control_url}/v1/info", timeout=10).json()["libraryChanges"]
+    print(f"library changes applied: {sum(c['applied'] for c in changes)} of {len(changes)}")
 
 
 def test_a_load_made_before_the_scheduler_starts_is_its_first_list(kube_scheduler_cluster: Cluster,

@@ -7,7 +7,8 @@ import logging
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm import hooks as lean
+from kube_fault_proxy.proxy.mitm import patches
+from kube_fault_proxy.proxy.mitm.patches import dispatch as lean
 from mitmproxy import exceptions, hooks, master, options
 from mitmproxy.test import tflow
 
@@ -102,3 +103,7 @@ def test_changing_the_chain_drops_the_handler_table() -> None:
         await m.addons.handle_lifecycle(event)
     asyncio.run(go())
     assert calls == ["a.request", "a.request", "b.request", "b.request"]
+
+
+def test_what_the_dispatch_reproduces_is_mitmproxys_verified_source() -> None:
+    assert patches.mismatch(lean) is None, "mitmproxy changed its AddonManager: re-read dispatch.py, then its pins"

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import inspect
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm import hooks, lean
+from kube_fault_proxy.proxy.mitm import patches
+from kube_fault_proxy.proxy.mitm.patches import dispatch as hooks
+from kube_fault_proxy.proxy.mitm.patches import inline_hooks as lean
+from kube_fault_proxy.proxy.mitm.patches import messages
 from mitmproxy import exceptions, http, master, options
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.proxy import commands, events, mode_servers, server
@@ -21,27 +22,20 @@ from mitmproxy.test import tflow
 from mitmproxy.utils import asyncio_utils
 
 # sha256 (first 16 hex digits) of each replaced or reproduced function's source, in mitmproxy 12.3.1.
-# When an upgrade changes one: re-read it, carry the change into lean.py, then update the pin.
+# When an upgrade changes one: re-read it, carry the change into its module, then update the pin there.
 PINNED = {
     "mitmproxy.http.MessageData.__post_init__": "f65088e210cd9cc1",
     "mitmproxy.proxy.server.ConnectionHandler.server_event": "a2b42657ebe8bf6d",
     "mitmproxy.proxy.server.ConnectionHandler.hook_task": "9ac7970160526268",
     "mitmproxy.proxy.mode_servers.ProxyConnectionHandler.handle_hook": "9f8b52fd798203c9",
 }
-ORIGINALS = {
-    "mitmproxy.http.MessageData.__post_init__": lean._checked_post_init,
-    "mitmproxy.proxy.server.ConnectionHandler.server_event": server.ConnectionHandler.server_event,
-    "mitmproxy.proxy.server.ConnectionHandler.hook_task": server.ConnectionHandler.hook_task,
-    "mitmproxy.proxy.mode_servers.ProxyConnectionHandler.handle_hook": mode_servers.ProxyConnectionHandler.handle_hook,
-}
 
 
 def test_every_replaced_function_is_pinned_and_unchanged() -> None:
-    assert set(lean.REPLACED) == set(PINNED) == set(ORIGINALS)
-    changed = {name: hashlib.sha256(inspect.getsource(ORIGINALS[name]).encode()).hexdigest()[:16]
-               for name in PINNED}
-    assert changed == PINNED, (f"mitmproxy {mitmproxy_version.VERSION} changed what proxy/mitm/lean.py "
-                               f"replaces or reproduces: re-read it and update lean.py, then these pins")
+    assert {**messages.PINNED, **lean.PINNED} == PINNED
+    assert (patches.mismatch(messages), patches.mismatch(lean)) == (None, None), (
+        f"mitmproxy {mitmproxy_version.VERSION} changed what proxy/mitm/patches/messages.py or inline_hooks.py "
+        f"replaces or reproduces: re-read it and update the module, then its pins")
 
 
 def test_messages_are_built_without_type_checks_once_installed_and_with_them_otherwise() -> None:
@@ -50,17 +44,17 @@ def test_messages_are_built_without_type_checks_once_installed_and_with_them_oth
     def wrong() -> http.Request:
         return http.Request("127.0.0.1", 443, b"POST", b"https", b"", b"/x", b"HTTP/2.0",
                             http.Headers(), b"", None, "not a float", None)  # type: ignore[arg-type]
-    lean.uninstall()
+    messages.revert()
     try:
         with pytest.raises(TypeError, match="timestamp_start"):
             wrong()
     finally:
-        lean.install()
+        messages.apply(None)
     assert wrong().timestamp_start == "not a float"  # nothing checks: the wire's types are mitmproxy's own
 
 
 def test_install_replaces_server_event_of_the_proxy_handler_only() -> None:
-    lean.install()
+    lean.apply(None)
     assert mode_servers.ProxyConnectionHandler.server_event is lean.server_event
     assert server.ConnectionHandler.server_event is not lean.server_event
 

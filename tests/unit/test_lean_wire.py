@@ -1,11 +1,10 @@
-"""proxy.mitm.lean_wire: each change answers exactly as the library does (checked against the library's own
+"""proxy.mitm.patches' wire changes (context_fork, option_reads, authority_memo, frame_repr, header_checks,
+huffman_memo, encoder_table): each change answers exactly as the library does (checked against the library's own
 code on the same inputs), and every function it replaces, wraps or reproduces is pinned, so that an
 upgrade that changes one fails here, loudly."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import inspect
 import logging
 from collections.abc import Iterator
@@ -24,13 +23,22 @@ from hpack.huffman import HuffmanEncoder
 from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kube_fault_proxy.proxy.mitm import lean_wire
+from kube_fault_proxy.proxy.mitm import patches
+from kube_fault_proxy.proxy.mitm.patches import (
+    authority_memo,
+    context_fork,
+    encoder_table,
+    frame_repr,
+    header_checks,
+    huffman_memo,
+    option_reads,
+)
 from mitmproxy import connection, options
 from mitmproxy.net.http import url
 from mitmproxy.proxy import context
 
 # sha256 (first 16 hex digits) of each function's source in mitmproxy 12.3.1, h2 4.4.1 and hpack 4.2.0.
-# When an upgrade changes one: re-read it, carry the change into lean_wire.py, then update the pin.
+# When an upgrade changes one: re-read it, carry the change into its module of proxy/mitm/patches, then update the pin.
 PINNED = {
     "mitmproxy.proxy.context.Context.fork": "cad9374a0689f10a",
     "mitmproxy.proxy.context.Context.__init__": "7ee4176662abb9c7",
@@ -59,54 +67,32 @@ PINNED = {
 }
 
 
-PATCHED = {  # the names install() rebinds: their originals, as lean_wire keeps them
-    "mitmproxy.proxy.context.Context.fork": "fork",
-    "mitmproxy.optmanager._Option.current": "current",
-    "mitmproxy.net.http.url.parse_authority": "parse_authority",
-    "h2.utilities.validate_headers": "validate_headers",
-    "hpack.huffman_table.decode_huffman": "decode_huffman",
-    "hpack.huffman.HuffmanEncoder.encode": "huffman_encode",
-    "hpack.hpack.Encoder.__init__": "encoder_init",
-}
+WIRE = (context_fork, option_reads, authority_memo, frame_repr, header_checks, huffman_memo, encoder_table)
 
 
-def _original(qualname: str) -> Any:
-    """The library's own object behind a pinned name."""
-    if qualname in PATCHED:
-        return lean_wire._ORIGINAL[PATCHED[qualname]]
-    parts = qualname.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for attr in parts[i:]:
-            obj = inspect.getattr_static(obj, attr)
-        return obj
-    raise LookupError(qualname)
+def install_wire() -> None:
+    for change in WIRE:
+        change.apply(None)
 
 
-def _digest(obj: Any) -> str:
-    if isinstance(obj, property):  # getter and setter
-        source = "".join(inspect.getsource(f) for f in (obj.fget, obj.fset) if f is not None)
-    else:
-        source = inspect.getsource(obj)
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+def uninstall_wire() -> None:
+    for change in WIRE:
+        change.revert()
 
 
 def test_every_replaced_function_is_pinned_and_unchanged() -> None:
-    assert set(lean_wire.REPLACED) == set(PINNED)
-    now = {name: _digest(_original(name)) for name in PINNED}
-    assert now == PINNED, "a library changed what proxy/mitm/lean_wire.py relies on: re-read it, then update the pins"
+    assert {name: sha for change in WIRE for name, sha in change.PINNED.items()} == PINNED
+    assert {patches.name_of(c): patches.mismatch(c) for c in WIRE} == {patches.name_of(c): None for c in WIRE}, (
+        "a library changed what proxy/mitm/patches relies on: re-read it, then update the pins")
     # `repr` in h2.connection is the lazy one: only _receive_frame's trace may call it
     assert inspect.getsource(h2.connection).count("repr(") == 1
 
 
 @pytest.fixture(autouse=True)
 def installed() -> Iterator[None]:
-    lean_wire.install()
+    install_wire()
     yield
-    lean_wire.install()  # the proxy's state, whatever a test did
+    install_wire()  # the proxy's state, whatever a test did
 
 
 def test_a_forked_context_is_the_libraries_fork_without_a_new_server() -> None:
@@ -114,7 +100,7 @@ def test_a_forked_context_is_the_libraries_fork_without_a_new_server() -> None:
     parent = context.Context(client, options.Options())
     parent.layers = ["a", "b"]  # type: ignore[list-item]
     mine = parent.fork()
-    theirs = lean_wire._ORIGINAL["fork"](parent)
+    theirs = context_fork.ORIGINALS["mitmproxy.proxy.context.Context.fork"](parent)
     assert vars(mine).keys() == vars(theirs).keys() == {"client", "options", "server", "layers"}
     for c in (mine, theirs):
         assert c.client is client and c.options is parent.options and c.server is parent.server
@@ -127,7 +113,7 @@ def test_option_reads_copy_what_deepcopy_copies_and_nothing_else() -> None:
     for name in ("listen_host", "mode", "tcp_timeout", "confdir", "ignore_hosts", "http2", "client_certs",
                  "ssl_insecure"):  # set and unset; str, list, int, bool, None
         option = opts._options[name]
-        assert lean_wire._current(option) == lean_wire._ORIGINAL["current"](option)
+        assert option_reads._current(option) == option_reads.ORIGINALS["mitmproxy.optmanager._Option.current"](option)
     assert opts.mode == opts._options["mode"].value and opts.mode is not opts._options["mode"].value
     assert opts.ignore_hosts is not opts._options["ignore_hosts"]._default  # lists: still a copy the caller may change
     assert opts.listen_host is opts._options["listen_host"].value  # a str: itself, as deepcopy gives
@@ -143,7 +129,7 @@ def test_an_authority_parses_as_mitmproxy_parses_it_every_time(authority: str | 
             return parse(authority, check)
         except ValueError as e:
             return ("ValueError", str(e))
-    expected = outcome(lean_wire._ORIGINAL["parse_authority"])
+    expected = outcome(authority_memo.ORIGINALS["mitmproxy.net.http.url.parse_authority"])
     assert outcome(url.parse_authority) == expected
     assert outcome(url.parse_authority) == expected  # memoised answers, errors raised again
 
@@ -191,8 +177,8 @@ FLAGS = [h2.utilities.HeaderValidationFlags(client, trailer, response, push)
        st.sampled_from(FLAGS))
 def test_header_checks_stop_where_h2s_stop_with_its_error(headers: list[tuple[bytes, bytes]],
                                                           flags: h2.utilities.HeaderValidationFlags) -> None:
-    assert _outcome(lean_wire.validate_headers, headers, flags) == _outcome(
-        lean_wire._ORIGINAL["validate_headers"], headers, flags)
+    assert _outcome(header_checks.validate_headers, headers, flags) == _outcome(
+        header_checks.ORIGINALS["h2.utilities.validate_headers"], headers, flags)
 
 
 def test_header_checks_pass_a_real_request_and_keep_the_tuples() -> None:
@@ -201,14 +187,14 @@ def test_header_checks_pass_a_real_request_and_keep_the_tuples() -> None:
              hpack.HeaderTuple(b":path", b"/api/v1/namespaces/default/pods/p-1/binding"),
              hpack.HeaderTuple(b"content-type", b"application/json"), hpack.HeaderTuple(b"user-agent", b"yunikorn")]
     flags = h2.utilities.HeaderValidationFlags(False, False, False, False)
-    out = list(lean_wire.validate_headers(iter(block), flags))
+    out = list(header_checks.validate_headers(iter(block), flags))
     assert out == block and all(a is b for a, b in zip(out, block, strict=True))
 
 
 def test_an_h2_server_receives_headers_through_the_one_pass_checks() -> None:
     """Through hyper-h2 itself: a request is received as before, a bad one is refused with h2's own error."""
     calls: list[int] = []
-    original = lean_wire.validate_headers
+    original = header_checks.validate_headers
 
     def counting(headers: Any, flags: Any) -> Any:
         calls.append(1)
@@ -236,35 +222,35 @@ def test_an_h2_server_receives_headers_through_the_one_pass_checks() -> None:
 
 def test_huffman_strings_decode_as_hpack_decodes_them_and_are_memoised_bounded() -> None:
     encoder, decoder = hpack.Encoder(), hpack.Decoder()
-    lean_wire._huffman_memo.clear()
+    huffman_memo._huffman_memo.clear()
     headers: list[Any] = [(":method", "POST"), ("user-agent", "yunikorn/v1.9.0 (linux/amd64) kubernetes/$Format"),
                ("content-type", "application/vnd.kubernetes.protobuf")]
     block = encoder.encode(headers)
     assert decoder.decode(block) == headers
-    assert b"application/vnd.kubernetes.protobuf" in lean_wire._huffman_memo.values()
+    assert b"application/vnd.kubernetes.protobuf" in huffman_memo._huffman_memo.values()
     again = hpack.Encoder().encode(headers)  # a fresh table: the literals (and their Huffman strings) again
     assert hpack.Decoder().decode(again) == headers
-    lean_wire.uninstall()
+    uninstall_wire()
     assert hpack.Decoder().decode(hpack.Encoder().encode(headers)) == headers  # hpack's own, for the record
-    lean_wire.install()
+    install_wire()
     huffman = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
-    for i in range(lean_wire.HUFFMAN_MEMO_ENTRIES + 10):
-        lean_wire._decode_huffman(huffman.encode(b"v%d" % i))
-    assert len(lean_wire._huffman_memo) <= lean_wire.HUFFMAN_MEMO_ENTRIES
+    for i in range(huffman_memo.HUFFMAN_MEMO_ENTRIES + 10):
+        huffman_memo._decode_huffman(huffman.encode(b"v%d" % i))
+    assert len(huffman_memo._huffman_memo) <= huffman_memo.HUFFMAN_MEMO_ENTRIES
     with pytest.raises(hpack.HPACKDecodingError):
-        lean_wire._decode_huffman(b"\xff\xff\xff\xff")  # an EOS code in the string: hpack's own error
-    assert b"\xff\xff\xff\xff" not in lean_wire._huffman_memo
+        huffman_memo._decode_huffman(b"\xff\xff\xff\xff")  # an EOS code in the string: hpack's own error
+    assert b"\xff\xff\xff\xff" not in huffman_memo._huffman_memo
 
 
 def test_install_and_uninstall() -> None:
-    lean_wire.uninstall()
-    assert context.Context.fork is lean_wire._ORIGINAL["fork"] and "repr" not in vars(h2.connection)
+    uninstall_wire()
+    assert context.Context.fork is context_fork.ORIGINALS["mitmproxy.proxy.context.Context.fork"] and "repr" not in vars(h2.connection)
     assert vars(h2.stream)["validate_headers"] is h2.utilities.validate_headers
-    assert vars(hpack.hpack)["decode_huffman"] is lean_wire._ORIGINAL["decode_huffman"]
-    lean_wire.install()
-    lean_wire.install()
-    assert context.Context.fork is lean_wire._fork and vars(h2.stream)["validate_headers"] is lean_wire.validate_headers
-    assert url.parse_authority is lean_wire._parse_authority and vars(hpack.hpack)["decode_huffman"] is lean_wire._decode_huffman
+    assert vars(hpack.hpack)["decode_huffman"] is huffman_memo._ORIGINAL_DECODE
+    install_wire()
+    install_wire()
+    assert context.Context.fork is context_fork._fork and vars(h2.stream)["validate_headers"] is header_checks.validate_headers
+    assert url.parse_authority is authority_memo._parse_authority and vars(hpack.hpack)["decode_huffman"] is huffman_memo._decode_huffman
 
 
 OPS = st.lists(st.one_of(
@@ -278,7 +264,7 @@ OPS = st.lists(st.one_of(
 @settings(max_examples=2000, deadline=None)
 @given(OPS)
 def test_the_indexed_table_answers_every_search_as_hpacks_table(ops: list[tuple[Any, ...]]) -> None:
-    mine, theirs = lean_wire.IndexedHeaderTable(), hpack.table.HeaderTable()
+    mine, theirs = encoder_table.IndexedHeaderTable(), hpack.table.HeaderTable()
     for op in ops:
         if op[0] == "add":
             mine.add(op[1], op[2])
@@ -301,11 +287,11 @@ HEADER_SETS = st.lists(st.lists(st.tuples(
 @given(HEADER_SETS, st.sampled_from([None, 0, 256, 4096]))
 def test_header_blocks_encode_to_the_same_bytes_as_hpacks_encoder(blocks: list[list[tuple[str, str]]],
                                                                    resize: int | None) -> None:
-    lean_wire.uninstall()
+    uninstall_wire()
     theirs = hpack.Encoder()
-    lean_wire.install()
+    install_wire()
     mine = hpack.Encoder()
-    assert isinstance(mine.header_table, lean_wire.IndexedHeaderTable)
+    assert isinstance(mine.header_table, encoder_table.IndexedHeaderTable)
     decoder = hpack.Decoder()
     for i, block in enumerate(blocks):
         if resize is not None and i == len(blocks) // 2:

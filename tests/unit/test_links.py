@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
+from kube_fault_proxy.proxy.mitm.patches import internals
 from mitmproxy.addons import proxyserver
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy import server_hooks

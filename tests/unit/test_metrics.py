@@ -203,7 +203,20 @@ def test_the_per_request_path_never_touches_prometheus(
 
     assert samples(client.get("/metrics").text)[("kfp_requests_total", ())] == 1001
     assert calls.count("registry") == 1 and calls.count("collector") == 1
-    assert calls.count("CounterMetricFamily") + calls.count("GaugeMetricFamily") == len(metrics.FAMILIES)
+    # the runtime's families, and the library changes' (built from what serve applied, not from the runtime)
+    assert calls.count("CounterMetricFamily") + calls.count("GaugeMetricFamily") == len(metrics.FAMILIES) + 1
+
+
+def test_library_changes_are_listed_as_applied_or_skipped_with_the_reason(runtime: Runtime) -> None:
+    changes = [{"name": "streams", "summary": "s", "applied": True, "reason": "the verified source is installed"},
+               {"name": "header_checks", "summary": "h", "applied": False, "reason": "h2 4.3.0 differs"}]
+    client = TestClient(build_app(runtime, {"libraryChanges": changes}))
+    got = samples(client.get("/metrics").text)
+    assert got[("kfp_library_change", (("applied", "true"), ("change", "streams"),
+                                       ("reason", "the verified source is installed")))] == 1
+    assert got[("kfp_library_change", (("applied", "false"), ("change", "header_checks"),
+                                       ("reason", "h2 4.3.0 differs")))] == 1
+    assert client.get("/v1/info").json()["libraryChanges"] == changes
 
 
 PROMTOOL = os.environ.get("KFP_PROMTOOL") or shutil.which("promtool")

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.mitm.outage import REASON, OutageController
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 from mitmproxy.addons import proxyserver
 from mitmproxy.connection import ConnectionState

@@ -15,7 +15,7 @@ import profile_breakdown as pb  # noqa: E402
 
 SAMPLE = """\
 <module> (x.py:1);run (asyncio/base_events.py:1987);_run (asyncio/events.py:88);hook_task (mitmproxy/proxy/server.py:357);create_task (mitmproxy/utils/asyncio_utils.py:28) 3
-<module> (x.py:1);Handle._run (asyncio/events.py:84);server_event (kube_fault_proxy/proxy/mitm/lean.py:120);handle_event (mitmproxy/proxy/layers/http/__init__.py:120);MessageData.__post_init__ (mitmproxy/http.py:194);check_option_type (mitmproxy/utils/typecheck.py:30) 2
+<module> (x.py:1);Handle._run (asyncio/events.py:84);server_event (kube_fault_proxy/proxy/mitm/patches/inline_hooks.py:120);handle_event (mitmproxy/proxy/layers/http/__init__.py:120);MessageData.__post_init__ (mitmproxy/http.py:194);check_option_type (mitmproxy/utils/typecheck.py:30) 2
 <module> (kube_fault_proxy/cli/serve.py:1);Handle._run (asyncio/events.py:84);request (kube_fault_proxy/proxy/mitm/addon.py:90);decide (kube_fault_proxy/proxy/engine.py:50) 4
 <module> (kube_fault_proxy/cli/serve.py:1);Handle._run (asyncio/events.py:84);data_received (h2/connection.py:1500);decode (hpack/hpack.py:400) 1
 """

@@ -14,7 +14,8 @@ import h2.settings
 import h2.stream
 import hyperframe.frame
 import pytest
-from kube_fault_proxy.proxy.mitm import streams
+from kube_fault_proxy.proxy.mitm import patches
+from kube_fault_proxy.proxy.mitm.patches import streams
 from mitmproxy import http
 from mitmproxy.addons import proxyserver
 from mitmproxy.proxy import commands, events
@@ -393,3 +394,9 @@ def test_queued_requests_go_out_as_the_servers_streams_free_up(upstream_ctx: Con
     assert answered == n and not up.layer.stream_queue
     answers = [c for c in up.sent if isinstance(c, ReceiveHttp) and isinstance(c.event, ResponseHeaders)]
     assert [c.event.stream_id for c in answers] == theirs, "each answer reaches the client's stream, in order"
+
+
+def test_every_part_is_pinned_to_the_verified_source() -> None:
+    assert patches.mismatch(streams) is None, "mitmproxy or hyper-h2 changed what streams.py relies on"
+    assert streams.PINNED["h2.connection.H2Connection._open_streams"] == OPEN_STREAMS_SHA
+    assert streams.PINNED["mitmproxy.proxy.layers.http._http2.Http2Client._handle_event"] == CLIENT_HANDLE_EVENT_SHA

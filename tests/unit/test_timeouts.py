@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kube_fault_proxy.proxy.mitm import internals
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from mitmproxy.addons import proxyserver
 from mitmproxy.connection import ConnectionState

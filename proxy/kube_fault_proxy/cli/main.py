@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrent-streams", type=int, default=4096, metavar="N",
                    help="HTTP/2 streams a client may have open on one connection (default 4096; "
                         "kube-apiserver's default is 100, see README)")
+    p.add_argument("--stock-mitmproxy", action="store_true", default=os.environ.get("KFP_STOCK_MITMPROXY") == "1",
+                   help="run mitmproxy, hyper-h2 and hpack as they ship: skip every library change of the proxy "
+                        "(each is otherwise applied only where its verified source is installed; see /v1/info). "
+                        "Default: on when KFP_STOCK_MITMPROXY=1 (so a cluster's proxy can be run stock)")
     p.add_argument("--scheduler-build", metavar="TEXT",
                    help="the scheduler under test's exact build, recorded in proxy-start and every activate record")
     p.add_argument("--read-header-timeout", default="32s", metavar="DURATION",

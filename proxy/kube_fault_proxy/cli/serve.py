@@ -139,6 +139,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     from kube_fault_proxy.proxy.control.app import build_app
     from kube_fault_proxy.proxy.control.parsing import ProcessParser
     from kube_fault_proxy.proxy.control.server import ControlServer
+    from kube_fault_proxy.proxy.mitm import patches
     from kube_fault_proxy.proxy.mitm import server as mitm_server
 
     listen_host, listen_port = split_hostport(args.listen, "--listen")
@@ -155,10 +156,11 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         proxy = await mitm_server.start(mitm_server.ProxySettings(
             upstream=upstream, listen_host=listen_host, listen_port=listen_port,
             confdir=args.confdir or paths.ca_dir(), max_concurrent_streams=args.max_concurrent_streams,
-            read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout), runtime)
+            read_header_timeout=args.read_header_timeout, idle_timeout=args.idle_timeout,
+            stock_mitmproxy=args.stock_mitmproxy), runtime)
         stack.push_async_callback(proxy.stop)
         info = {"proxyUrl": proxy.url, "caFile": str(proxy.ca_cert), "upstream": upstream.url,
-                "journal": str(journal_path)}
+                "journal": str(journal_path), "libraryChanges": [o.as_dict() for o in patches.outcomes()]}
         parser = ProcessParser()  # uploads are parsed in a child process, started at the first one
         stack.callback(parser.close)
         source = _make_source(args, runtime) if args.profiles_from_cluster else None
@@ -167,7 +169,8 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         stack.push_async_callback(control.stop)
         chost = f"[{control_host}]" if ":" in control_host else control_host
         control_url = f"http://{chost}:{control.port}"
-        _record_start(journal, args, library, proxy.url, upstream.url)
+        _record_start(journal, args, library, proxy.url, upstream.url,
+                      {o.name: o.applied for o in patches.outcomes()})
         _activate_at_startup(args, runtime)
         running["complete"] = True
         _announce(args, runtime, library, proxy.url, str(proxy.ca_cert), upstream.url, control_url, journal_path)
@@ -215,11 +218,12 @@ def _stop_recorded(journal: Journal) -> Iterator[dict[str, bool]]:
 
 
 def _record_start(journal: Journal, args: argparse.Namespace, library: Library, proxy_url: str,
-                  upstream_url: str) -> None:
+                  upstream_url: str, library_changes: dict[str, bool]) -> None:
     repaired = {"journalTornBytesCut": journal.torn_bytes} if journal.torn_bytes else {}
     build = {"schedulerBuild": args.scheduler_build} if args.scheduler_build else {}
     journal.append("proxy-start", version=__version__, proxyUrl=proxy_url, upstream=upstream_url,
-                   profiles=library.names(), **repaired, **build)
+                   profiles=library.names(), **repaired, **build,
+                   libraryChanges=library_changes)
 
 
 def _activate_at_startup(args: argparse.Namespace, runtime: Runtime) -> None:

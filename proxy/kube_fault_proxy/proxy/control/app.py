@@ -32,7 +32,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
                               "token, every call but /healthz needs `Authorization: Bearer TOKEN`.")
     app.state.runtime = runtime
     app.state.token = token
-    app.state.metrics = metrics.registry_for(runtime)
+    app.state.metrics = metrics.registry_for(runtime, info.get("libraryChanges", []))
     app.state.parser = parser or ThreadParser()
     app.state.feed = Feed(runtime)
     app.state.cluster = cluster
@@ -54,7 +54,8 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
 
     @app.get("/v1/info", tags=["observe"], dependencies=guarded)
     async def get_info() -> dict[str, Any]:
-        """Version, active profile, and where the proxy listens, forwards to and journals."""
+        """Version, active profile, where the proxy listens, forwards to and journals, and each library change
+        (mitm/patches) as applied or skipped, with the reason."""
         active_name = runtime.active.engine.profile.name if runtime.active else None
         return {"version": __version__, "active": active_name, **info}
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -112,11 +113,33 @@ class RuntimeCollector:
         return []
 
 
-def registry_for(runtime: Runtime) -> CollectorRegistry:
-    """A registry of its own per app (never the global one): the runtime's families plus process,
-    platform and GC metrics (CPU, RSS, open fds, Python version, collections)."""
+class LibraryChangesCollector:
+    """kfp_library_change{change,applied,reason}: one sample, 1, per change of mitm/patches, as serve applied
+    or skipped it at start-up (fixed for the process's life)."""
+
+    def __init__(self, changes: Sequence[Mapping[str, Any]]) -> None:
+        self.changes = [dict(c) for c in changes]
+
+    def collect(self) -> Iterator[Metric]:
+        """One sample per library change."""
+        m = GaugeMetricFamily("kfp_library_change", "Each change the proxy makes to mitmproxy, hyper-h2 or hpack: "
+                              "applied (its verified source is installed) or skipped, with the reason.",
+                              labels=("change", "applied", "reason"))
+        for c in self.changes:
+            m.add_metric((str(c["name"]), "true" if c["applied"] else "false", str(c["reason"])), 1)
+        yield m
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front."""
+        return []
+
+
+def registry_for(runtime: Runtime, library_changes: Sequence[Mapping[str, Any]] = ()) -> CollectorRegistry:
+    """A registry of its own per app (never the global one): the runtime's families, the library changes,
+    plus process, platform and GC metrics (CPU, RSS, open fds, Python version, collections)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RuntimeCollector(runtime))
+    registry.register(LibraryChangesCollector(library_changes))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)

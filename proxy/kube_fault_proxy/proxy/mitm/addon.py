@@ -21,10 +21,11 @@ from kube_fault_proxy.proxy.faults.plan import (
     Step,
     Wait,
 )
-from kube_fault_proxy.proxy.mitm import internals, watch_edits
+from kube_fault_proxy.proxy.mitm import watch_edits
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity

@@ -7,8 +7,8 @@ import logging
 
 from mitmproxy.proxy import server_hooks
 
-from kube_fault_proxy.proxy.mitm import internals
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
 log = logging.getLogger(__name__)

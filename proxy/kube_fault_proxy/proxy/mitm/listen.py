@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.proxy.mitm import internals
+from kube_fault_proxy.proxy.mitm.patches import internals
 
 SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 

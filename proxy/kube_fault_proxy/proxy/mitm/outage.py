@@ -10,7 +10,8 @@ from typing import Any
 from mitmproxy import connection, ctx
 from mitmproxy.proxy import server_hooks
 
-from kube_fault_proxy.proxy.mitm import internals, listen
+from kube_fault_proxy.proxy.mitm import listen
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
 log = logging.getLogger(__name__)

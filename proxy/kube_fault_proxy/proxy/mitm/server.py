@@ -13,13 +13,14 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 
 from kube_fault_proxy import paths
-from kube_fault_proxy.proxy.mitm import hooks, internals, lean, lean_wire, listen, streams
+from kube_fault_proxy.proxy.mitm import listen, patches
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.patches import internals, streams
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.upstream import Upstream
@@ -40,6 +41,8 @@ class ProxySettings:
     # kube-apiserver's own: Go's ReadHeaderTimeout 32 s and IdleTimeout 90 s (0 turns one off).
     read_header_timeout: float = 32.0
     idle_timeout: float = 90.0
+    # mitmproxy, hyper-h2 and hpack as they ship: every change of mitm/patches skipped.
+    stock_mitmproxy: bool = False
 
 
 class _Ready:
@@ -111,11 +114,11 @@ def _options(s: ProxySettings) -> options.Options:
 
 async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object) -> RunningProxy:
     """Start the proxy on the running loop and return once it listens."""
-    streams.install(settings.max_concurrent_streams)
+    if not 1 <= settings.max_concurrent_streams <= streams.MAX:
+        raise ValueError(f"the stream limit must be between 1 and {streams.MAX}, got {settings.max_concurrent_streams}")
     m = master.Master(_options(settings))
-    hooks.install(m)
-    lean.install()
-    lean_wire.install()
+    # The library changes, each where its verified source is installed (before any addon is added).
+    patches.install(patches.Target(m, settings.max_concurrent_streams), enabled=not settings.stock_mitmproxy)
     ready = _Ready()
     outage = OutageController(runtime)
     timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)

@@ -18,7 +18,7 @@ from typing import Any
 
 from mitmproxy import connection
 
-from kube_fault_proxy.proxy.mitm import internals
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
 

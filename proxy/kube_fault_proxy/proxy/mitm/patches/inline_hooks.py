@@ -1,36 +1,31 @@
-"""mitmproxy's per-message work that this proxy does not need, taken out (issue 23's breakdown).
+"""Hooks no addon awaits answered inline, and a run of writes to one connection made one write.
 
-Two changes, both installed by `install()` before the proxy serves, both exact in what they keep:
+What it replaces: `mitmproxy.proxy.server.ConnectionHandler.server_event` on the proxy's connection
+handlers (it reproduces `hook_task` and `ProxyConnectionHandler.handle_hook` for the hooks it runs).
 
-1. **No field type checks on messages.** `mitmproxy.http.MessageData.__post_init__` (a dataclass's
-   post-init, defined only under `__debug__`) runs `typecheck.check_option_type` on all six fields of
-   every request and response mitmproxy builds — from the wire, where h2 and the HTTP/1 reader have
-   already produced bytes, `Headers` and floats. It guards programming errors only; mitmproxy skips
-   it itself under `python -O`. Here it is a no-op, without turning off the asserts `-O` would drop.
-
-2. **Hooks no addon awaits are answered inline, not through a task.** For every hook a layer starts,
-   mitmproxy's `ConnectionHandler.server_event` creates a task (`hook_task`) that runs the addons,
-   then re-enters `server_event` — behind the lock the outer call still holds — to deliver
-   `HookCompleted`: a task, a lock wait and a loop iteration per hook, four hooks per request. Here
-   `server_event` runs the hook's handlers (the lean dispatch's table, `hooks.py`) on the spot; if
-   none returns an awaitable and the flow is not intercepted, the `HookCompleted` of a blocking hook
-   is handled next, inside the same locked call, before any other event. That is one of the orders
-   mitmproxy itself allows (the completion is the next event the connection sees), and nothing
-   in between can observe a difference: no await happens. A handler that does return an awaitable
-   (a delay or a hang fault) is awaited in a task, as mitmproxy would, and the rest of the hook's
-   handlers and its completion follow from there. Addons listening to `update` (mitmproxy's UIs; none
-   here) keep mitmproxy's path.
-
-3. **A run of writes to one connection is one write.** Each `SendData` command was one
+1. **Hooks no addon awaits are answered inline, not through a task.** For every hook a layer starts,
+   mitmproxy's `server_event` creates a task (`hook_task`) that runs the addons, then re-enters
+   `server_event` — behind the lock the outer call still holds — to deliver `HookCompleted`: a task, a
+   lock wait and a loop iteration per hook, four hooks per request. Here `server_event` runs the hook's
+   handlers (the lean dispatch's table, `dispatch.py`) on the spot; if none returns an awaitable and the
+   flow is not intercepted, the `HookCompleted` of a blocking hook is handled next, inside the same
+   locked call, before any other event. That is one of the orders mitmproxy itself allows (the
+   completion is the next event the connection sees), and nothing in between can observe a difference:
+   no await happens. A handler that does return an awaitable (a delay or a hang fault) is awaited in a
+   task, as mitmproxy would, and the rest of the hook's handlers and its completion follow from there.
+   Addons listening to `update` (mitmproxy's UIs; none here), or a master without the lean dispatch
+   (`dispatch` skipped), keep mitmproxy's path.
+2. **A run of writes to one connection is one write.** Each `SendData` command was one
    `transport.write`, and so one `send` syscall, which on loopback also runs the receiver's TCP
    processing: 20 % of the proxy's samples in a YuniKorn wave (`bench/scheduler --sample-proxy`).
    Consecutive `SendData` commands (an HTTP/2 HEADERS and DATA frame, each its own TLS record) are
-   joined per connection and written when the next other command comes, or when the event is
-   handled: the bytes and their order on each connection are the same, and nothing (a hook, a close)
-   runs between a write and the commands before it.
+   joined per connection and written when the next other command comes, or when the event is handled:
+   the bytes and their order on each connection are the same, and nothing (a hook, a close) runs
+   between a write and the commands before it.
 
-Both rely on mitmproxy 12.3's code as it is: `tests/unit/test_lean.py` pins the source of every
-function replaced or reproduced here and fails loudly when an upgrade changes one of them.
+What it bought (issue 23, first round): the task and lock per hook and the syscall per frame out of a
+Binding's path (asyncio's share of the proxy's samples and the write syscalls; see the performance
+record). `tests/unit/test_lean.py` checks the inline path against mitmproxy's own.
 """
 
 from __future__ import annotations
@@ -40,25 +35,22 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any
 
-from mitmproxy import flow, http
+from mitmproxy import flow
 from mitmproxy.proxy import commands, events, mode_servers, server
 from mitmproxy.utils import asyncio_utils
 
-from kube_fault_proxy.proxy.mitm.hooks import UPDATE, LeanAddonManager, handler_args, run_handlers
+from kube_fault_proxy.proxy.mitm.patches.dispatch import UPDATE, LeanAddonManager, handler_args, run_handlers
 
-# What is replaced or reproduced, by qualified name: test_lean.py pins each one's source.
-REPLACED = (
-    "mitmproxy.http.MessageData.__post_init__",
-    "mitmproxy.proxy.server.ConnectionHandler.server_event",
-    "mitmproxy.proxy.server.ConnectionHandler.hook_task",
-    "mitmproxy.proxy.mode_servers.ProxyConnectionHandler.handle_hook",
-)
-
-_checked_post_init = vars(http.MessageData).get("__post_init__")  # absent under python -O
-
-
-def _no_type_checks(self: http.MessageData) -> None:
-    """MessageData's post-init, without the field type checks."""
+PINNED = {
+    "mitmproxy.proxy.server.ConnectionHandler.server_event": "a2b42657ebe8bf6d",
+    "mitmproxy.proxy.server.ConnectionHandler.hook_task": "9ac7970160526268",
+    "mitmproxy.proxy.mode_servers.ProxyConnectionHandler.handle_hook": "9f8b52fd798203c9",
+}
+ORIGINALS: dict[str, Any] = {
+    "mitmproxy.proxy.server.ConnectionHandler.server_event": server.ConnectionHandler.server_event,
+    "mitmproxy.proxy.server.ConnectionHandler.hook_task": server.ConnectionHandler.hook_task,
+    "mitmproxy.proxy.mode_servers.ProxyConnectionHandler.handle_hook": mode_servers.ProxyConnectionHandler.handle_hook,
+}
 
 
 def _inline(handler: Any, hook: commands.StartHook) -> Awaitable[Any] | bool | None:
@@ -166,15 +158,12 @@ def _command(self: Any, command: commands.Command) -> None:
         raise RuntimeError(f"Unexpected command: {command}")
 
 
-def install() -> None:
-    """Take the optional work out (idempotent; before the proxy serves)."""
-    http.MessageData.__post_init__ = _no_type_checks  # type: ignore[method-assign]
+def apply(target: Any) -> None:
+    """Answer hooks inline and join writes on the proxy's connection handlers (idempotent)."""
     mode_servers.ProxyConnectionHandler.server_event = server_event  # type: ignore[method-assign]
 
 
-def uninstall() -> None:
-    """mitmproxy as it ships (for tests that compare the two)."""
-    if _checked_post_init is not None:
-        http.MessageData.__post_init__ = _checked_post_init  # type: ignore[method-assign]
+def revert() -> None:
+    """mitmproxy's own server_event back."""
     if "server_event" in vars(mode_servers.ProxyConnectionHandler):
         del mode_servers.ProxyConnectionHandler.server_event
