@@ -4,7 +4,6 @@ stream aborting its connection, and the registry that finds a connection's trans
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,6 @@ from kube_fault_proxy.proxy.control.backlog import DrainWatch, unsent_bytes
 from kube_fault_proxy.proxy.control.events import EventStream
 from kube_fault_proxy.proxy.control.feed import Feed
 from kube_fault_proxy.proxy.control.server import Connections
-from kube_fault_proxy.proxy.journal import Journal
-from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,12 +66,6 @@ class Transport:
 
 def test_the_backlog_is_what_the_transport_holds_without_a_socket() -> None:
     assert unsent_bytes(Transport(1234)) == 1234  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    lib = Library(load_dir(ROOT / "fault_profiles"))
-    return Runtime(lib, Journal(tmp_path / "j.jsonl", time.time), time.monotonic, time.time)
 
 
 @pytest.mark.parametrize(("buffered", "dropped"), [(0, False), (4096, True)], ids=["keeps-up", "never-drains"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,6 @@ from fastapi.testclient import TestClient
 from kube_fault_proxy import __version__
 from kube_fault_proxy.proxy.control import parsing
 from kube_fault_proxy.proxy.control.app import build_app
-from kube_fault_proxy.proxy.journal import Journal
-from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.profiles.loader import LIMITS, load_text
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -29,12 +26,6 @@ spec:
       match: {verbs: [create], subresources: [binding]}
       fault: {abort: {status: 503}}
 """
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    lib = Library(load_dir(ROOT / "fault_profiles"))
-    return Runtime(lib, Journal(tmp_path / "j.jsonl", time.time), time.monotonic, time.time)
 
 
 @pytest.fixture

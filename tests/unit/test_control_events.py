@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,20 +13,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from kube_fault_proxy.proxy.control.app import build_app
 from kube_fault_proxy.proxy.control.feed import Feed
-from kube_fault_proxy.proxy.journal import Journal
-from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.runtime import Runtime
 
 from tests.support.builders import get_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 Message = dict[str, Any]
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    lib = Library(load_dir(ROOT / "fault_profiles"))
-    return Runtime(lib, Journal(tmp_path / "j.jsonl", time.time), time.monotonic, time.time)
 
 
 def app_for(runtime: Runtime, token: str | None = None, interval: float = 0.05) -> FastAPI:

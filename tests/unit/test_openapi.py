@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from kube_fault_proxy.proxy.control.app import build_app
 from kube_fault_proxy.proxy.control.feed import Sampler, sse
-from kube_fault_proxy.proxy.journal import Journal
-from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret"
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    lib = Library(load_dir(ROOT / "fault_profiles"))
-    return Runtime(lib, Journal(tmp_path / "j.jsonl", time.time), time.monotonic, time.time)
 
 
 def document(runtime: Runtime, token: str | None) -> dict[str, Any]:
