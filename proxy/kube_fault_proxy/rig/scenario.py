@@ -103,7 +103,8 @@ class Step(StrictModel):
     Bindings answered with success since the run began; plus `after`) and what (one action)."""
 
     at: Duration | None = Field(None, description="this long after the load starts")
-    onEvent: Event | None = Field(None, description="once this journal or run event happens (see EVENTS)")
+    onEvent: Event | None = Field(
+        None, description="once this journal or run event happens (outage-end, crash-point, load-done, …)")
     afterBinds: Annotated[int, Field(ge=1, le=100000)] | None = Field(
         None, description="once the proxy has answered this many Binding POSTs with success (bindsTotal.succeeded)")
     after: Duration = Field(0.0, description="wait this much more after the trigger")

@@ -19,9 +19,11 @@ from kube_fault_proxy.rig import scenario
 from kube_fault_proxy.rig.catalogue import CATALOGUE
 
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
-_BOUNDS = ((annotated_types.Ge, "≥ {}", "ge"), (annotated_types.Gt, "> {}", "gt"), (annotated_types.Le, "≤ {}", "le"),
-           (annotated_types.Lt, "< {}", "lt"), (annotated_types.MinLen, "at least {} long", "min_length"),
-           (annotated_types.MaxLen, "at most {} long", "max_length"))
+# (annotated_types class, how it reads, its attribute, the JSON Schema keys that say the same)
+_BOUNDS = ((annotated_types.Ge, "≥ {}", "ge", ("minimum",)), (annotated_types.Gt, "> {}", "gt", ("exclusiveMinimum",)),
+           (annotated_types.Le, "≤ {}", "le", ("maximum",)), (annotated_types.Lt, "< {}", "lt", ("exclusiveMaximum",)),
+           (annotated_types.MinLen, "at least {} long", "min_length", ("minLength", "minItems")),
+           (annotated_types.MaxLen, "at most {} long", "max_length", ("maxLength", "maxItems")))
 _SCHEMA_BOUNDS = (("minimum", "≥ {}"), ("exclusiveMinimum", "> {}"), ("maximum", "≤ {}"), ("exclusiveMaximum", "< {}"),
                   ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
                   ("minItems", "at least {} items"), ("maxItems", "at most {} items"))
@@ -61,21 +63,29 @@ def type_of(schema: dict[str, Any], links: dict[str, str]) -> str:
 
 
 def bounds(info: FieldInfo, schema: dict[str, Any]) -> str:
-    """The limits a value must keep, from the field's own constraints and its schema (union members too)."""
+    """The limits a value must keep, from its schema (union members and list items too) and, where the schema
+    cannot say them (a duration is a string there), from the field's own constraints."""
+    members = [schema, *schema.get("anyOf", [])]
+    said = {key for member in members for key in member}
     found: list[str] = []
     for meta in info.metadata:
-        for cls, form, attr in _BOUNDS:
-            if isinstance(meta, cls):
+        for cls, form, attr, keys in _BOUNDS:
+            if isinstance(meta, cls) and not said & set(keys):
                 found.append(form.format(getattr(meta, attr)))
-    members = [schema, *schema.get("anyOf", []), *([schema["items"]] if "items" in schema else [])]
     for member in members:
-        for key, form in _SCHEMA_BOUNDS:
-            if key in member and form.format(member[key]) not in found:
-                found.append(form.format(member[key]))
-        pattern = member.get("pattern")
-        if pattern and pattern != DURATION_PATTERN:
-            found.append(f"matches {code(pattern)}")
-    return ", ".join(found)
+        found += _schema_bounds(member)
+        if isinstance(member.get("items"), dict):
+            found += [f"each {b}" for b in _schema_bounds(member["items"])]
+    return ", ".join(dict.fromkeys(found))
+
+
+def _schema_bounds(schema: dict[str, Any]) -> list[str]:
+    found = [form.format(schema[key]) for key, form in _SCHEMA_BOUNDS if key in schema]
+    found = ["not empty" if b == "at least 1 items" else b for b in found]
+    pattern = schema.get("pattern")
+    if pattern and pattern != DURATION_PATTERN:
+        found.append(f"matches {code(pattern)}")
+    return found
 
 
 def default(info: FieldInfo, schema: dict[str, Any]) -> str:
@@ -94,6 +104,8 @@ def default(info: FieldInfo, schema: dict[str, Any]) -> str:
         return code(format_duration(float(value)))
     if isinstance(value, bool):
         return code(str(value).lower())
+    if value == "":
+        return "empty"
     return code(value if not isinstance(value, list | dict) else (value or "[]" if isinstance(value, list) else "{}"))
 
 
