@@ -35,3 +35,9 @@ def test_every_page_of_the_manual_is_in_the_nav() -> None:
     nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
     pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
     assert sorted(nav) == pages
+
+
+def test_every_code_fence_in_the_manual_is_closed() -> None:
+    for page in (ROOT / "docs").rglob("*.md"):
+        fences = [line for line in page.read_text().splitlines() if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, page.relative_to(ROOT)
