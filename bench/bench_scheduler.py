@@ -15,7 +15,7 @@ Measured per run, from a direct watch on the pods (the same observer in every ar
 first pod created to the last bound, the 200th bound, Bindings per second, and — from the kernel's
 TCP counters and the proxy's own — the connections the scheduler dialed during the wave; the
 proxy's CPU seconds and RSS from /proc. Results: bench/results/scheduler-*.json; `--markdown`
-prints the README table.
+prints the records' table (docs/records/performance-scheduler.md).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    """The README table."""
+    """The records' table (docs/records/performance-scheduler.md)."""
     rows = ["| scheduler | pods | arm | all bound s | 200th bound s | binds/s | scheduler dials | "
             "proxy CPU s | proxy CPU ms/pod (all running) | proxy CPU ms/request | proxy RSS MB | speed vs direct |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]

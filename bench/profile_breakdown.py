@@ -139,7 +139,7 @@ def read(lines: Iterable[str]) -> Breakdown:
 
 
 def markdown(before: dict[str, object], after: dict[str, object] | None = None) -> str:
-    """The README table of one breakdown, or of two side by side (before, after)."""
+    """The records' table of one breakdown, or of two side by side (before, after)."""
     def table(kind: str) -> list[str]:
         b = before[kind]
         a = after[kind] if after else None

@@ -19,7 +19,7 @@ from tests.support.processes import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster]
 PODS = 300
-DOCS_SCREENSHOT = ROOT / "docs" / "dashboard.png"  # refreshed only with KFP_DOCS_SCREENSHOT=1
+DOCS_SCREENSHOT = ROOT / "docs" / "images" / "dashboard.png"  # refreshed only with KFP_DOCS_SCREENSHOT=1
 
 
 def test_dashboard_during_a_real_bind_fail_run(browser: WebDriver, tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def test_yunikorn_strands_pods_with_phantom_allocations(tmp_path: Path) -> None:
 
 
 def test_the_fix_closes_yunikorn_3355(tmp_path: Path) -> None:
-    """YuniKorn v1.9.0 built with the fix that closes it (docs/yunikorn-3355-fixes.md), on the same
+    """YuniKorn v1.9.0 built with the fix that closes it (docs/records/yunikorn-3355-fixes.md), on the same
     scenario and seed as the v1.9.0 run above, which keeps showing the violations."""
     fix = build.yunikorn(DEMO_FIX)
     code, table, out = run_scenarios(SCENARIO, ["yunikorn"], 7, 1, tmp_path / "report", ROOT / "fault_profiles",

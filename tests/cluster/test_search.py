@@ -67,7 +67,7 @@ def test_search_reports_two_distinct_yunikorn_bugs_and_a_clean_canary(tmp_path: 
     # YUNIKORN-3128 (a failed bind never retried) is deterministic: its finding, in a directory of its own, is shrunk
     # to at most 2 rules, loader-valid, and reproduces in most of its 5 replays, with a witness and a timeline. (The
     # phantoms of a dropped connection, YUNIKORN-3355, depend on whether YuniKorn's informers see the pods again:
-    # their minimal case reproduces in some replays, which the index reports; README has the rates seen.)
+    # their minimal case reproduces in some replays, which the index reports; docs/records/search-findings-2026-12.md has the rates seen.)
     strand = next(f for f in findings if "abort on binding" in f["signature"] and "I3" in f["target"])
     where = out / strand["dir"]
     sub = json.loads((where / "search.json").read_text())

@@ -45,7 +45,7 @@ def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikor
     # scenario's check judges the whole cluster, as on a user's).
     assert r.load["created"] == PODS and r.check["counts"]["pending"] == 0 and r.check["counts"]["bound"] >= PODS, r.table
     print(f"yunikorn crash point: {r.steps}; check {r.check['verdict']} {r.check['invariants']}; {r.seconds}s")
-    # Observed with v1.9.0 (a finding, README "crashPoint"): 10 s after the restart, with every pod bound and
+    # Observed with v1.9.0 (a finding, docs/records/crash-point-findings.md): 10 s after the restart, with every pod bound and
     # booked (I1-I4 hold), the restarted shim still counts every recovered pod as assumed: I5 breaks.
     failing = sorted(k for k, v in r.check["invariants"].items() if not v["holds"])
     assert failing == ["I5"], r.table

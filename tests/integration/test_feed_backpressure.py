@@ -1,4 +1,4 @@
-"""Dashboard feed clients that never read are dropped within the bound README states, measured on a live
+"""Dashboard feed clients that never read are dropped within the bound the manual states, measured on a live
 `serve` while injections flow: their descriptors come back, and a reading client and proxied GETs carry on."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ EXPECTED: dict[tuple[str, str], Outcome] = {
     ("yunikorn", "watch-expire-pods"): violates({"stranded", "I4"}, {"I1", "I2", "I3"}),
     ("yunikorn", "apiserver-outage-at-bind-200"): violates({"stranded", "I4"}, {"I2"}, one_of={"I1", "I3"}),
     # YuniKorn v1.9.0 with fix 1 and the expiry (patches/yunikorn/3355-forget-pod-reverts-with-expiry.patch,
-    # docs/yunikorn-3355-fixes.md): the shim cache keeps no stale node (I4), nothing is booked that is not
+    # docs/records/yunikorn-3355-fixes.md): the shim cache keeps no stale node (I4), nothing is booked that is not
     # bound (I1, I2 after outages and watch expiry), and watch expiry is clean. What is left is not
     # YUNIKORN-3355: a failed bind is still never retried, so its pod waits, ignored (I3), for an informer
     # event that these cells never send (YUNIKORN-3128); and under commit-then-fail the queue still

@@ -140,7 +140,7 @@ def test_our_patches_parse_and_say_what_they_are(name: str) -> None:
     sections = patches.parse(text, name)
     header = text.split("\n--- a/", 1)[0]
     # which suggestion of which bug report it implements: YUNIKORN-3355's, or one of ours in docs/ (it must exist)
-    reports = re.findall(r"docs/[\w.-]+\.md", header)
+    reports = re.findall(r"docs/[\w./-]+\.md", header)
     assert "suggest" in header and ("YUNIKORN-3355" in header or reports)
     assert all((Path(__file__).parents[2] / r).is_file() for r in reports), reports
     assert all(fp.old_path == fp.new_path and fp.path.startswith("pkg/") for fp in sections)

@@ -21,8 +21,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     up.add_argument("--client-cert", type=Path, metavar="FILE", help="client certificate for upstream")
     up.add_argument("--client-key", type=Path, metavar="FILE", help="its private key")
     up.add_argument("--insecure", action="store_true", help="do not verify the apiserver (avoid)")
-    p.add_argument("--listen", default="127.0.0.1:7443", metavar="HOST:PORT")
-    p.add_argument("--control", default="127.0.0.1:7080", metavar="HOST:PORT")
+    p.add_argument("--listen", default="127.0.0.1:7443", metavar="HOST:PORT",
+                   help="where schedulers connect (default 127.0.0.1:7443)")
+    p.add_argument("--control", default="127.0.0.1:7080", metavar="HOST:PORT",
+                   help="the control plane's address (default 127.0.0.1:7080; non-loopback needs a token)")
     p.add_argument("--control-token", metavar="TOKEN",
                    help="bearer token for the control plane (default: $KFP_CONTROL_TOKEN); "
                         "required when --control is not a loopback address")
@@ -37,7 +39,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ready-file", type=Path, help="write proxy/control URLs here as JSON once ready")
     p.add_argument("--max-concurrent-streams", type=int, default=4096, metavar="N",
                    help="HTTP/2 streams a client may have open on one connection (default 4096; "
-                        "kube-apiserver's default is 100, see README)")
+                        "kube-apiserver's default is 100; see the manual's guide to serve)")
     p.add_argument("--stock-mitmproxy", action="store_true", default=os.environ.get("KFP_STOCK_MITMPROXY") == "1",
                    help="run mitmproxy, hyper-h2 and hpack as they ship: skip every library change of the proxy "
                         "(each is otherwise applied only where its verified source is installed; see /v1/info). "
@@ -71,18 +73,18 @@ def _ctl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help="bearer token (default: $KFP_CONTROL_TOKEN)")
     sub = p.add_subparsers(dest="ctl_command", required=True, metavar="ACTION")
     a = sub.add_parser("activate", help="activate a profile (live)")
-    a.add_argument("profile")
-    a.add_argument("--seed", type=int)
+    a.add_argument("profile", help="the profile's name in the running proxy's library")
+    a.add_argument("--seed", type=int, help="seed for this activation (default: the profile's, else random)")
     a.add_argument("--ttl", metavar="DURATION", help="revert to pass-through after this, e.g. 30s")
     sub.add_parser("deactivate", help="back to pass-through")
     sub.add_parser("status", help="what is active")
     s = sub.add_parser("stats", help="request and injection counters")
     s.add_argument("--reset", action="store_true", help="zero them")
     j = sub.add_parser("journal", help="journal records")
-    j.add_argument("--since", type=int, default=0)
-    j.add_argument("--limit", type=int, default=1000)
+    j.add_argument("--since", type=int, default=0, help="only records after this sequence number (default 0)")
+    j.add_argument("--limit", type=int, default=1000, help="at most this many records (default 1000)")
     u = sub.add_parser("upload", help="upload (add or replace) profile files")
-    u.add_argument("files", nargs="+", type=Path)
+    u.add_argument("files", nargs="+", type=Path, help="profile files (YAML or JSON)")
     sub.add_parser("profiles", help="profiles the running proxy knows")
 
 
@@ -98,7 +100,8 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     u.add_argument("--node-pods", type=int, default=110, metavar="N", help="pods per node (default 110)")
     u.add_argument("--controllers", metavar="LIST", help="kube-controller-manager's --controllers (default: namespace, "
                    "garbage collector, service accounts and tokens, node lifecycle and a few more; '*': all)")
-    u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none")
+    u.add_argument("--scheduler", choices=["none", "kube-scheduler", "yunikorn"], default="none",
+                   help="the scheduler to start (default none)")
     u.add_argument("--proxy", action="store_true", help="start kube-fault-proxy in front; schedulers go through it")
     u.add_argument("--profile", help="with --proxy: activate this profile at startup")
     u.add_argument("--profiles", type=Path, metavar="DIR",
@@ -138,22 +141,22 @@ def parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("kubeconfig", help="write a kubeconfig that reaches a cluster via the proxy")
     k.add_argument("--kubeconfig", type=Path, required=True, help="the real cluster's kubeconfig")
-    k.add_argument("--context")
-    k.add_argument("--proxy-url", default="https://127.0.0.1:7443")
+    k.add_argument("--context", help="kubeconfig context (default: current)")
+    k.add_argument("--proxy-url", default="https://127.0.0.1:7443", help="the proxy's URL (default https://127.0.0.1:7443)")
     k.add_argument("--ca", type=Path, help="proxy CA certificate (default: the proxy's own)")
-    k.add_argument("-o", "--output", type=Path, required=True)
+    k.add_argument("-o", "--output", type=Path, required=True, help="the kubeconfig to write")
 
     pr = sub.add_parser("profiles", help="validate or list fault profiles")
     prs = pr.add_subparsers(dest="profiles_command", required=True, metavar="ACTION")
     v = prs.add_parser("validate", help="check profile files; exit 2 on any error")
-    v.add_argument("files", nargs="+", type=Path)
+    v.add_argument("files", nargs="+", type=Path, help="profile files (YAML or JSON)")
     ls = prs.add_parser("list", help="list the profiles in a directory")
     ls.add_argument("--dir", type=Path, metavar="DIR",
                     help="default: ./fault_profiles if it exists, else the library the package ships")
 
     sub.add_parser("crds", help="print the CustomResourceDefinitions (FaultProfile, FaultActivation) as YAML")
     m = prs.add_parser("manifests", help="print profile files as FaultProfile objects to kubectl apply")
-    m.add_argument("files", nargs="+", type=Path)
+    m.add_argument("files", nargs="+", type=Path, help="profile files (YAML or JSON)")
     m.add_argument("--namespace", help="set metadata.namespace")
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
     _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))

@@ -23,7 +23,7 @@ from kube_fault_proxy.rig.runner import Target, run_local, run_on
 from kube_fault_proxy.rig.scenario import load_scenario
 
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
-# runs are clean (docs/yunikorn-3355-fixes.md has the verdict for each).
+# runs are clean (docs/records/yunikorn-3355-fixes.md has the verdict for each).
 DEMO_FIX = shipped.PATCHES / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
 
 
@@ -197,8 +197,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     common(r)
     rp = sub.add_parser("report", help="print (and re-render) a report directory's summary; with several, their "
                         "runs side by side (one column per scenario and build)")
-    rp.add_argument("directories", type=Path, nargs="+", metavar="DIRECTORY")
-    rp.add_argument("--state-dir", type=Path)
+    rp.add_argument("directories", type=Path, nargs="+", metavar="DIRECTORY", help="report directories")
+    rp.add_argument("--state-dir", type=Path, help="accepted as in scenario run; a report reads nothing from it")
     dp = sub.add_parser("demo", help="YUNIKORN-3355 on the local control plane: kube-scheduler, YuniKorn v1.9.0 and "
                                      "v1.9.0 with the fix, side by side")
     common(dp)

@@ -193,7 +193,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "finding whose drawn profile contains an earlier minimal case is filed under it unshrunk")
     p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
-    p.add_argument("--profiles", type=Path, metavar="DIR")
+    p.add_argument("--profiles", type=Path, metavar="DIR",
+                   help="profile library (default: ./fault_profiles if it exists, else the shipped one)")
     p.add_argument("--state-dir", type=Path, help="where the search's control planes live")
     p.add_argument("--yunikorn-patch", type=lambda s: shipped.yunikorn_patch(Path(s)), metavar="FILE",
                    help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
@@ -201,9 +202,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
     ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
-    r.add_argument("directory", type=Path)
+    r.add_argument("directory", type=Path, help="a search's output directory, or one finding's")
     r.add_argument("--times", type=int, default=5, help="replays (default 5)")
     r.add_argument("--pods", type=int, help="replay at this load instead of the minimal case's (e.g. full size)")
     r.add_argument("--nodes", type=int, help="on a control plane of this many nodes, all schedulable")
-    r.add_argument("--profiles", type=Path, metavar="DIR")
+    r.add_argument("--profiles", type=Path, metavar="DIR", help="profile library (default: ./fault_profiles if it "
+                   "exists, else the shipped one)")
     r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")

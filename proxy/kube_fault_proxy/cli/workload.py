@@ -77,26 +77,26 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     """The `load` and `check` subcommands."""
     def target(p: argparse.ArgumentParser) -> None:
         p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config")
-        p.add_argument("--context")
+        p.add_argument("--context", help="kubeconfig context (default: current)")
 
     lp = sub.add_parser("load", help="create pods at a rate (bounded), or clean them up")
     lsub = lp.add_subparsers(dest="load_command", required=True, metavar="ACTION")
     pods = lsub.add_parser("pods", help="create pods")
     target(pods)
-    pods.add_argument("--count", type=int, default=100)
+    pods.add_argument("--count", type=int, default=100, help="pods to create (default 100)")
     pods.add_argument("--rate", type=float, default=100.0, help="pods per second")
     pods.add_argument("--concurrency", type=int, default=8, help="creations in flight")
-    pods.add_argument("--namespace", default="default")
-    pods.add_argument("--scheduler-name", default="default-scheduler")
-    pods.add_argument("--cpu", default="100m")
-    pods.add_argument("--memory", default="64Mi")
-    pods.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    pods.add_argument("--namespace", default="default", help="where the pods go (created if missing)")
+    pods.add_argument("--scheduler-name", default="default-scheduler", help="the pods' spec.schedulerName")
+    pods.add_argument("--cpu", default="100m", help="each pod's cpu request (default 100m)")
+    pods.add_argument("--memory", default="64Mi", help="each pod's memory request (default 64Mi)")
+    pods.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="an extra label (repeatable)")
     pods.add_argument("--app-id", help="YuniKorn application id (label applicationId)")
     pods.add_argument("--timeout", type=float, default=600.0, help="stop creating after this many seconds")
     clean = lsub.add_parser("clean", help="delete what a load created: its namespace (the default namespace and "
                                           "other system ones: its pods), or one run's pods; waits until gone")
     target(clean)
-    clean.add_argument("--namespace", default="default")
+    clean.add_argument("--namespace", default="default", help="the load's namespace")
     clean.add_argument("--run-id", help="only this run (default: every run)")
 
     cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "

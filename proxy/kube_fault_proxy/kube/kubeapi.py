@@ -1,7 +1,7 @@
 """The rig's Kubernetes access, on lightkube: clients for one apiserver and user, pods and nodes as dicts.
 
-lightkube does what the rig needs at the rate it needs (measured: README, "Load generator and
-Kubernetes clients"): lists (msgspec decoding, a little faster than the hand-made httpx + json it
+lightkube does what the rig needs at the rate it needs (measured: the manual's
+records, load clients): lists (msgspec decoding, a little faster than the hand-made httpx + json it
 replaced), creates (more pods/s than the hand-made HTTP/2 loop at the default 8 in flight, within
 the noise at 16 and 32, with less CPU at each), patches, and watches that resume from the last resourceVersion. What it
 has no verb for is a non-resource URL, so /readyz is one plain GET with lightkube's connection

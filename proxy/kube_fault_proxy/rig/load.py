@@ -202,7 +202,7 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
 
     # Plain HTTP/1.1 POSTs (pod_posts: a keep-alive connection per creation in flight, ~0.25 ms of
     # CPU a pod against lightkube's ~1.2-1.9 ms); lightkube when the credentials are not a bearer
-    # token or a client certificate (README, "Load generator and Kubernetes clients").
+    # token or a client certificate (the manual's records: load clients).
     endpoint = pod_posts.Endpoint.of(kube)
     path = f"/api/v1/namespaces/{spec.namespace}/pods"
     async with kube.async_client(http2=spec.http2) as client:

@@ -2,8 +2,8 @@
 connections (asyncio streams).
 
 A POST costs lightkube (httpx2, a model per pod) ~1.2-1.9 ms of the load's CPU; written and read here
-it costs ~0.25 ms, which leaves the two cores to the apiserver and etcd (README, "Load generator and
-Kubernetes clients"). Only what a create needs: one request at a time per connection, the answer's
+it costs ~0.25 ms, which leaves the two cores to the apiserver and etcd (the manual's
+records: load clients). Only what a create needs: one request at a time per connection, the answer's
 status and body read by Content-Length or chunks, a new connection when the server closes one. The
 TLS context and credentials are lightkube's, derived from the same config as every other client."""
 

@@ -24,8 +24,8 @@ Invariant = Annotated[str, AfterValidator(lambda word: lookup(word).key)]
 class ClusterSpec(StrictModel):
     """The local control plane to run on."""
 
-    nodes: Annotated[int, Field(ge=1, le=1000)] = 50
-    scheduler: Scheduler = "kube-scheduler"
+    nodes: Annotated[int, Field(ge=1, le=1000)] = Field(50, description="fake Nodes run by KWOK")
+    scheduler: Scheduler = Field("kube-scheduler", description="the scheduler under test, unless --scheduler says")
 
 
 # How a load is held back from the scheduler until all of it exists, then released as one wave:
@@ -39,12 +39,13 @@ Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity"]  # r
 class LoadSpec(StrictModel):
     """Pods to create once the timeline's first step has run."""
 
-    count: Annotated[int, Field(ge=1, le=20000)] = 100
-    rate: Annotated[float, Field(gt=0, le=5000)] = 200.0
-    concurrency: Annotated[int, Field(ge=1, le=256)] = 8
-    namespace: Annotated[str, Field(pattern=NAME_PATTERN)] = "default"
-    cpu: str = "100m"
-    memory: str = "64Mi"
+    count: Annotated[int, Field(ge=1, le=20000)] = Field(100, description="pods to create")
+    rate: Annotated[float, Field(gt=0, le=5000)] = Field(
+        200.0, description="pods per second asked for (the achieved rate is reported)")
+    concurrency: Annotated[int, Field(ge=1, le=256)] = Field(8, description="creations in flight at most")
+    namespace: Annotated[str, Field(pattern=NAME_PATTERN)] = Field("default", description="where the pods go")
+    cpu: str = Field("100m", description="each pod's cpu request (roomy shape only)")
+    memory: str = Field("64Mi", description="each pod's memory request (roomy shape only)")
     holdBack: HoldBack | None = Field(None, description=(
         "create the whole load before the scheduler may take any of it, then release it at once"))
     releaseConcurrency: Annotated[int, Field(ge=1, le=256)] = Field(
@@ -65,7 +66,8 @@ class LoadSpec(StrictModel):
 class KillApiserver(StrictModel):
     """`kill -9` the real kube-apiserver (the seed's method), and start it again, as before, later."""
 
-    restartAfter: Annotated[Duration, Field(gt=0, le=600)]
+    restartAfter: Annotated[Duration, Field(gt=0, le=600)] = Field(
+        description="start it again this long after the kill (sooner if the run ends)")
 
 
 class KillScheduler(StrictModel):
@@ -73,7 +75,8 @@ class KillScheduler(StrictModel):
     what the cluster holds. With `onEvent: crash-point`, right after the apiserver committed the write a
     crashPoint rule holds the answer of."""
 
-    restartAfter: Annotated[Duration, Field(ge=0, le=600)]
+    restartAfter: Annotated[Duration, Field(ge=0, le=600)] = Field(
+        description="start the same build again this long after the kill (sooner if the run ends)")
 
 
 # What `onEvent` may wait for: the proxy's outage, crash points and first injection of any rule (journal), the
@@ -99,13 +102,14 @@ class Step(StrictModel):
     """When (`at` a time after the load starts, `onEvent` a journal or run event, or `afterBinds`
     Bindings answered with success since the run began; plus `after`) and what (one action)."""
 
-    at: Duration | None = None
-    onEvent: Event | None = None
+    at: Duration | None = Field(None, description="this long after the load starts")
+    onEvent: Event | None = Field(
+        None, description="once this journal or run event happens (outage-end, crash-point, load-done, …)")
     afterBinds: Annotated[int, Field(ge=1, le=100000)] | None = Field(
         None, description="once the proxy has answered this many Binding POSTs with success (bindsTotal.succeeded)")
-    after: Duration = 0.0
-    activate: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
-    deactivate: bool = False
+    after: Duration = Field(0.0, description="wait this much more after the trigger")
+    activate: Annotated[str, Field(pattern=NAME_PATTERN)] | None = Field(None, description="activate this profile")
+    deactivate: bool = Field(False, description="back to pass-through")
     touchPods: bool = Field(False, description="annotate every pod of the load: an informer update for each")
     killApiserver: KillApiserver | None = Field(
         None, description="kill -9 the local control plane's kube-apiserver; restart it after restartAfter")
@@ -126,15 +130,15 @@ class Step(StrictModel):
 class Settle(StrictModel):
     """How the run decides the cluster has settled before checking."""
 
-    quiet: Duration = 20.0
-    timeout: Duration = 240.0
+    quiet: Duration = Field(20.0, description="settled once nothing changed for this long (or every pod is bound)")
+    timeout: Duration = Field(240.0, description="give up waiting for quiet after this long")
     grace: Duration = Field(30.0, description="a Pending pod younger than this is not stranded yet")
 
 
 class Expectation(StrictModel):
     """What one scheduler's run must show."""
 
-    verdict: Literal["clean", "violations"]
+    verdict: Literal["clean", "violations"] = Field(description="clean: no invariant breaks; violations: some do")
     invariants: list[Invariant] = Field(default_factory=list, description="with violations: these must fail")
     mayBreak: list[Invariant] = Field(default_factory=list, description=(
         "with clean: these may fail without failing the expectation (a leftover known not to be the bug under test)"))
@@ -149,10 +153,10 @@ class Expectation(StrictModel):
 class ScenarioSpec(StrictModel):
     """The whole run."""
 
-    cluster: ClusterSpec = ClusterSpec()
-    load: LoadSpec = LoadSpec()
-    timeline: list[Step] = Field(default_factory=list)
-    settle: Settle = Settle()
+    cluster: ClusterSpec = Field(ClusterSpec(), description="the local control plane to run on")
+    load: LoadSpec = Field(LoadSpec(), description="the pods to create")
+    timeline: list[Step] = Field(default_factory=list, description="the fault steps, each a trigger and one action")
+    settle: Settle = Field(Settle(), description="how the run waits before checking the invariants")
     expect: dict[ExpectFor, Expectation] = Field(
         default_factory=dict, description="per scheduler (kube-scheduler, yunikorn) or build (yunikorn+<patch name>)")
 
@@ -168,17 +172,17 @@ class ScenarioSpec(StrictModel):
 class ScenarioMeta(StrictModel):
     """Name and story."""
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    description: str = ""
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(description="lowercase DNS-style name")
+    description: str = Field("", description="what the scenario reproduces")
 
 
 class Scenario(StrictModel):
     """apiVersion kube-fault-proxy/v1, kind Scenario."""
 
-    apiVersion: Literal["kube-fault-proxy/v1"]
-    kind: Literal["Scenario"]
-    metadata: ScenarioMeta
-    spec: ScenarioSpec
+    apiVersion: Literal["kube-fault-proxy/v1"] = Field(description="always kube-fault-proxy/v1")
+    kind: Literal["Scenario"] = Field(description="always Scenario")
+    metadata: ScenarioMeta = Field(description="name and description")
+    spec: ScenarioSpec = Field(description="cluster, load, timeline, settle and expectations")
 
 
 def load_scenario(path: Path) -> Scenario:

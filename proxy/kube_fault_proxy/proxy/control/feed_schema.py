@@ -54,6 +54,7 @@ EVENT: dict[str, Any] = {
 
 STREAM_DOC: dict[str, Any] = {"responses": {200: {
     "description": "`retry: 1000`, then a `snapshot` event and a `tick` every interval, each with one FeedFrame "
-                   "as JSON in its `data`; a client that stops reading is dropped (README: the live feed)",
+                   "as JSON in its `data`; a client that stops reading is dropped (the manual: the control plane and "
+                   "the dashboard)",
     "content": {"text/event-stream": {"schema": {"type": "string"}, "itemSchema": EVENT}},
 }}}

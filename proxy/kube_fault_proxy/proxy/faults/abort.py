@@ -17,10 +17,13 @@ class Abort(FaultSpec):
     """An error status with a real metav1.Status body; Retry-After only when asked for."""
 
     kind: ClassVar[str] = "abort"
-    status: Annotated[int, Field(ge=400, le=599)]
-    reason: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    message: Annotated[str, Field(max_length=4096)] | None = None
-    retryAfterSeconds: Annotated[int, Field(ge=0, le=3600)] | None = None
+    status: Annotated[int, Field(ge=400, le=599, description="the HTTP status answered (400-599)")]
+    reason: Annotated[str, Field(min_length=1, max_length=64)] | None = Field(
+        None, description="the Status reason (default: the apiserver's own for this status, e.g. InternalError)")
+    message: Annotated[str, Field(max_length=4096)] | None = Field(
+        None, description="the Status message (default: worded like the apiserver's, naming the object)")
+    retryAfterSeconds: Annotated[int, Field(ge=0, le=3600)] | None = Field(
+        None, description="send Retry-After (client-go then retries a 429 or 5xx silently); unset: no header")
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         reply = status_reply(self.status, ident, self.reason, self.message, self.retryAfterSeconds)

@@ -42,8 +42,8 @@ class ObjectSelector(StrictModel):
     """Which objects' events are coalesced (unset: every object); the others are held and delivered
     as they came, so resourceVersions stay in order."""
 
-    names: Annotated[list[Glob], Field(min_length=1)] | None = None
-    namespaces: Annotated[list[Glob], Field(min_length=1)] | None = None
+    names: Annotated[list[Glob], Field(min_length=1)] | None = Field(None, description="object name globs")
+    namespaces: Annotated[list[Glob], Field(min_length=1)] | None = Field(None, description="namespace globs")
 
     def compile(self) -> Callable[[WatchEvent], bool]:
         """A predicate over events."""
@@ -187,7 +187,7 @@ class CoalesceEvents(FaultSpec):
     maxHeldObjects: Annotated[int, Field(ge=1, le=10_000)] = Field(
         1000, description="objects (and events of unselected objects) held at most; one more delivers the "
                           "window early (journaled with reason full)")
-    objects: ObjectSelector = ObjectSelector()
+    objects: ObjectSelector = Field(ObjectSelector(), description="whose events are coalesced (unset: every object)")
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import ClassVar, Self
 
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.abort import Abort
 from kube_fault_proxy.proxy.faults.base import FaultSpec
@@ -21,9 +21,9 @@ class CommitThenFail(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("abort", "reset", "hang"))
     kind: ClassVar[str] = "commitThenFail"
-    abort: Abort | None = None
-    reset: Reset | None = None
-    hang: Hang | None = None
+    abort: Abort | None = Field(None, description="after the commit, answer this error instead")
+    reset: Reset | None = Field(None, description="after the commit, reset the stream instead of answering")
+    hang: Hang | None = Field(None, description="after the commit, hold the answer back")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

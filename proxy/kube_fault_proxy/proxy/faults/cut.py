@@ -66,9 +66,12 @@ class Cut(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("afterEvents", "afterSeconds"))
     kind: ClassVar[str] = "cut"
-    afterEvents: Annotated[int, Field(ge=1)] | None = None
-    afterSeconds: Annotated[int, Field(ge=1, le=86400)] | None = None
-    error: Literal["none", "expired", "internal"] = "none"
+    afterEvents: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="end the watch at this event boundary (with error: the ERROR event, else the connection)")
+    afterSeconds: Annotated[int, Field(ge=1, le=86400)] | None = Field(
+        None, description="lower the watch's timeoutSeconds to this, so the apiserver ends the stream cleanly")
+    error: Literal["none", "expired", "internal"] = Field(
+        "none", description="the ERROR event sent as the watch ends: none, a 410 Expired or a 500 InternalError")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -16,9 +16,11 @@ class Delay(FaultSpec):
     """seconds ± jitterSeconds (uniform, never below zero); other requests are not held up."""
 
     kind: ClassVar[str] = "delay"
-    seconds: Annotated[float, Field(gt=0, le=3600)]
-    jitterSeconds: Annotated[float, Field(ge=0, le=3600)] = 0.0
-    phase: Literal["request", "response"] = "request"
+    seconds: Annotated[float, Field(gt=0, le=3600, description="how long the request or its answer waits")]
+    jitterSeconds: Annotated[float, Field(ge=0, le=3600)] = Field(
+        0.0, description="plus or minus this much, drawn uniformly from the rule's seeded stream")
+    phase: Literal["request", "response"] = Field(
+        "request", description="request: wait before forwarding; response: wait before returning the answer")
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         seconds = self.seconds

@@ -45,8 +45,9 @@ class DropEvents(FaultSpec):
 
     kind: ClassVar[str] = "dropEvents"
     editor: ClassVar[type[DropEditor]] = DropEditor
-    events: EventSelector = EventSelector()
-    probability: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+    events: EventSelector = Field(EventSelector(), description="which events of the watch (unset: every event)")
+    probability: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        1.0, description="chance per selected event, drawn from the stream's own seeded source")
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

@@ -19,8 +19,10 @@ class Hang(FaultSpec):
     """No answer for `seconds` (default: until the client gives up, at most an hour)."""
 
     kind: ClassVar[str] = "hang"
-    seconds: Annotated[float, Field(gt=0, le=UNTIL_CLIENT_GIVES_UP)] | None = None
-    then: Literal["timeout", "reset"] = "timeout"
+    seconds: Annotated[float, Field(gt=0, le=UNTIL_CLIENT_GIVES_UP)] | None = Field(
+        None, description="how long nothing is answered (default: until the client gives up, at most 1h)")
+    then: Literal["timeout", "reset"] = Field(
+        "timeout", description="timeout: a 504 Timeout Status like the apiserver's; reset: reset the stream")
 
     def steps(self, ident: RequestIdentity) -> tuple[Step, ...]:
         """The wait and what ends it."""

@@ -17,7 +17,7 @@ class Outage(FaultSpec):
     `seconds`; then the proxy recovers by itself. The triggering request fails with the rest."""
 
     kind: ClassVar[str] = "outage"
-    seconds: Annotated[float, Field(gt=0, le=3600)]
+    seconds: Annotated[float, Field(gt=0, le=3600, description="how long the apiserver stays unreachable")]
     refuse: Literal["close", "refuse", "blackhole"] = Field(
         "close", description="new connections: close = accept then close, refuse = connection refused, "
                              "blackhole = accept and never answer until the outage ends")

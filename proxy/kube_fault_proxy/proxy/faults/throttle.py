@@ -17,8 +17,10 @@ class Throttle(FaultSpec):
     """429 TooManyRequests; client-go retries it silently (up to 10 times) because of Retry-After."""
 
     kind: ClassVar[str] = "throttle"
-    retryAfterSeconds: Annotated[int, Field(ge=1, le=32)] = 1
-    form: Literal["apf", "status"] = "apf"
+    retryAfterSeconds: Annotated[int, Field(ge=1, le=32)] = Field(
+        1, description="the Retry-After seconds, as API Priority and Fairness sends them (1-32)")
+    form: Literal["apf", "status"] = Field(
+        "apf", description="apf: plain-text body as APF sends it; status: a Status with details.retryAfterSeconds")
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         if self.form == "apf":

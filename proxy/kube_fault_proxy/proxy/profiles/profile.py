@@ -23,14 +23,15 @@ GlobList = Annotated[list[Glob], Field(min_length=1)]
 class Selector(StrictModel):
     """Which requests a rule or trigger sees; an unset field matches anything, a list is any-of."""
 
-    verbs: Annotated[list[Verb], Field(min_length=1)] | None = None
+    verbs: Annotated[list[Verb], Field(min_length=1)] | None = Field(
+        None, description="Kubernetes verbs (get, list, watch, create, …); post, put, … for non-resource URLs")
     groups: GlobList | None = Field(None, description='API groups; "" or "core" is the core group')
-    versions: GlobList | None = None
-    resources: GlobList | None = None
+    versions: GlobList | None = Field(None, description="API versions, e.g. v1")
+    resources: GlobList | None = Field(None, description="resources, e.g. pods, nodes")
     subresources: GlobList | None = Field(None, description='"" matches "no subresource"')
-    namespaces: GlobList | None = None
-    names: GlobList | None = None
-    userAgents: GlobList | None = None
+    namespaces: GlobList | None = Field(None, description="namespace globs")
+    names: GlobList | None = Field(None, description="object name globs")
+    userAgents: GlobList | None = Field(None, description="User-Agent globs, e.g. yunikorn*")
     targetNodes: GlobList | None = Field(None, description="Binding target node (pods/binding)")
     paths: GlobList | None = Field(None, description="URL path globs, e.g. for /healthz")
 
@@ -38,8 +39,8 @@ class Selector(StrictModel):
 class Trigger(StrictModel):
     """Arms a rule once `count` requests matching `match` have been seen since activation."""
 
-    match: Selector
-    count: Annotated[int, Field(ge=1)]
+    match: Selector = Field(description="the requests counted")
+    count: Annotated[int, Field(ge=1)] = Field(description="armed from this matching request on (it included)")
     answered: bool = Field(
         False, description="count only matching requests the apiserver answered with a 2xx (e.g. bind "
                            "successes), not requests as they arrive")
@@ -55,11 +56,11 @@ class When(StrictModel):
         None, description="let the first N matching requests pass"
     )
     every: Annotated[int, Field(ge=1)] | None = Field(None, description="every Nth eligible match")
-    maxInjections: Annotated[int, Field(ge=1)] | None = None
+    maxInjections: Annotated[int, Field(ge=1)] | None = Field(None, description="at most N injections by this rule")
     perObjectMax: Annotated[int, Field(ge=1)] | None = Field(
         None, description="at most K injections per object (namespace/name)"
     )
-    trigger: Trigger | None = None
+    trigger: Trigger | None = Field(None, description="eligible only once another selector has counted N requests")
 
     @model_validator(mode="after")
     def _positive_window(self) -> Self:
@@ -73,28 +74,31 @@ class When(StrictModel):
 class Rule(StrictModel):
     """A named selector, an optional probability and timing, and exactly one fault."""
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    match: Selector = Selector()
-    probability: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
-    when: When = When()
-    fault: Fault
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(description="unique in the profile; journaled")
+    match: Selector = Field(Selector(), description="which requests the rule sees (unset: every request)")
+    probability: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        1.0, description="chance per eligible match, drawn from the rule's own stream seeded by (seed, rule name)")
+    when: When = Field(When(), description="when a matching request is eligible (unset: always)")
+    fault: Fault = Field(description="exactly one fault kind")
 
 
 class Metadata(StrictModel):
     """Name and the human story of the profile: what it simulates, which incident it stands for."""
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    description: Annotated[str, Field(max_length=4096)] = ""
-    incident: Annotated[str, Field(max_length=1024)] = ""
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(
+        description="lowercase DNS-style name, unique in a library")
+    description: Annotated[str, Field(max_length=4096)] = Field("", description="what it simulates")
+    incident: Annotated[str, Field(max_length=1024)] = Field("", description="the real incident it stands for")
 
 
 class Spec(StrictModel):
     """A seed for every probabilistic choice, and the rules, checked in order."""
 
-    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = None
+    seed: Annotated[int, Field(ge=0, lt=2**63)] | None = Field(
+        None, description="seeds every rule's stream; an activation may override it; unset: random, journaled")
     # A map keyed by name for Kubernetes: the apiserver refuses two rules with one name, as the loader does.
     rules: Annotated[list[Rule], Field(max_length=256)] = Field(
-        default_factory=list,
+        default_factory=list, description="checked in order; the first rule that injects wins",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
 
     @model_validator(mode="after")
@@ -110,10 +114,10 @@ class Spec(StrictModel):
 class FaultProfile(StrictModel):
     """apiVersion kube-fault-proxy/v1, kind FaultProfile."""
 
-    apiVersion: Literal["kube-fault-proxy/v1"]
-    kind: Literal["FaultProfile"]
-    metadata: Metadata
-    spec: Spec
+    apiVersion: Literal["kube-fault-proxy/v1"] = Field(description="always kube-fault-proxy/v1")
+    kind: Literal["FaultProfile"] = Field(description="always FaultProfile")
+    metadata: Metadata = Field(description="name, description and incident")
+    spec: Spec = Field(description="seed and rules")
 
     @property
     def name(self) -> str:

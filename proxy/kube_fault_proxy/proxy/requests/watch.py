@@ -58,9 +58,9 @@ def parse_event(line: bytes) -> WatchEvent | None:
 class EventSelector(StrictModel):
     """Which events of a watch a fault acts on; unset fields match anything."""
 
-    types: Annotated[list[EventType], Field(min_length=1)] | None = None
-    names: Annotated[list[str], Field(min_length=1)] | None = None
-    namespaces: Annotated[list[str], Field(min_length=1)] | None = None
+    types: Annotated[list[EventType], Field(min_length=1)] | None = Field(None, description="event types, any-of")
+    names: Annotated[list[str], Field(min_length=1)] | None = Field(None, description="object name globs")
+    namespaces: Annotated[list[str], Field(min_length=1)] | None = Field(None, description="namespace globs")
     hasNodeName: bool | None = Field(None, description="pods: true = spec.nodeName set, false = unset")
 
     def compile(self) -> Callable[[WatchEvent], bool]:

@@ -69,7 +69,7 @@ class Options:
     node_pods: int = 110
     controllers: tuple[str, ...] = controller_manager.CONTROLLERS
     # kube-apiserver's --http2-max-streams-per-connection (0: its default, 100) and the proxy's
-    # advertised limit. The same in both, so direct and proxied runs dial alike (README).
+    # advertised limit. The same in both, so direct and proxied runs dial alike (docs/guides/front-of-a-cluster.md).
     apiserver_max_streams: int = 4096
     proxy_max_streams: int = 4096
     # With scheduler yunikorn: v1.9.0 with this patch, or this yunikorn-k8shim checkout (build.yunikorn).

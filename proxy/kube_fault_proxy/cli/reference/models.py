@@ -1,0 +1,210 @@
+"""Reference pages from the pydantic models: every field with its type, bounds, default and description."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from kube_fault_proxy.cli.reference.markdown import code, page, table, text
+from kube_fault_proxy.proxy.faults import KINDS, Fault
+from kube_fault_proxy.proxy.profiles import profile
+from kube_fault_proxy.proxy.profiles.strict import format_duration
+from kube_fault_proxy.rig import scenario
+from kube_fault_proxy.rig.catalogue import CATALOGUE
+
+DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
+# (annotated_types class, how it reads, its attribute, the JSON Schema keys that say the same)
+_BOUNDS = ((annotated_types.Ge, "≥ {}", "ge", ("minimum",)), (annotated_types.Gt, "> {}", "gt", ("exclusiveMinimum",)),
+           (annotated_types.Le, "≤ {}", "le", ("maximum",)), (annotated_types.Lt, "< {}", "lt", ("exclusiveMaximum",)),
+           (annotated_types.MinLen, "at least {} long", "min_length", ("minLength", "minItems")),
+           (annotated_types.MaxLen, "at most {} long", "max_length", ("maxLength", "maxItems")))
+_SCHEMA_BOUNDS = (("minimum", "≥ {}"), ("exclusiveMinimum", "> {}"), ("maximum", "≤ {}"), ("exclusiveMaximum", "< {}"),
+                  ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
+                  ("minItems", "at least {} items"), ("maxItems", "at most {} items"))
+
+
+def doc(model: type) -> str:
+    """A model's docstring as one paragraph."""
+    return " ".join((inspect.getdoc(model) or "").split())
+
+
+def _is_duration(schema: dict[str, Any]) -> bool:
+    return schema.get("pattern") == DURATION_PATTERN or any(_is_duration(s) for s in schema.get("anyOf", []))
+
+
+def type_of(schema: dict[str, Any], links: dict[str, str]) -> str:
+    """A JSON Schema as a reader says it: `integer`, `list of Selector`, `one of "a", "b"`, `duration`."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}]({links[name]})" if name in links else name
+    if "anyOf" in schema:
+        return " or ".join(type_of(s, links) for s in schema["anyOf"] if s.get("type") != "null")
+    if "allOf" in schema and len(schema["allOf"]) == 1 and "type" not in schema:
+        return type_of(schema["allOf"][0], links)
+    if "const" in schema:
+        return code(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(code(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        return "list of " + type_of(schema.get("items", {}), links)
+    if kind == "object":
+        extra = schema.get("additionalProperties")
+        return "map to " + type_of(extra, links) if isinstance(extra, dict) else "object"
+    if _is_duration(schema):
+        return "duration (`250ms`, `10s`, `1m30s`, `1h`)"
+    return str(kind or "any")
+
+
+def bounds(info: FieldInfo, schema: dict[str, Any]) -> str:
+    """The limits a value must keep, from its schema (union members and list items too) and, where the schema
+    cannot say them (a duration is a string there), from the field's own constraints."""
+    members = [schema, *schema.get("anyOf", [])]
+    said = {key for member in members for key in member}
+    found: list[str] = []
+    for meta in info.metadata:
+        for cls, form, attr, keys in _BOUNDS:
+            if isinstance(meta, cls) and not said & set(keys):
+                found.append(form.format(getattr(meta, attr)))
+    for member in members:
+        found += _schema_bounds(member)
+        if isinstance(member.get("items"), dict):
+            found += [f"each {b}" for b in _schema_bounds(member["items"])]
+    return ", ".join(dict.fromkeys(found))
+
+
+def _schema_bounds(schema: dict[str, Any]) -> list[str]:
+    found = [form.format(schema[key]) for key, form in _SCHEMA_BOUNDS if key in schema]
+    found = ["not empty" if b == "at least 1 items" else b for b in found]
+    pattern = schema.get("pattern")
+    if pattern and pattern != DURATION_PATTERN:
+        found.append(f"matches {code(pattern)}")
+    return found
+
+
+def default(info: FieldInfo, schema: dict[str, Any]) -> str:
+    """The value an unset field takes, or `required`."""
+    if info.default_factory is not None:
+        value: Any = info.default_factory()  # type: ignore[call-arg]
+    elif info.default is PydanticUndefined:
+        return "**required**"
+    else:
+        value = info.default
+    if value is None:
+        return "unset"
+    if isinstance(value, BaseModel):
+        return "(all defaults)"
+    if _is_duration(schema) and isinstance(value, int | float):
+        return code(format_duration(float(value)))
+    if isinstance(value, bool):
+        return code(str(value).lower())
+    if value == "":
+        return "empty"
+    return code(value if not isinstance(value, list | dict) else (value or "[]" if isinstance(value, list) else "{}"))
+
+
+def fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, dict[str, Any]]]:
+    """Each field's name as written in a file, its info and its JSON Schema."""
+    props = model.model_json_schema(by_alias=True)["properties"]
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        yield key, info, props[key]
+
+
+def field_table(model: type[BaseModel], links: dict[str, str]) -> str:
+    """One row per field: name, type, bounds, default, description."""
+    rows = [(code(key), type_of(schema, links), bounds(info, schema), default(info, schema),
+             text(info.description or ""))
+            for key, info, schema in fields(model)]
+    return table(("field", "type", "bounds", "default", "description"), rows) if rows else "No settings.\n"
+
+
+def section(model: type[BaseModel], links: dict[str, str], title: str | None = None, level: int = 2) -> str:
+    """A heading, the model's docstring and its field table."""
+    return f"{'#' * level} {title or model.__name__}\n\n{text(doc(model))}\n\n{field_table(model, links)}"
+
+
+def nested(models: list[type[BaseModel]]) -> list[type[BaseModel]]:
+    """The models the given ones hold (not themselves, not fault kinds), in first-seen order."""
+    seen: dict[str, type[BaseModel]] = {}
+    kinds = {k.__name__ for k in KINDS}
+    for model in models:
+        for info in model.model_fields.values():
+            for arg in _model_args(info.annotation):
+                if arg.__name__ not in kinds and arg not in models:
+                    seen.setdefault(arg.__name__, arg)
+    return list(seen.values())
+
+
+def _model_args(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()):
+        yield from _model_args(arg)
+
+
+def fault_kinds_page() -> str:
+    """docs/reference/fault-kinds.md: every fault kind and its settings."""
+    links = {m.__name__: f"#{m.__name__.lower()}" for m in KINDS}
+    links |= {m.__name__: f"#{m.__name__.lower()}" for m in nested(list(KINDS))}
+    sections = [table(("kind", "what it does"),
+                      [(f"[{code(k.kind)}](#{k.kind.lower()})", text(doc(k))) for k in KINDS])]
+    for kind in KINDS:
+        sections.append(f"## {kind.kind}\n\n{text(doc(kind))} Written `{kind.kind}: {{…}}` under a rule's "
+                        f"`fault`.\n\n{field_table(kind, links)}")
+    for model in nested(list(KINDS)):
+        sections.append(section(model, links, model.__name__))
+    return page("Fault kinds", "Each rule of a profile carries exactly one fault kind under `fault`. The settings "
+                "below are checked strictly when a profile is loaded: an unknown key, a wrong type or a value out "
+                "of bounds is an error naming `file:line:col` and the field path.", sections)
+
+
+PROFILE_MODELS: list[type[BaseModel]] = [profile.FaultProfile, profile.Metadata, profile.Spec, profile.Rule,
+                                         profile.Selector, profile.When, profile.Trigger]
+
+
+def profile_page() -> str:
+    """docs/reference/profile.md: the FaultProfile file format."""
+    links = {m.__name__: f"#{m.__name__.lower()}" for m in PROFILE_MODELS} | {"Fault": "fault-kinds.md"}
+    sections = [section(m, links) for m in PROFILE_MODELS]
+    sections.append(f"## Fault\n\n{text(doc(Fault))} The kinds: "
+                    + ", ".join(f"[{code(k.kind)}](fault-kinds.md#{k.kind.lower()})" for k in KINDS) + ".\n")
+    return page("Fault profile format", "A fault profile is a Kubernetes-style YAML (or JSON) file: "
+                "`apiVersion: kube-fault-proxy/v1`, `kind: FaultProfile`, `metadata` and `spec`. Durations carry "
+                "their unit; numbers whose names end in `Seconds` are seconds. Globs use `*` and `?`; a list "
+                "matches any of its entries.", sections)
+
+
+SCENARIO_MODELS: list[type[BaseModel]] = [scenario.Scenario, scenario.ScenarioMeta, scenario.ScenarioSpec,
+                                          scenario.ClusterSpec, scenario.LoadSpec, scenario.Step,
+                                          scenario.KillApiserver, scenario.KillScheduler, scenario.Settle,
+                                          scenario.Expectation]
+
+
+def scenario_page() -> str:
+    """docs/reference/scenario.md: the Scenario file format, the events a step waits for, the invariants."""
+    links = {m.__name__: f"#{m.__name__.lower()}" for m in SCENARIO_MODELS}
+    sections = [section(m, links) for m in SCENARIO_MODELS]
+    sections.append("## Events a step may wait for (`onEvent`)\n\n" + ", ".join(code(e) for e in scenario.EVENTS)
+                    + ".\n")
+    sections.append("## Invariants (`expect.invariants`, `expect.mayBreak`)\n\nA scenario names an invariant by its "
+                    "name or its alias.\n\n" + table(("name", "alias", "holds when"), [
+                        (code(i.name), code(i.alias) if i.alias else "", text(i.meaning)) for i in CATALOGUE]))
+    return page("Scenario format", "A scenario (`kube-fault-proxy scenario run FILE`) names the cluster, the load, a "
+                "fault timeline, how the run settles and what each scheduler's run must show. It is strict like a "
+                "profile.", sections)
+
+
+def undescribed() -> list[str]:
+    """Every fault kind without a docstring and every profile or scenario field without a description."""
+    missing = [f"fault kind {k.kind}" for k in KINDS if not doc(k)]
+    every = [*KINDS, *nested(list(KINDS)), *PROFILE_MODELS, *SCENARIO_MODELS]
+    for model in dict.fromkeys(every):
+        missing += [f"{model.__name__}.{key}" for key, info, _ in fields(model) if not info.description]
+    return missing
