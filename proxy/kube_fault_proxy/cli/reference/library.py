@@ -36,7 +36,10 @@ JOURNAL_RECORDS = {
                         "per stream",
     "request-unparsable": "a part of a request the proxy could not read (a Binding body that is not JSON, nested too "
                           "deep): decided as if absent, journaled once per kind",
-    "upstream-lost": "an upstream connection died, so the matching client connection was closed",
+    "upstream-lost": "an upstream connection died, so the matching client connection was closed; or, when the "
+                     "proxy held answers of that client's (heldAnswers), drained: its held answers relayed first",
+    "upstream-lost-drained": "a drained client connection closed after its held answers were relayed: whether it "
+                             "was sent an HTTP/2 GOAWAY, and how many of its streams were still open (streamsCut)",
     "outage-start": "an outage began: seconds, how new connections are refused, the triggering rule, the "
                     "connections closed and the Binding counts at that moment",
     "outage-end": "an outage ended: connections refused, upstream connects failed, upstream connections aborted "
