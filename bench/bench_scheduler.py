@@ -8,6 +8,14 @@ Arms:
   profile         through the proxy, a 3-rule profile active whose rules match but never inject
   direct-100      direct, the apiserver at its default of 100 streams per connection
   proxy-100       through the proxy (4096 streams to the scheduler), apiserver at 100
+  direct-pinned   direct, everything (etcd, apiserver, KWOK, the scheduler, the load and its watch) on one core
+  proxy-pinned    through the proxy, no profile: the proxy alone on a core of its own, everything else on the
+                  other, as in direct-pinned
+The two pinned arms split what the proxy costs a scheduler on this machine: proxy-pinned against
+direct-pinned is the latency the proxy adds (its CPU no longer competes with the apiserver's and the
+scheduler's: they have the same one core either way); pass-through against direct is that plus the
+CPU the proxy takes from them on the shared cores. Pinning is by sched_setaffinity on every thread of
+each process once the control plane is up (threads made later inherit it), and on this process.
 Unless named -100, the apiserver runs with --http2-max-streams-per-connection equal to the
 proxy's advertised limit (4096), so direct and proxied dial alike.
 
@@ -62,13 +70,48 @@ spec:
       fault: {abort: {status: 503}}
 """
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
-ARMS = {  # name: (through the proxy, profile, apiserver streams)
-    "direct": (False, None, 4096),
-    "pass-through": (True, None, 4096),
-    "profile": (True, "bench-miss", 4096),
-    "direct-100": (False, None, 0),
-    "proxy-100": (True, None, 0),
+ARMS = {  # name: (through the proxy, profile, apiserver streams, pinned)
+    "direct": (False, None, 4096, False),
+    "pass-through": (True, None, 4096, False),
+    "profile": (True, "bench-miss", 4096, False),
+    "direct-100": (False, None, 0, False),
+    "proxy-100": (True, None, 0, False),
+    "direct-pinned": (False, None, 4096, True),
+    "proxy-pinned": (True, None, 4096, True),
 }
+
+
+def core_layout(available: set[int]) -> tuple[set[int], set[int]]:
+    """(the proxy's cores, everything else's) for the pinned arms: the highest core for the proxy, the rest
+    for the others; at least two cores are needed."""
+    if len(available) < 2:
+        raise SystemExit(f"the pinned arms need two cores; this process may use {sorted(available)}")
+    proxy = {max(available)}
+    return proxy, available - proxy
+
+
+def pin(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of a process to these cores (sched_setaffinity per thread); how many threads."""
+    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+    return len(tids)
+
+
+def pin_cluster(c: Cluster, proxy_cores: set[int], other_cores: set[int]) -> dict[str, list[int]]:
+    """The pinned layout: the proxy on its cores, every other component of the cluster and this process on
+    the others. Returns each process's cores, for the record."""
+    layout: dict[str, list[int]] = {}
+    for name, proc in c.processes.items():
+        cores = proxy_cores if name == "kube-fault-proxy" else other_cores
+        pin(proc.pid, cores)
+        layout[name] = sorted(cores)
+    pin(os.getpid(), other_cores)  # the load and the watch run here
+    layout["bench (load, watch)"] = sorted(other_cores)
+    return layout
 
 
 def tcp_active_opens() -> int:
@@ -171,11 +214,13 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
             profiles_dir: Path, timeout: float, sample_dir: Path | None = None) -> dict[str, Any]:
     """Bring up a fresh control plane for this arm, create the pods, time the binding wave; then
     wait until every pod runs (KWOK's status updates reach the scheduler through the proxy too)."""
-    proxied, profile, streams = ARMS[arm]
+    proxied, profile, streams, pinned = ARMS[arm]
+    own_cores = os.sched_getaffinity(0)
     c: Cluster = up(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=proxied, profile=profile,
                             profiles_dir=profiles_dir, apiserver_max_streams=streams))
     api = c.admin_api()
     control = httpx.Client(base_url=c.control_url, timeout=10) if proxied else None
+    layout = pin_cluster(c, *core_layout(own_cores)) if pinned else None
     try:
         time.sleep(3)  # the scheduler's informers have synced and its connections are idle
         # HTTP/2: the load's creations share one connection, so the machine's connect count is the scheduler's
@@ -221,6 +266,8 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
             "waveSeconds": round(t_end - t0, 2), "watchErrors": watch.errors[:5],
         }
         figures.update(allRunningSeconds=round(t_running - t0, 2) if len(watch.running) == loaded.created else None)
+        if layout is not None:
+            figures["cores"] = layout
         if control is not None and proxy_pid is not None and conns0 is not None and stats0 is not None:
             stats = control.get("/v1/stats").json()
             conns = stats["connections"]
@@ -247,6 +294,7 @@ def run_arm(scheduler: str, arm: str, pods: int, rate: float, nodes: int, state_
         if control is not None:
             control.close()
         down(c.dir)
+        pin(os.getpid(), own_cores)
 
 
 def summarize(runs: list[Run]) -> dict[str, Any]:
