@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import signal
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -15,10 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.search import precheck
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.search import known as known_findings
+from kube_fault_proxy.rig.search import precheck, resume
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
+from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
 from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,
@@ -61,6 +66,9 @@ class Settings:
     yunikorn_source: Path | None = None
     shapes: tuple[str, ...] = SHAPES  # workload shapes the grammar draws from (rig.shapes)
     canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
+    include_known: bool = False  # confirm, shrink and replay hits of known bugs (and the faults' own effects) too
+    known_files: tuple[Path, ...] = ()  # the user's own known-findings catalogues, added to the shipped one
+    fresh: bool = False  # start from trial 0 even when the output directory holds this search's trials.jsonl
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:
@@ -82,7 +90,9 @@ class Hit:
     replay: list[str] | None = None
     control: list[str] | None = None
     # confirmed | not-reproduced | control-broken (rig or workload) | no-injection (nothing injected: not the faults)
+    # | known (a known bug's signature, confirmed once) | fault-effect (the journal shows the faults did it)
     verdict: str = "unconfirmed"
+    known: str | None = None  # the known finding's id, or why it is the fault's own effect
 
     @property
     def target(self) -> list[str]:
@@ -92,7 +102,34 @@ class Hit:
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
-                "control": self.control, "verdict": self.verdict}
+                "control": self.control, "verdict": self.verdict, "known": self.known}
+
+
+@dataclass
+class KnownTally:
+    """One known bug's hits in this search."""
+
+    entry: known_findings.KnownFinding
+    trials: list[int] = field(default_factory=list)
+    confirmed_at: int | None = None  # the hit that was confirmed (replayed and controlled) once
+
+
+@dataclass
+class Spent:
+    """Search steps and their trial seconds (each step's trial with its replay and control) by where they went."""
+
+    known: list[float] = field(default_factory=list)  # hits of known bugs
+    effect: list[float] = field(default_factory=list)  # hits that were the faults' own effect
+    new: list[float] = field(default_factory=list)  # everything else: new ground (clean trials, canaries, new hits)
+
+    def add(self, verdict: str | None, seconds: float) -> None:
+        """File one step."""
+        {"known": self.known, "fault-effect": self.effect}.get(verdict or "", self.new).append(seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form: trials and seconds per share."""
+        return {k: {"trials": len(v), "seconds": round(sum(v), 1)}
+                for k, v in (("known", self.known), ("faultEffect", self.effect), ("newGround", self.new))}
 
 
 @dataclass
@@ -121,6 +158,12 @@ class Outcome:
     tokens: int = 0  # distinct novelty tokens the search trials showed (per-pod fault sequences, phase events)
     novel: int = 0  # search trials that showed a token no earlier trial had
     dead_forms: list[str] = field(default_factory=list)  # rule forms the pre-check learned never inject
+    known: dict[str, KnownTally] = field(default_factory=dict)  # known bugs hit, by id, first hit first
+    spent: Spent = field(default_factory=Spent)
+    phase: str = "searching"  # searching | shrinking | done | interrupted (what the report was written during)
+    interrupted: str | None = None  # the signal that ended the search
+    resumed: int = 0  # search steps served from an earlier run's trials.jsonl
+    pids: dict[str, dict[str, int]] = field(default_factory=dict)  # scheduler -> component -> pid (process group)
 
     @property
     def injected_nothing(self) -> int:
@@ -156,11 +199,12 @@ class Outcome:
 
 
 class Search:
-    """One search run; the rigs are opened lazily and always closed."""
+    """One search run; the rigs are opened lazily and always closed, on a signal too (interrupt.py)."""
 
     def __init__(self, settings: Settings, note: Callable[[str], None],
-                 progress: Callable[[Outcome], None] | None = None) -> None:
-        self.s, self.note, self.progress = settings, note, progress
+                 progress: Callable[[Outcome], None] | None = None,
+                 checkpoint: Callable[[Outcome], object] | None = None) -> None:
+        self.s, self.note, self.progress, self.checkpoint = settings, note, progress, checkpoint
         self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
         self._rigs = contextlib.ExitStack()  # every rig started, stopped together by close()
@@ -169,6 +213,11 @@ class Search:
         self.ran: dict[str, int] = {}  # rule form -> trials it was in; fired: those where it injected
         self.fired: dict[str, int] = {}
         self.prechecked = 0
+        self.records = resume.Records([])
+        self.catalogue = known_findings.catalogue(settings.known_files)
+        self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
+        self.t_start = time.monotonic()
+        self.pids: dict[str, dict[str, int]] = {}
 
     def rig(self, scheduler: str) -> Rig:
         """The rig for a scheduler, started on first use."""
@@ -178,7 +227,20 @@ class Search:
                 self.s.state_dir / scheduler, scheduler, self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
                 self.s.yunikorn_source))
             self.builds[scheduler] = self.rigs[scheduler].build
+        self.pids[scheduler] = {n: p.pid for n, p in self.rigs[scheduler].cluster.processes.items()}
         return self.rigs[scheduler]
+
+    def state_dirs(self) -> list[Path]:
+        """Where every control plane this search may start keeps its state (and its processes' pids)."""
+        return [self.s.state_dir / name for name in dict.fromkeys([self.s.scheduler, self.s.control or ""]) if name]
+
+    def kill_now(self) -> None:
+        """SIGKILL every process group any control plane of this search recorded (a second signal's answer)."""
+        for d in self.state_dirs():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                for p in Cluster(d).state.get("processes", {}).values():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(p["pid"]), signal.SIGKILL)
 
     def close(self) -> None:
         """Stop every rig."""
@@ -186,13 +248,25 @@ class Search:
         self.rigs.clear()
 
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        """Run and record one trial."""
-        result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
+        """Run and record one trial (or take an earlier run's record of it, when resuming)."""
+        recorded = self.records.take(name, scheduler, genome)
+        if recorded is not None:
+            result, build = recorded
+            if build is not None:
+                self.builds.setdefault(scheduler, build)
+        else:
+            result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
+            with self.journal.open("a") as f:
+                f.write(json.dumps({**result.as_dict(), "tier": tier.name, "searchSeed": self.s.seed,
+                                    "build": self.builds.get(scheduler)}) + "\n")
         if tier is SEARCH:
             self.fast_seconds.append(result.seconds)
-        with self.journal.open("a") as f:
-            f.write(json.dumps({**result.as_dict(), "tier": tier.name}) + "\n")
+        self.step_seconds += result.seconds
         return result
+
+    def elapsed(self) -> float:
+        """The search's time: this run's, and the trial seconds of what an earlier run recorded and this one took."""
+        return time.monotonic() - self.t_start + self.records.seconds
 
     def genome(self, number: int, corpus: Sequence[Genome]) -> Genome:
         """Trial `number`'s genome: a function of (seed, number), the corpus and the forms learned dead so far;
@@ -233,73 +307,146 @@ class Search:
                       "workload's problem, not a finding")
 
     def run(self) -> Outcome:
-        """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one."""
+        """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one. A
+        signal ends it early; the report is written as findings are confirmed and once more at the end."""
         s, out = self.s, Outcome(self.s)
         s.out.mkdir(parents=True, exist_ok=True)
-        self.journal.write_text("")
-        t_start = time.monotonic()
+        self.records = resume.open_journal(self.journal, s.seed, s.scheduler, s.fresh, self.note)
+        self.t_start = time.monotonic()
+        guard = SignalGuard(self.kill_now, self.note)
+        with guard.installed():
+            try:
+                try:
+                    self.search(out)
+                    out.phase = "shrinking"
+                    self.shrink_all(out)
+                    out.phase = "done"
+                except Interrupted as e:
+                    out.interrupted, out.phase = e.name, "interrupted"
+                    self.note(f"stopping: {e.name}")
+            finally:
+                with guard.teardown():
+                    self.close()
+            with guard.teardown():
+                self.snapshot(out)
+                out.total_seconds = self.elapsed()
+                if self.checkpoint is not None:
+                    self.checkpoint(out)
+        return out
+
+    def snapshot(self, out: Outcome) -> None:
+        """What the outcome cannot keep up to date itself, for a report written now."""
+        out.fast_seconds, out.builds, out.prechecked = list(self.fast_seconds), dict(self.builds), self.prechecked
+        out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
+        out.resumed, out.pids = self.records.served, {k: dict(v) for k, v in self.pids.items()}
+        if out.phase == "searching" or (out.phase == "interrupted" and not out.search_seconds):
+            out.search_seconds = self.elapsed()
+        if out.phase != "done" and out.findings:  # before the shrink phase is over: the first finding, unshrunk
+            first = out.findings[0]
+            out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
+            out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
+
+    def save(self, out: Outcome) -> None:
+        """Write the report now (a confirmed finding or a known hit), so a killed search leaves it."""
+        if self.checkpoint is not None:
+            self.snapshot(out)
+            self.checkpoint(out)
+
+    def search(self, out: Outcome) -> None:
+        """The search phase: trials until the budget (or the trial cap) ends."""
+        s = self.s
         corpus: list[Genome] = []
         seen: set[str] = set()
-        try:
-            number = 0
-            while time.monotonic() - t_start < s.budget and (s.max_trials is None or number < s.max_trials):
-                if s.canary_every and number % s.canary_every == s.canary_every - 1:
-                    self.canary(number, out)
-                    number += 1
-                    continue
-                g = self.genome(number, corpus)
-                result = self.trial(s.scheduler, g, f"t{number}")
-                out.trials.append(result)
-                self.learn(g, result)
-                new = result.tokens - seen
-                seen |= result.tokens
-                out.tokens, out.novel = len(seen), out.novel + bool(new)
-                if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
-                    corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
-                out.best_near_miss = max(out.best_near_miss, result.near_miss)
-                out.corpus = len(corpus)
-                if self.progress is not None:
-                    self.progress(out)
-                if result.hit and not result.error:
-                    if result.injections == 0:
-                        out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
-                        self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
-                                  "the rig's or the workload's problem, not a finding")
-                    else:
-                        hit = self.confirm(number, g, result)
-                        out.hits.append(hit)
-                        if hit.verdict == "confirmed":
-                            add_hit(out.findings, hit)
+        number = 0
+        while self.elapsed() < s.budget and (s.max_trials is None or number < s.max_trials):
+            self.step_seconds = 0.0
+            if s.canary_every and number % s.canary_every == s.canary_every - 1:
+                self.canary(number, out)
+                out.spent.add(None, self.step_seconds)
                 number += 1
-            out.search_seconds = time.monotonic() - t_start
-            out.prechecked = self.prechecked
-            out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
-            t0 = time.monotonic()
-            done: list[Finding] = []
-            for f in shrink_order(out.findings):
-                if (home := contained_in(f, done)) is not None:
-                    home.hits += f.hits
-                    home.contained += len(f.hits)
-                    out.findings.remove(f)
-                    continue
-                if s.shrink_total is not None and time.monotonic() - t0 >= s.shrink_total:
-                    self.note(f"not shrinking trial {f.first.trial}'s hit ({', '.join(f.target)}): the total shrink "
-                              f"budget ({s.shrink_total:.0f}s) is spent")
-                    continue
-                self.minimise(f)
-                done.append(f)
-            out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
+                continue
+            g = self.genome(number, corpus)
+            result = self.trial(s.scheduler, g, f"t{number}")
+            out.trials.append(result)
+            self.learn(g, result)
+            new = result.tokens - seen
+            seen |= result.tokens
+            out.tokens, out.novel = len(seen), out.novel + bool(new)
+            if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
+                corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
+            out.best_near_miss = max(out.best_near_miss, result.near_miss)
+            out.corpus = len(corpus)
+            if self.progress is not None:
+                self.progress(out)
+            verdict = self.file_hit(number, g, result, out) if result.hit and not result.error else None
+            out.spent.add(verdict, self.step_seconds)
+            number += 1
+        out.search_seconds = self.elapsed()
+        out.prechecked = self.prechecked
+        out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
+
+    def file_hit(self, number: int, g: Genome, result: TrialResult, out: Outcome) -> str:
+        """Classify a trial that broke something: nothing injected, the faults' own effect, a known bug (confirmed
+        once, then only counted), or a hit to confirm and file as a finding; returns the verdict."""
+        s = self.s
+        if result.injections == 0:
+            out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
+            self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
+                      "the rig's or the workload's problem, not a finding")
+            return "no-injection"
+        if result.own_effect and not s.include_known:
+            out.hits.append(Hit(number, g, result.broken, verdict="fault-effect", known=result.own_effect))
+            self.note(f"  t{number} broke {', '.join(result.broken)}: the fault's own effect ({result.own_effect})")
+            return "fault-effect"
+        build = self.builds.get(s.scheduler)
+        entry = None if s.include_known else self.catalogue.match(result.broken, g, s.scheduler, build)
+        tally = out.known.get(entry.id) if entry is not None else None
+        if entry is not None and tally is not None and tally.confirmed_at is not None:
+            hit = Hit(number, g, result.broken, verdict="known", known=entry.id)
+            self.note(f"  t{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
+        else:
+            hit = self.confirm(number, g, result)
+            entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match(
+                hit.target, g, s.scheduler, build)
+            if entry is not None:
+                hit.verdict, hit.known = "known", entry.id
+                tally = out.known.setdefault(entry.id, KnownTally(entry))
+                tally.confirmed_at = number
+                self.note(f"  known: {entry.id} ({entry.upstream}); its hits are counted from now on, not shrunk")
+            elif hit.verdict == "confirmed":
+                add_hit(out.findings, hit)
+        out.hits.append(hit)
+        if hit.verdict == "known" and hit.known is not None:
+            out.known[hit.known].trials.append(number)
+        if hit.verdict in ("known", "confirmed"):
+            self.save(out)
+        return hit.verdict
+
+    def shrink_all(self, out: Outcome) -> None:
+        """The shrink phase: each distinct finding shrunk (within the total budget) and its minimal case replayed."""
+        s = self.s
+        t0 = time.monotonic()
+        done: list[Finding] = []
+        for f in shrink_order(out.findings):
+            if (home := contained_in(f, done)) is not None:
+                home.hits += f.hits
+                home.contained += len(f.hits)
+                out.findings.remove(f)
+                continue
+            if s.shrink_total is not None and time.monotonic() - t0 >= s.shrink_total:
+                self.note(f"not shrinking trial {f.first.trial}'s hit ({', '.join(f.target)}): the total shrink "
+                          f"budget ({s.shrink_total:.0f}s) is spent")
+                continue
+            self.minimise(f)
+            done.append(f)
             out.shrink_seconds = time.monotonic() - t0
-            if out.findings:
-                first = out.findings[0]
-                out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
-                out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
-        finally:
-            self.close()
-        out.total_seconds = time.monotonic() - t_start
-        out.fast_seconds = self.fast_seconds
-        out.builds = dict(self.builds)
-        return out
+            self.save(out)
+        out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
+        out.shrink_seconds = time.monotonic() - t0
+        if out.findings:
+            first = out.findings[0]
+            out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
+            out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
 
     def confirm(self, number: int, g: Genome, first: TrialResult) -> Hit:
         """Replay the same profile and seed (patiently), then run the control scheduler under it."""
