@@ -149,3 +149,13 @@ def test_include_known_confirms_and_shrinks_them_as_before(tmp_path: Path, monke
     out = Search(settings(tmp_path, include_known=True, shrink_total=None), lambda _: None).run()
     assert not out.known and trials.shrunk
     assert {tuple(f.target) for f in out.findings} == {("I3", "stranded"), ("stranded",)}
+
+
+def test_one_known_bug_searched_as_new_ground_is_shrunk_and_keeps_its_name(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    trials = Trials(monkeypatch)
+    out = Search(settings(tmp_path, known_as_new=("YUNIKORN-3128",), shrink_total=None), lambda _: None).run()
+    assert "YUNIKORN-3128" not in out.known and trials.shrunk
+    strand = next(f for f in out.findings if f.target == ["I3", "stranded"])
+    assert strand.known == "YUNIKORN-3128" and strand.shrunk is not None
+    assert "(known: YUNIKORN-3128)" in write(out, ["search"]).read_text()

@@ -66,14 +66,21 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
                          "they need --scheduler yunikorn")
     state = args.state_dir or default_state_dir().parent / "search"
-    known.catalogue(tuple(args.known or ()))  # a bad catalogue fails here, before anything is built or started
+    catalogue = known.catalogue(tuple(args.known or ()))  # a bad one fails here, before anything is built
+    asked = "" if args.include_known in (None, "all") else args.include_known
+    as_new = tuple(i.strip() for i in asked.split(",") if i.strip())
+    ids = [k.id for k in catalogue.known]
+    if set(as_new) - set(ids):
+        raise UsageError(f"--include-known: no known finding {', '.join(sorted(set(as_new) - set(ids)))} "
+                         f"(known: {', '.join(ids)}; or `all`)")
     return Settings(scheduler=args.scheduler, control=control, budget=budget, seed=args.seed,
                     kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, shrink_total=shrink_total,
                     replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
-                    include_known=args.include_known, known_files=tuple(args.known or ()), fresh=args.fresh)
+                    include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
+                    fresh=args.fresh)
 
 
 def _control(scheduler: str, asked: str | None) -> str | None:
@@ -205,10 +212,11 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "finding whose drawn profile contains an earlier minimal case is filed under it unshrunk")
     p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
-    p.add_argument("--include-known", action="store_true",
+    p.add_argument("--include-known", nargs="?", const="all", metavar="ID,...",
                    help="confirm, shrink and replay hits of known bugs (the shipped catalogue and --known) and hits "
-                        "that are the faults' own effect like any other, as before the catalogue; by default each "
-                        "known bug is confirmed once and then only counted")
+                        "that are the faults' own effect like any other, as before the catalogue (with IDs: only "
+                        "those known findings, e.g. YUNIKORN-3128); by default each known bug is confirmed once and "
+                        "then only counted, and a fault's own effect is never confirmed")
     p.add_argument("--known", type=Path, action="append", metavar="FILE",
                    help="a known-findings catalogue of your own, added to the shipped one (repeatable; the same "
                         "format as the package's known-findings.yaml)")

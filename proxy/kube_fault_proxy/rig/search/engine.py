@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search import precheck, resume
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
@@ -68,6 +68,7 @@ class Settings:
     canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
     include_known: bool = False  # confirm, shrink and replay hits of known bugs (and the faults' own effects) too
     known_files: tuple[Path, ...] = ()  # the user's own known-findings catalogues, added to the shipped one
+    known_as_new: tuple[str, ...] = ()  # known findings (by id) to treat as new ground: confirmed, shrunk, replayed
     fresh: bool = False  # start from trial 0 even when the output directory holds this search's trials.jsonl
 
 
@@ -214,7 +215,11 @@ class Search:
         self.fired: dict[str, int] = {}
         self.prechecked = 0
         self.records = resume.Records([])
-        self.catalogue = known_findings.catalogue(settings.known_files)
+        every = known_findings.catalogue(settings.known_files)
+        self.catalogue = every.model_copy(update={"known": [k for k in every.known
+                                                            if k.id not in settings.known_as_new]})
+        self.labels = every  # what a finding is labelled by (--include-known keeps the label, not the shortcut)
+        self.interrupted = False
         self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
@@ -222,6 +227,10 @@ class Search:
     def rig(self, scheduler: str) -> Rig:
         """The rig for a scheduler, started on first use."""
         if scheduler not in self.rigs:
+            left = self.s.state_dir / scheduler
+            if Cluster(left).processes:  # an earlier run's, killed (kill -9) before it could stop them
+                stopped = down(left)
+                self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {scheduler} ({self.s.nodes} nodes)")
             self.rigs[scheduler] = self._rigs.enter_context(Rig.running(
                 self.s.state_dir / scheduler, scheduler, self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
@@ -243,7 +252,10 @@ class Search:
                         os.killpg(int(p["pid"]), signal.SIGKILL)
 
     def close(self) -> None:
-        """Stop every rig."""
+        """Stop every rig (after a signal, with a shorter grace: SIGKILL 3 s after SIGTERM)."""
+        if self.interrupted:
+            for rig in self.rigs.values():
+                down(rig.cluster.dir, grace=3.0)
         self._rigs.close()
         self.rigs.clear()
 
@@ -322,6 +334,7 @@ class Search:
                     self.shrink_all(out)
                     out.phase = "done"
                 except Interrupted as e:
+                    self.interrupted = True
                     out.interrupted, out.phase = e.name, "interrupted"
                     self.note(f"stopping: {e.name}")
             finally:
@@ -443,6 +456,9 @@ class Search:
             self.save(out)
         out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
         out.shrink_seconds = time.monotonic() - t0
+        for f in out.findings:  # a known bug searched as new ground (--include-known) keeps its name
+            entry = self.labels.match(f.target, f.minimal, s.scheduler, self.builds.get(s.scheduler))
+            f.known = entry.id if entry is not None else None
         if out.findings:
             first = out.findings[0]
             out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk

@@ -203,7 +203,8 @@ def _index(out: Outcome) -> list[str]:
              "| # | invariants broken | fault kinds and matches (minimal profile) | found at trials | reproduced "
              "| control | report |", "|---|---|---|---|---|---|---|"]
     for i, f in enumerate(out.findings, 1):
-        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)} | {'; '.join(f.signature[1:]) or '-'} | "
+        known = f" (known: {f.known})" if f.known else ""
+        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)}{known} | {'; '.join(f.signature[1:]) or '-'} | "
                      f"{', '.join(str(h.trial) for h in f.hits)} | {f.rate()} | "
                      f"{control_text(out.settings.control, f.minimal_control)} | "
                      f"[findings/{f.slug(i)}](findings/{f.slug(i)}/report.md) |")
