@@ -9,6 +9,10 @@ grammar draws the same trials from it every time, what YuniKorn does with them i
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -18,6 +22,7 @@ from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search.genome import fault_kind
 
 from tests.support.cluster import kfp
+from tests.support.processes import ROOT
 
 KINDS = ("abort", "resetUpstream")
 
@@ -101,3 +106,79 @@ def test_search_reports_two_distinct_yunikorn_bugs_and_a_clean_canary(tmp_path: 
 def _kinds(genome: str) -> set[str]:
     """The fault kinds of a genome's rules (its canonical YAML)."""
     return {fault_kind(rule) for rule in json.loads(genome)["rules"]}
+
+
+# --- interrupted and resumed: a kube-scheduler search with a tiny budget (one control plane, no control runs)
+
+
+def _search(out: Path, state: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The search as a user starts it, in the background (its output to `log`)."""
+    with log.open("ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "kube_fault_proxy", "search", "--scheduler", "kube-scheduler",
+                                 "--control", "none", "--kinds", "abort", "--canary-every", "0", "--nodes", "5",
+                                 "--pods", "20", "--budget", "10m", "--max-trials", "8", "--seed", "1",
+                                 "-o", str(out), "--state-dir", str(state)], cwd=ROOT, stdout=f, stderr=f)
+
+
+def _names(journal: Path) -> list[str]:
+    """The trials recorded, in order (only whole lines)."""
+    text = journal.read_text() if journal.exists() else ""
+    return [json.loads(line)["name"] for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def _signal_after(proc: subprocess.Popen[bytes], journal: Path, recorded: int, sig: signal.Signals,
+                  log: Path) -> float:
+    """Once the journal holds more than `recorded` trials (a trial of this run is done, the next under way),
+    send `sig`; the seconds until the search exited."""
+    deadline = time.monotonic() + 300
+    while len(_names(journal)) <= recorded:
+        assert proc.poll() is None, f"the search ended before its first trial:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no trial recorded in 300 s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    try:
+        proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return time.monotonic() - t0
+
+
+def _nothing_left(out: Path, state: Path) -> None:
+    """Every process group the search recorded is gone, and its control plane's state file says so."""
+    pids = json.loads((out / "search.json").read_text())["processes"]["kube-scheduler"]
+    assert set(pids) >= {"etcd", "kube-apiserver", "kwok", "kube-controller-manager", "kube-scheduler",
+                         "kube-fault-proxy"}, pids
+    assert [name for name, pid in pids.items() if group_alive(pid)] == []
+    assert Cluster(state / "kube-scheduler").state.get("processes") == {}
+
+
+def test_a_search_stops_on_sigint_and_sigterm_tears_down_reports_and_resumes(tmp_path: Path) -> None:
+    out, state, log = tmp_path / "out", tmp_path / "state", tmp_path / "search.log"
+    journal = out / "trials.jsonl"
+    proc = _search(out, state, log)
+    try:
+        # SIGINT (Ctrl-C) once the first trial is done: the trial under way ends, everything stops, the report says
+        # what was done.
+        took = _signal_after(proc, journal, 0, signal.SIGINT, log)
+        assert proc.returncode == 128 + signal.SIGINT and took < 60, (proc.returncode, took, log.read_text()[-3000:])
+        first = _names(journal)
+        report = (out / "report.md").read_text()
+        assert "**Interrupted by SIGINT**" in report and all(f"| {n} |" in report for n in first if n[1:].isdigit())
+        _nothing_left(out, state)
+        # The same command again resumes: nothing recorded runs again; SIGTERM (a CI job's stop) after its first trial.
+        proc = _search(out, state, log)
+        took = _signal_after(proc, journal, len(first), signal.SIGTERM, log)
+        assert proc.returncode == 128 + signal.SIGTERM and took < 60, (proc.returncode, took, log.read_text()[-3000:])
+        second = _names(journal)[len(first):]
+        assert second and not set(second) & set(first), (first, second)
+        doc = json.loads((out / "search.json").read_text())
+        assert doc["interrupted"] == "SIGTERM" and doc["resumedSteps"] == sum(1 for n in first if n[1:].isdigit())
+        assert "**Interrupted by SIGTERM**" in (out / "report.md").read_text()
+        _nothing_left(out, state)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if (state / "kube-scheduler" / "cluster.json").exists():
+            kfp("cluster", "--state-dir", str(state / "kube-scheduler"), "down", timeout=120)

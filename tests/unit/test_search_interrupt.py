@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -47,7 +48,7 @@ class FakeRigs:
 
     def _rig(self, search: Search, scheduler: str) -> Any:
         search.builds[scheduler] = f"{scheduler} v1.36.3"
-        return object()
+        return SimpleNamespace(scheduler=scheduler, cluster=SimpleNamespace(processes={}))
 
     def run_trial(self, rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
         self.ran.append(name)
@@ -56,7 +57,7 @@ class FakeRigs:
             time.sleep(5)  # never reached: the handler raised
         kinds = {fault_kind(r) for r in genome.rules}
         broken = ["stranded"] if "abort" in kinds else []
-        return TrialResult(name, rig and "kube-scheduler", genome, broken=broken, injections=3 if genome.rules else 0,
+        return TrialResult(name, rig.scheduler, genome, broken=broken, injections=3 if genome.rules else 0,
                            fired={r["name"] for r in genome.rules}, tokens={f"{name}-token"}, seconds=1.0)
 
 

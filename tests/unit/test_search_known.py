@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -98,13 +99,13 @@ class Trials:
     def rig(search: Search, scheduler: str) -> Any:
         search.builds[scheduler] = {"yunikorn": "yunikorn v1.9.0", "kube-scheduler": "kube-scheduler v1.36.3"}[
             scheduler]
-        return scheduler
+        return SimpleNamespace(scheduler=scheduler, cluster=SimpleNamespace(processes={}))
 
     def run_trial(self, rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
         self.ran.append(name)
         matches = kinds_on_matches(genome)
-        result = TrialResult(name, str(rig), genome, injections=3 if genome.rules else 0, seconds=2.0)
-        if rig == "kube-scheduler":
+        result = TrialResult(name, rig.scheduler, genome, injections=3 if genome.rules else 0, seconds=2.0)
+        if rig.scheduler == "kube-scheduler":
             return result
         if "abort on binding" in matches:
             result.broken = ["I3", "stranded"]

@@ -267,7 +267,11 @@ class Search:
             if build is not None:
                 self.builds.setdefault(scheduler, build)
         else:
-            result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
+            rig = self.rig(scheduler)
+            try:
+                result = run_trial(rig, genome, name, tier, self.note)
+            finally:  # the trial restarted the scheduler: its new pid too
+                self.pids[scheduler] = {n: p.pid for n, p in rig.cluster.processes.items()}
             with self.journal.open("a") as f:
                 f.write(json.dumps({**result.as_dict(), "tier": tier.name, "searchSeed": self.s.seed,
                                     "build": self.builds.get(scheduler)}) + "\n")
