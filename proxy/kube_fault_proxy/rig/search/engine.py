@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
+from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search import precheck, resume
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
@@ -258,6 +259,10 @@ class Search:
                 down(rig.cluster.dir, grace=3.0)
         self._rigs.close()
         self.rigs.clear()
+        for d in self.state_dirs():  # a control plane a signal caught between its start and its rig: stop it too
+            procs = Cluster(d).processes
+            if live_groups({p.pid for p in procs.values()}):
+                down(d, grace=3.0)
 
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
         """Run and record one trial (or take an earlier run's record of it, when resuming)."""
