@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kube_fault_proxy.rig.search import engine
-from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
+from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.output import write
 from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult

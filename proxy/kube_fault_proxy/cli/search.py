@@ -17,9 +17,10 @@ from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import known
-from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
+from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
 from kube_fault_proxy.rig.shapes import SHAPES

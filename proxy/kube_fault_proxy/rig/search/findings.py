@@ -15,7 +15,7 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 from kube_fault_proxy.rig.search.grammar import MATCHES
 
 if TYPE_CHECKING:
-    from kube_fault_proxy.rig.search.engine import Hit
+    from kube_fault_proxy.rig.search.outcome import Hit
     from kube_fault_proxy.rig.search.shrink import Shrunk
     from kube_fault_proxy.rig.search.trial import TrialResult
 

@@ -20,9 +20,9 @@ from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.safety import SAFETY
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search import coverage
-from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
 from kube_fault_proxy.rig.search.report_known import known_lines
 
 MINIMAL = "search-minimal"

@@ -3,7 +3,7 @@ were the faults' own effect, and how the budget was shared between them and new 
 
 from __future__ import annotations
 
-from kube_fault_proxy.rig.search.engine import Outcome
+from kube_fault_proxy.rig.search.outcome import Outcome
 
 
 def known_lines(out: Outcome) -> list[str]:
