@@ -22,7 +22,8 @@ def known_lines(out: Outcome) -> list[str]:
     for k in out.known.values():
         e = k.entry
         confirmed = f"confirmed once at trial {k.confirmed_at}" if k.confirmed_at is not None else "not confirmed"
-        lines.append(f"- **known: {e.id}** ({e.title}): {len(k.trials)} hits (trials "
+        hits = f"{len(k.trials)} hit{'s' if len(k.trials) != 1 else ''}"
+        lines.append(f"- **known: {e.id}** ({e.title}): {hits} (trials "
                      f"{', '.join(map(str, k.trials))}), {confirmed}, not shrunk; upstream: {e.upstream}"
                      + (f"; report: {e.report}" if e.report else ""))
     for h in effects:
