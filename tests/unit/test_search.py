@@ -15,7 +15,7 @@ from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.proxy.profiles.loader import load_text
 from kube_fault_proxy.rig.catalogue import INVARIANTS
 from kube_fault_proxy.rig.scenario import load_scenario
-from kube_fault_proxy.rig.search.engine import Hit, Outcome, Search, Settings
+from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.grammar import (
     ALL_KINDS,
@@ -26,6 +26,7 @@ from kube_fault_proxy.rig.search.grammar import (
     random_genome,
     trial_rng,
 )
+from kube_fault_proxy.rig.search.outcome import Hit, Outcome, Settings
 from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.profiles.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console
-from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome, Search, Settings
+from kube_fault_proxy.rig.search import known
+from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
+from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
 from kube_fault_proxy.rig.shapes import SHAPES
 
@@ -62,12 +67,21 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
                          "they need --scheduler yunikorn")
     state = args.state_dir or default_state_dir().parent / "search"
+    catalogue = known.catalogue(tuple(args.known or ()))  # a bad one fails here, before anything is built
+    asked = "" if args.include_known in (None, "all") else args.include_known
+    as_new = tuple(i.strip() for i in asked.split(",") if i.strip())
+    ids = [k.id for k in catalogue.known]
+    if set(as_new) - set(ids):
+        raise UsageError(f"--include-known: no known finding {', '.join(sorted(set(as_new) - set(ids)))} "
+                         f"(known: {', '.join(ids)}; or `all`)")
     return Settings(scheduler=args.scheduler, control=control, budget=budget, seed=args.seed,
                     kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, shrink_total=shrink_total,
                     replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
-                    yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every)
+                    yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
+                    include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
+                    fresh=args.fresh)
 
 
 def _control(scheduler: str, asked: str | None) -> str | None:
@@ -98,8 +112,12 @@ def _search(args: argparse.Namespace) -> int:
                                                f"corpus {out.corpus}, best: {best}")
 
         started = time.monotonic()
-        out = Search(s, bar.note, progress).run()
-    report = write(out, sys.argv)
+        out = Search(s, bar.note, progress, lambda o: write(o, sys.argv)).run()  # the report: written as it goes
+    report = s.out / "report.md"
+    if out.interrupted:
+        print(f"interrupted by {out.interrupted} after {len(out.trials)} search trials; every process the search "
+              f"started is stopped; report: {report}\ncontinue: the same command (same -o and --seed)")
+        return 128 + signal.Signals[out.interrupted].value  # as a shell reports a command a signal ended
     canaries = f"{len(out.canaries)} canaries ({len(out.broken_canaries())} broke: the rig's or the workload's)"
     nothing = f"{out.injected_nothing} injected nothing ({out.injected_nothing_share():.0%})"
     if not out.findings:
@@ -155,8 +173,10 @@ def run(args: argparse.Namespace) -> int:
         if args.search_command == "replay":
             return _replay(args)
         return _search(args)
-    except UsageError as e:
-        print(f"kube-fault-proxy search: {e}", file=sys.stderr)
+    except (UsageError, ResumeError, ProfileError) as e:
+        what = f"{args.output}/trials.jsonl cannot be resumed: {e} (--fresh starts over)" if isinstance(
+            e, ResumeError) else str(e)
+        print(f"kube-fault-proxy search: {what}", file=sys.stderr)
         return USAGE
     except (ClusterError, build.BuildError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
@@ -193,6 +213,17 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "finding whose drawn profile contains an earlier minimal case is filed under it unshrunk")
     p.add_argument("--replays", type=int, default=5, help="replays of the minimal case (default 5)")
     p.add_argument("--max-trials", type=int, help="stop after this many search trials")
+    p.add_argument("--include-known", nargs="?", const="all", metavar="ID,...",
+                   help="confirm, shrink and replay hits of known bugs (the shipped catalogue and --known) and hits "
+                        "that are the faults' own effect like any other, as before the catalogue (with IDs: only "
+                        "those known findings, e.g. YUNIKORN-3128); by default each known bug is confirmed once and "
+                        "then only counted, and a fault's own effect is never confirmed")
+    p.add_argument("--known", type=Path, action="append", metavar="FILE",
+                   help="a known-findings catalogue of your own, added to the shipped one (repeatable; the same "
+                        "format as the package's known-findings.yaml)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start from trial 0 even when -o DIR holds this search's trials.jsonl (by default a search "
+                        "with the same -o, scheduler and seed continues where it stopped)")
     p.add_argument("--profiles", type=Path, metavar="DIR",
                    help="profile library (default: ./fault_profiles if it exists, else the shipped one)")
     p.add_argument("--state-dir", type=Path, help="where the search's control planes live")

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
-import statistics
+import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from kube_fault_proxy.rig.search import precheck
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
+from kube_fault_proxy.rig.cluster.processes import live_groups
+from kube_fault_proxy.rig.search import known as known_findings
+from kube_fault_proxy.rig.search import precheck, resume
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
-from kube_fault_proxy.rig.search.shrink import Shrunk, shrink
+from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Hit, KnownTally, Outcome, Settings, control_shares
+from kube_fault_proxy.rig.search.shrink import shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,
     CONTROL,
@@ -30,137 +34,18 @@ from kube_fault_proxy.rig.search.trial import (
     confirm_tier,
     run_trial,
 )
-from kube_fault_proxy.rig.shapes import SHAPES
 
 FRESH_SHARE = 0.4  # share of trials drawn fresh once the corpus is not empty (the rest mutate it)
-UNFAULTED = "unfaulted"  # the control: the same scheduler and workload without the profile
 PRECHECK_ATTEMPTS = 30  # draws per trial before a genome the pre-check calls wasted is run anyway
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What `search` was asked to do."""
-
-    scheduler: str
-    control: str | None
-    budget: float
-    seed: int
-    kinds: tuple[str, ...]
-    out: Path
-    state_dir: Path
-    profiles_dir: Path
-    nodes: int = 20
-    pods: int = 100
-    shrink_budget: float = 600.0
-    replays: int = 5
-    # No finding's shrink starts once this much of the shrink phase is spent (None: every finding is shrunk).
-    shrink_total: float | None = 1800.0
-    max_trials: int | None = None
-    # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
-    yunikorn_patch: Path | None = None
-    yunikorn_source: Path | None = None
-    shapes: tuple[str, ...] = SHAPES  # workload shapes the grammar draws from (rig.shapes)
-    canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
-
-
-def control_shares(control: list[str] | None, target: list[str]) -> bool:
-    """Whether a control run disqualifies a hit: it failed to run, or it broke one of the hit's invariants
-    (then the faults or the workload break them, not the scheduler under test). A control that breaks only
-    other invariants (kube-scheduler placing an anti-affinity pair together under the same faults) leaves
-    the hit confirmed; what it broke is the control scheduler's own finding, reported apart."""
-    broken = control or []
-    return any(c.startswith("error:") for c in broken) or bool(set(broken) & set(target))
-
-
-@dataclass
-class Hit:
-    """A trial that broke invariants, and what confirming it showed."""
-
-    trial: int
-    genome: Genome
-    broken: list[str]
-    replay: list[str] | None = None
-    control: list[str] | None = None
-    # confirmed | not-reproduced | control-broken (rig or workload) | no-injection (nothing injected: not the faults)
-    verdict: str = "unconfirmed"
-
-    @property
-    def target(self) -> list[str]:
-        """What both the first run and the replay broke."""
-        return sorted(set(self.broken) & set(self.replay or []))
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
-                "control": self.control, "verdict": self.verdict}
-
-
-@dataclass
-class Outcome:
-    """Everything a search did, for the report."""
-
-    settings: Settings
-    trials: list[TrialResult] = field(default_factory=list)
-    hits: list[Hit] = field(default_factory=list)
-    confirmed: Hit | None = None
-    target: list[str] = field(default_factory=list)
-    shrunk: Shrunk | None = None
-    minimal_control: list[str] | None = None
-    replays: list[list[str]] = field(default_factory=list)
-    witness: TrialResult | None = None
-    search_seconds: float = 0.0
-    shrink_seconds: float = 0.0
-    total_seconds: float = 0.0
-    corpus: int = 0
-    best_near_miss: int = 0
-    fast_seconds: list[float] = field(default_factory=list)  # every search-tier run (search and shrink)
-    builds: dict[str, str] = field(default_factory=dict)  # scheduler -> its exact build, as the rig ran it
-    findings: list[Finding] = field(default_factory=list)  # distinct confirmed bugs, first found first
-    canaries: list[TrialResult] = field(default_factory=list)  # fault-free trials; one that broke is the rig's
-    prechecked: int = 0  # genomes the pre-check redrew (no rule could fire on the workload)
-    tokens: int = 0  # distinct novelty tokens the search trials showed (per-pod fault sequences, phase events)
-    novel: int = 0  # search trials that showed a token no earlier trial had
-    dead_forms: list[str] = field(default_factory=list)  # rule forms the pre-check learned never inject
-
-    @property
-    def injected_nothing(self) -> int:
-        """Search trials (canaries aside) whose profile injected nothing: no evidence either way."""
-        return sum(1 for t in self.trials if t.injections == 0 and not t.error)
-
-    def injected_nothing_share(self) -> float:
-        """That, as a share of the search trials."""
-        return self.injected_nothing / len(self.trials) if self.trials else 0.0
-
-    def broken_canaries(self) -> list[TrialResult]:
-        """Canaries that broke an invariant with no fault active: the rig's or the workload's problem."""
-        return [c for c in self.canaries if c.broken]
-
-    @property
-    def reproduced(self) -> int:
-        """Replays of the minimal case that broke the target invariants."""
-        return sum(1 for broken in self.replays if set(self.target) <= set(broken))
-
-    def trial_seconds(self) -> list[float]:
-        """Durations of the search-tier trials."""
-        return [t.seconds for t in self.trials]
-
-    def median_trial(self) -> float:
-        """Median search-trial duration."""
-        return statistics.median(self.trial_seconds()) if self.trials else 0.0
-
-    def trials_per_hour(self) -> float:
-        """Search trials per hour of trial time (each trial from its scheduler restart to its cleanup;
-        control-plane starts and confirmation runs are not in it)."""
-        total = sum(self.trial_seconds())
-        return len(self.trials) * 3600 / total if total else 0.0
-
-
 class Search:
-    """One search run; the rigs are opened lazily and always closed."""
+    """One search run; the rigs are opened lazily and always closed, on a signal too (interrupt.py)."""
 
     def __init__(self, settings: Settings, note: Callable[[str], None],
-                 progress: Callable[[Outcome], None] | None = None) -> None:
-        self.s, self.note, self.progress = settings, note, progress
+                 progress: Callable[[Outcome], None] | None = None,
+                 checkpoint: Callable[[Outcome], object] | None = None) -> None:
+        self.s, self.note, self.progress, self.checkpoint = settings, note, progress, checkpoint
         self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
         self._rigs = contextlib.ExitStack()  # every rig started, stopped together by close()
@@ -169,30 +54,79 @@ class Search:
         self.ran: dict[str, int] = {}  # rule form -> trials it was in; fired: those where it injected
         self.fired: dict[str, int] = {}
         self.prechecked = 0
+        self.records = resume.Records([])
+        every = known_findings.catalogue(settings.known_files)
+        self.catalogue = every.model_copy(update={"known": [k for k in every.known
+                                                            if k.id not in settings.known_as_new]})
+        self.labels = every  # what a finding is labelled by (--include-known keeps the label, not the shortcut)
+        self.interrupted = False
+        self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
+        self.t_start = time.monotonic()
+        self.pids: dict[str, dict[str, int]] = {}
 
     def rig(self, scheduler: str) -> Rig:
         """The rig for a scheduler, started on first use."""
         if scheduler not in self.rigs:
+            left = self.s.state_dir / scheduler
+            if Cluster(left).processes:  # an earlier run's, killed (kill -9) before it could stop them
+                stopped = down(left)
+                self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {scheduler} ({self.s.nodes} nodes)")
             self.rigs[scheduler] = self._rigs.enter_context(Rig.running(
                 self.s.state_dir / scheduler, scheduler, self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
                 self.s.yunikorn_source))
             self.builds[scheduler] = self.rigs[scheduler].build
+        self.pids[scheduler] = {n: p.pid for n, p in self.rigs[scheduler].cluster.processes.items()}
         return self.rigs[scheduler]
 
+    def state_dirs(self) -> list[Path]:
+        """Where every control plane this search may start keeps its state (and its processes' pids)."""
+        return [self.s.state_dir / name for name in dict.fromkeys([self.s.scheduler, self.s.control or ""]) if name]
+
+    def kill_now(self) -> None:
+        """SIGKILL every process group any control plane of this search recorded (a second signal's answer)."""
+        for d in self.state_dirs():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                for p in Cluster(d).state.get("processes", {}).values():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(p["pid"]), signal.SIGKILL)
+
     def close(self) -> None:
-        """Stop every rig."""
+        """Stop every rig (after a signal, with a shorter grace: SIGKILL 3 s after SIGTERM)."""
+        if self.interrupted:
+            for rig in self.rigs.values():
+                down(rig.cluster.dir, grace=3.0)
         self._rigs.close()
         self.rigs.clear()
+        for d in self.state_dirs():  # a control plane a signal caught between its start and its rig: stop it too
+            procs = Cluster(d).processes
+            if live_groups({p.pid for p in procs.values()}):
+                down(d, grace=3.0)
 
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        """Run and record one trial."""
-        result = run_trial(self.rig(scheduler), genome, name, tier, self.note)
+        """Run and record one trial (or take an earlier run's record of it, when resuming)."""
+        recorded = self.records.take(name, scheduler, genome)
+        if recorded is not None:
+            result, build = recorded
+            if build is not None:
+                self.builds.setdefault(scheduler, build)
+        else:
+            rig = self.rig(scheduler)
+            try:
+                result = run_trial(rig, genome, name, tier, self.note)
+            finally:  # the trial restarted the scheduler: its new pid too
+                self.pids[scheduler] = {n: p.pid for n, p in rig.cluster.processes.items()}
+            with self.journal.open("a") as f:
+                f.write(json.dumps({**result.as_dict(), "tier": tier.name, "searchSeed": self.s.seed,
+                                    "build": self.builds.get(scheduler)}) + "\n")
         if tier is SEARCH:
             self.fast_seconds.append(result.seconds)
-        with self.journal.open("a") as f:
-            f.write(json.dumps({**result.as_dict(), "tier": tier.name}) + "\n")
+        self.step_seconds += result.seconds
         return result
+
+    def elapsed(self) -> float:
+        """The search's time: this run's, and the trial seconds of what an earlier run recorded and this one took."""
+        return time.monotonic() - self.t_start + self.records.seconds
 
     def genome(self, number: int, corpus: Sequence[Genome]) -> Genome:
         """Trial `number`'s genome: a function of (seed, number), the corpus and the forms learned dead so far;
@@ -233,73 +167,150 @@ class Search:
                       "workload's problem, not a finding")
 
     def run(self) -> Outcome:
-        """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one."""
+        """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one. A
+        signal ends it early; the report is written as findings are confirmed and once more at the end."""
         s, out = self.s, Outcome(self.s)
         s.out.mkdir(parents=True, exist_ok=True)
-        self.journal.write_text("")
-        t_start = time.monotonic()
+        self.records = resume.open_journal(self.journal, s.seed, s.scheduler, s.fresh, self.note)
+        self.t_start = time.monotonic()
+        guard = SignalGuard(self.kill_now, self.note)
+        with guard.installed():
+            try:
+                try:
+                    self.search(out)
+                    out.phase = "shrinking"
+                    self.shrink_all(out)
+                    out.phase = "done"
+                except Interrupted as e:
+                    self.interrupted = True
+                    out.interrupted, out.phase = e.name, "interrupted"
+                    self.note(f"stopping: {e.name}")
+            finally:
+                with guard.teardown():
+                    self.close()
+            with guard.teardown():
+                self.snapshot(out)
+                out.total_seconds = self.elapsed()
+                if self.checkpoint is not None:
+                    self.checkpoint(out)
+        return out
+
+    def snapshot(self, out: Outcome) -> None:
+        """What the outcome cannot keep up to date itself, for a report written now."""
+        out.fast_seconds, out.builds, out.prechecked = list(self.fast_seconds), dict(self.builds), self.prechecked
+        out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
+        out.resumed, out.pids = self.records.served, {k: dict(v) for k, v in self.pids.items()}
+        if out.phase == "searching" or (out.phase == "interrupted" and not out.search_seconds):
+            out.search_seconds = self.elapsed()
+        if out.phase != "done" and out.findings:  # before the shrink phase is over: the first finding, unshrunk
+            first = out.findings[0]
+            out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
+            out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
+
+    def save(self, out: Outcome) -> None:
+        """Write the report now (a confirmed finding or a known hit), so a killed search leaves it."""
+        if self.checkpoint is not None:
+            self.snapshot(out)
+            self.checkpoint(out)
+
+    def search(self, out: Outcome) -> None:
+        """The search phase: trials until the budget (or the trial cap) ends."""
+        s = self.s
         corpus: list[Genome] = []
         seen: set[str] = set()
-        try:
-            number = 0
-            while time.monotonic() - t_start < s.budget and (s.max_trials is None or number < s.max_trials):
-                if s.canary_every and number % s.canary_every == s.canary_every - 1:
-                    self.canary(number, out)
-                    number += 1
-                    continue
-                g = self.genome(number, corpus)
-                result = self.trial(s.scheduler, g, f"t{number}")
-                out.trials.append(result)
-                self.learn(g, result)
-                new = result.tokens - seen
-                seen |= result.tokens
-                out.tokens, out.novel = len(seen), out.novel + bool(new)
-                if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
-                    corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
-                out.best_near_miss = max(out.best_near_miss, result.near_miss)
-                out.corpus = len(corpus)
-                if self.progress is not None:
-                    self.progress(out)
-                if result.hit and not result.error:
-                    if result.injections == 0:
-                        out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
-                        self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
-                                  "the rig's or the workload's problem, not a finding")
-                    else:
-                        hit = self.confirm(number, g, result)
-                        out.hits.append(hit)
-                        if hit.verdict == "confirmed":
-                            add_hit(out.findings, hit)
+        number = 0
+        while self.elapsed() < s.budget and (s.max_trials is None or number < s.max_trials):
+            self.step_seconds = 0.0
+            if s.canary_every and number % s.canary_every == s.canary_every - 1:
+                self.canary(number, out)
+                out.spent.add(None, self.step_seconds)
                 number += 1
-            out.search_seconds = time.monotonic() - t_start
-            out.prechecked = self.prechecked
-            out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
-            t0 = time.monotonic()
-            done: list[Finding] = []
-            for f in shrink_order(out.findings):
-                if (home := contained_in(f, done)) is not None:
-                    home.hits += f.hits
-                    home.contained += len(f.hits)
-                    out.findings.remove(f)
-                    continue
-                if s.shrink_total is not None and time.monotonic() - t0 >= s.shrink_total:
-                    self.note(f"not shrinking trial {f.first.trial}'s hit ({', '.join(f.target)}): the total shrink "
-                              f"budget ({s.shrink_total:.0f}s) is spent")
-                    continue
-                self.minimise(f)
-                done.append(f)
-            out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
+                continue
+            g = self.genome(number, corpus)
+            result = self.trial(s.scheduler, g, f"t{number}")
+            out.trials.append(result)
+            self.learn(g, result)
+            new = result.tokens - seen
+            seen |= result.tokens
+            out.tokens, out.novel = len(seen), out.novel + bool(new)
+            if (new or result.near_miss > out.best_near_miss) and not result.error and result.injections:
+                corpus.append(g)  # a trial that injected nothing is no evidence, novel or clean
+            out.best_near_miss = max(out.best_near_miss, result.near_miss)
+            out.corpus = len(corpus)
+            if self.progress is not None:
+                self.progress(out)
+            verdict = self.file_hit(number, g, result, out) if result.hit and not result.error else None
+            out.spent.add(verdict, self.step_seconds)
+            number += 1
+        out.search_seconds = self.elapsed()
+        out.prechecked = self.prechecked
+        out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
+
+    def file_hit(self, number: int, g: Genome, result: TrialResult, out: Outcome) -> str:
+        """Classify a trial that broke something: nothing injected, the faults' own effect, a known bug (confirmed
+        once, then only counted), or a hit to confirm and file as a finding; returns the verdict."""
+        s = self.s
+        if result.injections == 0:
+            out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
+            self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
+                      "the rig's or the workload's problem, not a finding")
+            return "no-injection"
+        if result.own_effect and not s.include_known:
+            out.hits.append(Hit(number, g, result.broken, verdict="fault-effect", known=result.own_effect))
+            self.note(f"  t{number} broke {', '.join(result.broken)}: the fault's own effect ({result.own_effect})")
+            return "fault-effect"
+        build = self.builds.get(s.scheduler)
+        entry = None if s.include_known else self.catalogue.match(result.broken, g, s.scheduler, build)
+        tally = out.known.get(entry.id) if entry is not None else None
+        if entry is not None and tally is not None and tally.confirmed_at is not None:
+            hit = Hit(number, g, result.broken, verdict="known", known=entry.id)
+            self.note(f"  t{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
+        else:
+            hit = self.confirm(number, g, result)
+            entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match(
+                hit.target, g, s.scheduler, build)
+            if entry is not None:
+                hit.verdict, hit.known = "known", entry.id
+                tally = out.known.setdefault(entry.id, KnownTally(entry))
+                tally.confirmed_at = number
+                self.note(f"  known: {entry.id} ({entry.upstream}); its hits are counted from now on, not shrunk")
+            elif hit.verdict == "confirmed":
+                add_hit(out.findings, hit)
+        out.hits.append(hit)
+        if hit.verdict == "known" and hit.known is not None:
+            out.known[hit.known].trials.append(number)
+        if hit.verdict in ("known", "confirmed"):
+            self.save(out)
+        return hit.verdict
+
+    def shrink_all(self, out: Outcome) -> None:
+        """The shrink phase: each distinct finding shrunk (within the total budget) and its minimal case replayed."""
+        s = self.s
+        t0 = time.monotonic()
+        done: list[Finding] = []
+        for f in shrink_order(out.findings):
+            if (home := contained_in(f, done)) is not None:
+                home.hits += f.hits
+                home.contained += len(f.hits)
+                out.findings.remove(f)
+                continue
+            if s.shrink_total is not None and time.monotonic() - t0 >= s.shrink_total:
+                self.note(f"not shrinking trial {f.first.trial}'s hit ({', '.join(f.target)}): the total shrink "
+                          f"budget ({s.shrink_total:.0f}s) is spent")
+                continue
+            self.minimise(f)
+            done.append(f)
             out.shrink_seconds = time.monotonic() - t0
-            if out.findings:
-                first = out.findings[0]
-                out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
-                out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
-        finally:
-            self.close()
-        out.total_seconds = time.monotonic() - t_start
-        out.fast_seconds = self.fast_seconds
-        out.builds = dict(self.builds)
-        return out
+            self.save(out)
+        out.findings = merge(sorted(out.findings, key=lambda f: f.shrunk is None))
+        out.shrink_seconds = time.monotonic() - t0
+        for f in out.findings:  # a known bug searched as new ground (--include-known) keeps its name
+            entry = self.labels.match(f.target, f.minimal, s.scheduler, self.builds.get(s.scheduler))
+            f.known = entry.id if entry is not None else None
+        if out.findings:
+            first = out.findings[0]
+            out.confirmed, out.target, out.shrunk = first.first, first.target, first.shrunk
+            out.replays, out.minimal_control, out.witness = first.replays, first.minimal_control, first.witness
 
     def confirm(self, number: int, g: Genome, first: TrialResult) -> Hit:
         """Replay the same profile and seed (patiently), then run the control scheduler under it."""

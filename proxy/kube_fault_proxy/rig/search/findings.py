@@ -15,7 +15,7 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 from kube_fault_proxy.rig.search.grammar import MATCHES
 
 if TYPE_CHECKING:
-    from kube_fault_proxy.rig.search.engine import Hit
+    from kube_fault_proxy.rig.search.outcome import Hit
     from kube_fault_proxy.rig.search.shrink import Shrunk
     from kube_fault_proxy.rig.search.trial import TrialResult
 
@@ -54,6 +54,7 @@ class Finding:
     witness: TrialResult | None = None
     shrink_seconds: float = 0.0
     contained: int = 0  # hits of other drawn profiles filed here unshrunk (`contained_in`)
+    known: str | None = None  # the known finding it matches (searched as new ground: --include-known)
 
     @property
     def first(self) -> Hit:
@@ -85,6 +86,7 @@ class Finding:
         return {"signature": list(self.signature), "target": self.target, "trials": [h.trial for h in self.hits],
                 "shrunk": self.shrunk is not None, "contained": self.contained,
                 "reproduced": self.reproduced, "replays": len(self.replays), "minimalControl": self.minimal_control,
+                "known": self.known,
                 "dir": f"findings/{self.slug(index)}"}
 
 

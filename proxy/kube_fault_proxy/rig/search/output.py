@@ -20,9 +20,10 @@ from kube_fault_proxy.rig.report import timeline_svg
 from kube_fault_proxy.rig.safety import SAFETY
 from kube_fault_proxy.rig.scenario import load_scenario
 from kube_fault_proxy.rig.search import coverage
-from kube_fault_proxy.rig.search.engine import UNFAULTED, Outcome
-from kube_fault_proxy.rig.search.findings import Finding
+from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
+from kube_fault_proxy.rig.search.report_known import known_lines
 
 MINIMAL = "search-minimal"
 INVARIANT_NAMES = ("stranded", "missing-node", *SAFETY, "I1", "I2", "I3", "I4", "I5")
@@ -115,7 +116,12 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "coverage": coverage.coverage(out.trials, s.kinds, out.tokens, out.novel, out.dead_forms),
         "canaries": [{"name": c.name, "shape": c.genome.shape, "broken": c.broken, "error": c.error}
                      for c in out.canaries],
-        "findings": [f.as_dict(i) for i, f in enumerate(out.findings, 1)] if index else []}
+        "findings": [f.as_dict(i) for i, f in enumerate(out.findings, 1)] if index else [],
+        "phase": out.phase, "interrupted": out.interrupted, "resumedSteps": out.resumed,
+        "includeKnown": s.include_known, "budgetShares": out.spent.as_dict(),
+        "known": [{"id": k.entry.id, "title": k.entry.title, "upstream": k.entry.upstream, "trials": k.trials,
+                   "confirmedAt": k.confirmed_at} for k in out.known.values()],
+        "processes": out.pids}
     minimal = out.shrunk.genome if out.shrunk is not None else None
     if minimal is not None:
         (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
@@ -197,7 +203,8 @@ def _index(out: Outcome) -> list[str]:
              "| # | invariants broken | fault kinds and matches (minimal profile) | found at trials | reproduced "
              "| control | report |", "|---|---|---|---|---|---|---|"]
     for i, f in enumerate(out.findings, 1):
-        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)} | {'; '.join(f.signature[1:]) or '-'} | "
+        known = f" (known: {f.known})" if f.known else ""
+        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)}{known} | {'; '.join(f.signature[1:]) or '-'} | "
                      f"{', '.join(str(h.trial) for h in f.hits)} | {f.rate()} | "
                      f"{control_text(out.settings.control, f.minimal_control)} | "
                      f"[findings/{f.slug(i)}](findings/{f.slug(i)}/report.md) |")
@@ -216,7 +223,9 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
               f"best near miss (allocations - bound) {out.best_near_miss}",
               f"- every search-tier run (search trials and shrink candidates): {len(out.fast_seconds)}, median "
               f"{doc['searchTierMedianSeconds']} s", *_evidence(out), ""]
+    lines = lines[:2] + _state(out) + lines[2:]
     if index:
+        lines += known_lines(out)
         lines += _index(out)
         lines += _searched(out, doc)
     if out.confirmed is None:
@@ -226,8 +235,8 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
         lines += [f"## Confirmed, not shrunk: {', '.join(label(i) for i in out.target)}", "",
                   f"- found at trial {out.confirmed.trial}; replay broke {replay}; "
                   f"{control_text(s.control, out.confirmed.control)}",
-                  f"- not shrunk and not replayed: the total shrink budget ({s.shrink_total or 0:.0f} s) was spent "
-                  "before its turn. Its drawn profile, as the trial ran it:", "", "```yaml",
+                  f"- not shrunk and not replayed: {_unshrunk_reason(out)}. Its drawn profile, as the trial ran it:",
+                  "", "```yaml",
                   drawn.to_yaml(MINIMAL, f"Drawn by kube-fault-proxy search (seed {s.seed}, trial "
                                          f"{out.confirmed.trial}); breaks {', '.join(out.target)}; "
                                          "not shrunk.").rstrip(),
@@ -265,8 +274,9 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
     lines += ["## Hits", "", "| trial | broken | replay | control | verdict |", "|---|---|---|---|---|"]
     for h in out.hits:
         replay = (", ".join(h.replay) or "clean") if h.replay is not None else "-"
+        verdict = f"known: {h.known}" if h.verdict == "known" else h.verdict
         lines.append(f"| {h.trial} | {', '.join(h.broken)} | {replay} | "
-                     f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {h.verdict} |")
+                     f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {verdict} |")
     rig = [h for h in out.hits if h.verdict == "control-broken"]
     lines += ["", f"Hits where the control broke one of their invariants too (the rig's or the workload's fault, "
                   f"not the scheduler's): {len(rig)}.", ""]
@@ -276,8 +286,50 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
                   "violations, not evidence against the scheduler under test, and worth a look of their own: "
                   + "; ".join(f"trial {h.trial}: {', '.join(label(i) for i in h.control or [])}" for h in own)
                   + ".", ""]
+    if index:
+        lines += trial_lines(out)
     lines += ["Every trial (genome, broken invariants, seconds) is in `trials.jsonl`.", ""]
     return "\n".join(lines)
+
+
+def trial_lines(out: Outcome) -> list[str]:
+    """Every search trial and canary, in order."""
+    verdicts = {h.trial: (f"known: {h.known}" if h.verdict == "known" else h.verdict) for h in out.hits}
+    runs = sorted([*out.trials, *out.canaries], key=lambda r: int(r.name[1:]) if r.name[1:].isdigit() else 0)
+    lines = ["## Trials", "", "| trial | fault kinds and matches | broken | injections | s | verdict |",
+             "|---|---|---|---|---|---|"]
+    for r in runs:
+        number = int(r.name[1:]) if r.name[1:].isdigit() else -1
+        lines.append(f"| {r.name} | {'; '.join(sorted(kinds_on_matches(r.genome))) or 'none (canary)'} | "
+                     f"{', '.join(r.broken) or ('error' if r.error else 'clean')} | {r.injections} | "
+                     f"{r.seconds:.0f} | {verdicts.get(number, '-') if r.name.startswith('t') else 'canary'} |")
+    return [*lines, ""]
+
+
+def _state(out: Outcome) -> list[str]:
+    """Whether the search is still running, was interrupted, or resumed an earlier run."""
+    lines = []
+    if out.phase in ("searching", "shrinking"):
+        lines.append(f"**Written while {out.phase}**: the search rewrites this report as it confirms findings; "
+                     "a search killed now leaves it as it is.")
+    if out.interrupted:
+        lines.append(f"**Interrupted by {out.interrupted}** after {len(out.trials)} search trials: every process it "
+                     "started was stopped; what it did so far is below. Run the same command (same `-o` and "
+                     "`--seed`) to continue from the next trial.")
+    if out.resumed:
+        lines.append(f"Resumed: {out.resumed} search steps were taken from `trials.jsonl` (an earlier run's), "
+                     "not run again.")
+    return [*lines, ""] if lines else []
+
+
+def _unshrunk_reason(out: Outcome) -> str:
+    """Why a confirmed finding has no minimal case."""
+    if out.interrupted:
+        return f"the search was interrupted ({out.interrupted}) before it was shrunk"
+    if out.phase in ("searching", "shrinking"):
+        return "the search had not shrunk it yet when this report was written"
+    return f"the total shrink budget ({out.settings.shrink_total or 0:.0f} s) was spent before its turn"
+
 
 
 def _witnesses(out: Outcome) -> list[str]:

@@ -22,6 +22,7 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Op
 from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.scheduler_kill import CrashPoints
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
+from kube_fault_proxy.rig.search.known import own_effect
 
 LOAD_RATE = 200.0
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
@@ -116,6 +117,7 @@ class TrialResult:
     history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
     seconds: float = 0.0
     restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
+    own_effect: str | None = None  # what the journal shows the faults did that explains every break (known.py)
     quiet: bool = True
     error: str | None = None
     # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
@@ -135,7 +137,18 @@ class TrialResult:
                 "counts": self.check.get("counts", {}), "injections": self.injections,
                 "fired": sorted(self.fired), "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
-                "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error}
+                "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
+                "tokens": sorted(self.tokens), "ownEffect": self.own_effect}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], genome: Genome) -> TrialResult:
+        """A trials.jsonl line back (what a resumed search needs; samples and histories are not kept)."""
+        return cls(str(doc["name"]), str(doc["scheduler"]), genome, broken=list(doc["broken"]),
+                   check={"counts": doc.get("counts", {})}, injections=int(doc["injections"]),
+                   fired=set(doc.get("fired", [])), near_miss=int(doc.get("nearMiss", 0)),
+                   tokens=set(doc.get("tokens", [])), seconds=float(doc.get("seconds", 0.0)),
+                   restart_seconds=float(doc.get("restartSeconds", 0.0)), quiet=bool(doc.get("quiet", True)),
+                   error=doc.get("error"), own_effect=doc.get("ownEffect"))
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -353,6 +366,7 @@ class _Trial:
                  for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
         result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
         result.tokens |= {f"broken:{b}" for b in result.broken}
+        result.own_effect = own_effect(result.check, result.history, self.genome.action)
         if result.tokens and self.genome.shape != "roomy":
             result.tokens.add(f"shape:{self.genome.shape}")
 
@@ -367,7 +381,8 @@ class _Trial:
 
 def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
               note: Callable[[str], None] | None = None) -> TrialResult:
-    """Run one trial; never raises for what the scheduler or the faults do (errors are recorded)."""
+    """Run one trial; never raises for what the scheduler or the faults do (errors are recorded). Anything else
+    (an interruption) ends it at once, uncleaned: the control plane is going down."""
     t0 = time.monotonic()
     with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
         trial = _Trial(rig, genome, name, tier, control, api)
@@ -380,8 +395,7 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
             trial.judge(snap)
         except (httpx.HTTPError, ControlError, HTTPError, ApiError, KeyError, ValueError, ClusterError) as e:
             result.error = f"{type(e).__name__}: {e}"
-        finally:
-            trial.clean()
+        trial.clean()
     result.seconds = time.monotonic() - t0
     if note is not None:
         note(f"  {name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "

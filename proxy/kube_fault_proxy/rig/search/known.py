@@ -1,0 +1,147 @@
+"""Known findings as data: the catalogue of bugs the search has already found (shipped as known-findings.yaml,
+each with its signature and upstream reference), matching a hit against it, and telling a break that is the
+fault's own effect (a pod whose own ADDED the proxy dropped) from a bug.
+
+A hit matches an entry when the scheduler is the entry's, its build matches one of `builds` and none of
+`fixedIn` (shell patterns over the build as `cluster status` names it), it breaks every invariant of `breaks`
+and none outside `within`, and its profile holds a `kind on match` that one of `provokedBy`'s patterns names."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from kube_fault_proxy.proxy.profiles.loader import problem_from, read_text
+from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, ProfileError
+from kube_fault_proxy.proxy.profiles.strict import StrictModel
+from kube_fault_proxy.proxy.profiles.yaml_reader import compose
+from kube_fault_proxy.rig.catalogue import lookup
+from kube_fault_proxy.rig.search.findings import kinds_on_matches
+from kube_fault_proxy.rig.search.genome import Genome
+
+SHIPPED = Path(__file__).with_name("known-findings.yaml")
+DROPPED_ADDED = "watch Pod ADDED -> dropped"  # trial._history's step for a dropEvents drop of a pod's ADDED
+EXPLAINED_BY_A_LOST_POD = frozenset({"stranded", "I3"})  # what a scheduler that never saw the pod breaks
+
+
+def _invariants(words: list[str]) -> list[str]:
+    """Names or aliases as the search keys them (I2, stranded); an unknown one is refused."""
+    return [lookup(w).key for w in words]
+
+
+class Signature(StrictModel):
+    """What a hit of a known bug looks like."""
+
+    breaks: list[str] = Field(min_length=1, description="invariants every hit breaks (names or aliases)")
+    within: list[str] | None = Field(None, description="invariants a hit may break at most (default: any)")
+    provoked_by: list[str] = Field(min_length=1, alias="provokedBy",
+                                   description="`kind on match` patterns (e.g. `resetUpstream on binding`, "
+                                               "`* on binding`); the profile holds one of them")
+
+    @field_validator("breaks", "within")
+    @classmethod
+    def _known_invariants(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _invariants(v)
+
+
+class KnownFinding(StrictModel):
+    """One known bug: its signature, where it applies and where it is reported."""
+
+    id: str = Field(min_length=1, description="a short name: the upstream issue (YUNIKORN-3355) or a slug")
+    title: str = Field(min_length=1, description="one line: what goes wrong")
+    scheduler: Literal["yunikorn", "kube-scheduler"] = Field(description="the scheduler it is a bug of")
+    builds: list[str] = Field(min_length=1, description="build patterns it applies to (`yunikorn v1.9.0*`)")
+    fixed_in: list[str] = Field(default_factory=list, alias="fixedIn",
+                                description="build patterns where it is fixed (checked before `builds`)")
+    signature: Signature
+    upstream: str = Field(min_length=1, description="the upstream reference (an issue URL, or `unreported`)")
+    report: str | None = Field(None, description="this project's write-up, if any")
+
+    def applies_to(self, scheduler: str, build: str | None) -> bool:
+        """Whether the build under test is in its range."""
+        name = build or scheduler
+        return scheduler == self.scheduler and not any(fnmatchcase(name, p) for p in self.fixed_in) and any(
+            fnmatchcase(name, p) for p in self.builds)
+
+    def matches(self, broken: list[str], genome: Genome) -> bool:
+        """Whether a run that broke these invariants under this profile has its signature."""
+        sig, got = self.signature, set(broken)
+        if not set(sig.breaks) <= got or (sig.within is not None and not got <= set(sig.within)):
+            return False
+        return any(fnmatchcase(km, p) for km in kinds_on_matches(genome) for p in sig.provoked_by)
+
+
+class Catalogue(StrictModel):
+    """The file: `known: [...]`."""
+
+    known: list[KnownFinding]
+
+    def match(self, broken: list[str], genome: Genome, scheduler: str, build: str | None) -> KnownFinding | None:
+        """The first entry a hit matches, if any."""
+        return next((k for k in self.known if k.applies_to(scheduler, build) and k.matches(broken, genome)), None)
+
+    def merged(self, other: Catalogue) -> Catalogue:
+        """This catalogue and another's entries (an id both have: the other's wins)."""
+        ids = {k.id for k in other.known}
+        return Catalogue(known=[*(k for k in self.known if k.id not in ids), *other.known])
+
+
+def load(path: Path) -> Catalogue:
+    """A catalogue file; ProfileError names file:line:col and the field of every problem."""
+    source = str(path)
+    data, pos = compose(read_text(path), source)
+    if not isinstance(data, dict):
+        raise ProfileError([Problem(source, 1, 1, "", "a known-findings catalogue is a mapping with `known:`")])
+    try:
+        catalogue = Catalogue.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False)
+        raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
+                           omitted=max(0, len(errors) - MAX_REPORTED)) from None
+    ids = [k.id for k in catalogue.known]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ProfileError([Problem(source, None, None, "known", f"the id {dup!r} is given twice")])
+    return catalogue
+
+
+@cache
+def shipped() -> Catalogue:
+    """The catalogue the package ships."""
+    return load(SHIPPED)
+
+
+def catalogue(extra: tuple[Path, ...] = ()) -> Catalogue:
+    """The shipped catalogue with the user's own files added (later files win on a shared id)."""
+    out = shipped()
+    for path in extra:
+        out = out.merged(load(path))
+    return out
+
+
+def _pod(obj: str) -> str:
+    """A violation's object (`ns/name` or a name) as the pod name the journal's history keys."""
+    return obj.rsplit("/", 1)[-1]
+
+
+def own_effect(check: dict[str, Any], history: dict[str, list[str]], action: str | None) -> str | None:
+    """Why every break of a trial is the fault's own effect, from the journal, or None: each broken invariant is
+    one a scheduler that never saw a pod breaks (stranded, no ask), and for each pod that breaks it the proxy
+    dropped the pod's own ADDED event and nothing later re-announced the pod (no touchPods update)."""
+    violations = check.get("violations") or []
+    if not violations or action == "touchPods":
+        return None
+    pods: set[str] = set()
+    for v in violations:
+        if v.get("invariant") not in EXPLAINED_BY_A_LOST_POD or not v.get("objects"):
+            return None
+        pods |= {_pod(str(o)) for o in v["objects"]}
+    if not all(DROPPED_ADDED in history.get(p, []) for p in pods):
+        return None
+    names = ", ".join(sorted(pods)[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+    return (f"the proxy dropped the ADDED watch event of {names} (dropEvents) and nothing re-announced "
+            f"{'it' if len(pods) == 1 else 'them'}: the scheduler never learned of the pod, as the fault makes it")

@@ -1,0 +1,175 @@
+"""What a search was asked to do (Settings) and what it did (Outcome): its trials, hits, known bugs hit, findings,
+and how its budget was spent; plain data the engine fills and the report reads."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kube_fault_proxy.rig.search import known as known_findings
+from kube_fault_proxy.rig.search.findings import Finding
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.shrink import Shrunk
+from kube_fault_proxy.rig.search.trial import TrialResult
+from kube_fault_proxy.rig.shapes import SHAPES
+
+UNFAULTED = "unfaulted"  # the control: the same scheduler and workload without the profile
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `search` was asked to do."""
+
+    scheduler: str
+    control: str | None
+    budget: float
+    seed: int
+    kinds: tuple[str, ...]
+    out: Path
+    state_dir: Path
+    profiles_dir: Path
+    nodes: int = 20
+    pods: int = 100
+    shrink_budget: float = 600.0
+    replays: int = 5
+    # No finding's shrink starts once this much of the shrink phase is spent (None: every finding is shrunk).
+    shrink_total: float | None = 1800.0
+    max_trials: int | None = None
+    # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
+    yunikorn_patch: Path | None = None
+    yunikorn_source: Path | None = None
+    shapes: tuple[str, ...] = SHAPES  # workload shapes the grammar draws from (rig.shapes)
+    canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
+    include_known: bool = False  # confirm, shrink and replay hits of known bugs (and the faults' own effects) too
+    known_files: tuple[Path, ...] = ()  # the user's own known-findings catalogues, added to the shipped one
+    known_as_new: tuple[str, ...] = ()  # known findings (by id) to treat as new ground: confirmed, shrunk, replayed
+    fresh: bool = False  # start from trial 0 even when the output directory holds this search's trials.jsonl
+
+
+def control_shares(control: list[str] | None, target: list[str]) -> bool:
+    """Whether a control run disqualifies a hit: it failed to run, or it broke one of the hit's invariants
+    (then the faults or the workload break them, not the scheduler under test). A control that breaks only
+    other invariants (kube-scheduler placing an anti-affinity pair together under the same faults) leaves
+    the hit confirmed; what it broke is the control scheduler's own finding, reported apart."""
+    broken = control or []
+    return any(c.startswith("error:") for c in broken) or bool(set(broken) & set(target))
+
+
+@dataclass
+class Hit:
+    """A trial that broke invariants, and what confirming it showed."""
+
+    trial: int
+    genome: Genome
+    broken: list[str]
+    replay: list[str] | None = None
+    control: list[str] | None = None
+    # confirmed | not-reproduced | control-broken (rig or workload) | no-injection (nothing injected: not the faults)
+    # | known (a known bug's signature, confirmed once) | fault-effect (the journal shows the faults did it)
+    verdict: str = "unconfirmed"
+    known: str | None = None  # the known finding's id, or why it is the fault's own effect
+
+    @property
+    def target(self) -> list[str]:
+        """What both the first run and the replay broke."""
+        return sorted(set(self.broken) & set(self.replay or []))
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
+                "control": self.control, "verdict": self.verdict, "known": self.known}
+
+
+@dataclass
+class KnownTally:
+    """One known bug's hits in this search."""
+
+    entry: known_findings.KnownFinding
+    trials: list[int] = field(default_factory=list)
+    confirmed_at: int | None = None  # the hit that was confirmed (replayed and controlled) once
+
+
+@dataclass
+class Spent:
+    """Search steps and their trial seconds (each step's trial with its replay and control) by where they went."""
+
+    known: list[float] = field(default_factory=list)  # hits of known bugs
+    effect: list[float] = field(default_factory=list)  # hits that were the faults' own effect
+    new: list[float] = field(default_factory=list)  # everything else: new ground (clean trials, canaries, new hits)
+
+    def add(self, verdict: str | None, seconds: float) -> None:
+        """File one step."""
+        {"known": self.known, "fault-effect": self.effect}.get(verdict or "", self.new).append(seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form: trials and seconds per share."""
+        return {k: {"trials": len(v), "seconds": round(sum(v), 1)}
+                for k, v in (("known", self.known), ("faultEffect", self.effect), ("newGround", self.new))}
+
+
+@dataclass
+class Outcome:
+    """Everything a search did, for the report."""
+
+    settings: Settings
+    trials: list[TrialResult] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    confirmed: Hit | None = None
+    target: list[str] = field(default_factory=list)
+    shrunk: Shrunk | None = None
+    minimal_control: list[str] | None = None
+    replays: list[list[str]] = field(default_factory=list)
+    witness: TrialResult | None = None
+    search_seconds: float = 0.0
+    shrink_seconds: float = 0.0
+    total_seconds: float = 0.0
+    corpus: int = 0
+    best_near_miss: int = 0
+    fast_seconds: list[float] = field(default_factory=list)  # every search-tier run (search and shrink)
+    builds: dict[str, str] = field(default_factory=dict)  # scheduler -> its exact build, as the rig ran it
+    findings: list[Finding] = field(default_factory=list)  # distinct confirmed bugs, first found first
+    canaries: list[TrialResult] = field(default_factory=list)  # fault-free trials; one that broke is the rig's
+    prechecked: int = 0  # genomes the pre-check redrew (no rule could fire on the workload)
+    tokens: int = 0  # distinct novelty tokens the search trials showed (per-pod fault sequences, phase events)
+    novel: int = 0  # search trials that showed a token no earlier trial had
+    dead_forms: list[str] = field(default_factory=list)  # rule forms the pre-check learned never inject
+    known: dict[str, KnownTally] = field(default_factory=dict)  # known bugs hit, by id, first hit first
+    spent: Spent = field(default_factory=Spent)
+    phase: str = "searching"  # searching | shrinking | done | interrupted (what the report was written during)
+    interrupted: str | None = None  # the signal that ended the search
+    resumed: int = 0  # search steps served from an earlier run's trials.jsonl
+    pids: dict[str, dict[str, int]] = field(default_factory=dict)  # scheduler -> component -> pid (process group)
+
+    @property
+    def injected_nothing(self) -> int:
+        """Search trials (canaries aside) whose profile injected nothing: no evidence either way."""
+        return sum(1 for t in self.trials if t.injections == 0 and not t.error)
+
+    def injected_nothing_share(self) -> float:
+        """That, as a share of the search trials."""
+        return self.injected_nothing / len(self.trials) if self.trials else 0.0
+
+    def broken_canaries(self) -> list[TrialResult]:
+        """Canaries that broke an invariant with no fault active: the rig's or the workload's problem."""
+        return [c for c in self.canaries if c.broken]
+
+    @property
+    def reproduced(self) -> int:
+        """Replays of the minimal case that broke the target invariants."""
+        return sum(1 for broken in self.replays if set(self.target) <= set(broken))
+
+    def trial_seconds(self) -> list[float]:
+        """Durations of the search-tier trials."""
+        return [t.seconds for t in self.trials]
+
+    def median_trial(self) -> float:
+        """Median search-trial duration."""
+        return statistics.median(self.trial_seconds()) if self.trials else 0.0
+
+    def trials_per_hour(self) -> float:
+        """Search trials per hour of trial time (each trial from its scheduler restart to its cleanup;
+        control-plane starts and confirmation runs are not in it)."""
+        total = sum(self.trial_seconds())
+        return len(self.trials) * 3600 / total if total else 0.0

@@ -1,0 +1,165 @@
+"""Known findings as data: the shipped catalogue, a hit of a known bug labelled and never shrunk, a break that is
+the fault's own effect (a dropped ADDED) classified from the journal, and the budget shares (fake trials)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kube_fault_proxy.proxy.profiles.problems import ProfileError
+from kube_fault_proxy.rig.search import engine, known
+from kube_fault_proxy.rig.search.engine import Search
+from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.grammar import BINDING
+from kube_fault_proxy.rig.search.outcome import Settings
+from kube_fault_proxy.rig.search.output import write
+from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+
+WATCH = {"verbs": ["watch"], "resources": ["pods"]}
+
+
+def rule(kind: str, match: dict[str, Any]) -> dict[str, Any]:
+    return {"name": f"r-{kind.lower()}", "match": match, "when": {"maxInjections": 1}, "fault": {kind: {}}}
+
+
+def test_the_shipped_catalogue_holds_the_known_bugs_with_their_references() -> None:
+    ids = {k.id: k for k in known.shipped().known}
+    assert {"YUNIKORN-3355", "YUNIKORN-3128", "bind-committed-without-an-answer", "restart-assumes-recovered-pods",
+            "kubernetes-100140"} <= set(ids)
+    assert all(k.upstream for k in ids.values())
+    root = Path(__file__).resolve().parents[2]
+    assert all((root / k.report).is_file() for k in ids.values() if k.report), [k.report for k in ids.values()]
+    phantom = ids["YUNIKORN-3355"]
+    assert phantom.applies_to("yunikorn", "yunikorn v1.9.0")
+    assert not phantom.applies_to("yunikorn", "yunikorn v1.9.0+3355-forget-pod-reverts-with-expiry-0123456789ab")
+    assert not phantom.applies_to("yunikorn", "yunikorn src+yunikorn-k8shim-0123")  # master: new ground
+    reset = Genome(rules=(rule("reset", BINDING),))
+    assert phantom.matches(["I1", "I2", "stranded"], reset) and not phantom.matches(["I3", "stranded"], reset)
+    assert known.shipped().match(["I3", "stranded"], reset, "yunikorn", "yunikorn v1.9.0") is ids["YUNIKORN-3128"]
+
+
+def test_a_catalogue_error_names_file_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("known:\n  - id: X\n    title: t\n    scheduler: yunikorn\n    builds: ['*']\n"
+                   "    signature:\n      breaks: [no-such-invariant]\n      provokedBy: ['* on binding']\n"
+                   "    upstream: unreported\n")
+    with pytest.raises(ProfileError) as e:
+        known.load(bad)
+    assert f"{bad}:7:" in str(e.value) and "known[0].signature.breaks" in str(e.value)
+    assert "unknown invariant 'no-such-invariant'" in str(e.value)
+
+
+# --- the faults' own effect
+
+
+STRANDED = {"violations": [{"invariant": "stranded", "message": "m", "objects": ["s-t1-1/load-3"]}]}
+
+
+@pytest.mark.parametrize(("check", "history", "action", "effect"), [
+    (STRANDED, {"load-3": ["watch Pod ADDED -> dropped"]}, None, True),
+    (STRANDED, {"load-3": ["watch Pod ADDED -> dropped"]}, "touchPods", False),  # the update re-announced it
+    (STRANDED, {"load-3": ["watch Pod MODIFIED -> dropped"]}, None, False),
+    (STRANDED, {"load-9": ["watch Pod ADDED -> dropped"]}, None, False),  # another pod's ADDED
+    ({"violations": [*STRANDED["violations"], {"invariant": "I2", "objects": ["s-t1-1/load-3"]}]},
+     {"load-3": ["watch Pod ADDED -> dropped"]}, None, False),  # a phantom is no lost pod's doing
+])
+def test_a_stranded_pod_whose_own_added_was_dropped_is_the_faults_effect(
+        check: dict[str, Any], history: dict[str, list[str]], action: str | None, effect: bool) -> None:
+    assert bool(known.own_effect(check, history, action)) is effect
+
+
+# --- the engine: known hits counted, not shrunk
+
+
+def settings(tmp_path: Path, **more: Any) -> Settings:
+    return Settings(scheduler="yunikorn", control="kube-scheduler", budget=3600, seed=3,
+                    kinds=("abort", "dropEvents"), out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path, pods=40,
+                    shrink_budget=30, replays=2, canary_every=0, max_trials=24, **more)
+
+
+class Trials:
+    """abort on a Binding breaks YUNIKORN-3128's signature; a dropEvents on the pod watch strands a pod by dropping
+    its ADDED (the journal says so); kube-scheduler (the control) is clean."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ran: list[str] = []
+        self.shrunk: list[int] = []
+        monkeypatch.setattr(engine, "run_trial", self.run_trial)
+        monkeypatch.setattr(Search, "rig", self.rig)
+        original = Search.minimise
+
+        def minimise(s: Search, found: Finding) -> None:
+            self.shrunk.append(found.first.trial)
+            original(s, found)
+
+        monkeypatch.setattr(Search, "minimise", minimise)
+
+    @staticmethod
+    def rig(search: Search, scheduler: str) -> Any:
+        search.builds[scheduler] = {"yunikorn": "yunikorn v1.9.0", "kube-scheduler": "kube-scheduler v1.36.3"}[
+            scheduler]
+        return SimpleNamespace(scheduler=scheduler, cluster=SimpleNamespace(processes={}))
+
+    def run_trial(self, rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
+        self.ran.append(name)
+        matches = kinds_on_matches(genome)
+        result = TrialResult(name, rig.scheduler, genome, injections=3 if genome.rules else 0, seconds=2.0)
+        if rig.scheduler == "kube-scheduler":
+            return result
+        if "abort on binding" in matches:
+            result.broken = ["I3", "stranded"]
+        elif any(m.startswith("dropEvents on ") for m in matches):
+            result.broken = ["stranded"]
+            result.own_effect = known.own_effect(
+                {"violations": [{"invariant": "stranded", "objects": ["ns/load-1"]}]},
+                {"load-1": ["watch Pod ADDED -> dropped"]}, genome.action)
+        return result
+
+
+def test_a_known_bug_is_confirmed_once_then_counted_never_shrunk(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    trials = Trials(monkeypatch)
+    out = Search(settings(tmp_path), lambda _: None, checkpoint=lambda o: write(o, ["search"])).run()
+    tally = out.known["YUNIKORN-3128"]
+    assert len(tally.trials) >= 2 and tally.confirmed_at == tally.trials[0]
+    replayed = [n for n in trials.ran if n.endswith("-replay") and int(n[1:].split("-")[0]) in tally.trials]
+    assert replayed == [f"t{tally.confirmed_at}-replay"]
+    assert not set(trials.shrunk) & set(tally.trials) and not [f for f in out.findings if "I3" in f.target]
+    assert all(h.known == "YUNIKORN-3128" for h in out.hits if h.verdict == "known")
+    report = (tmp_path / "report.md").read_text()
+    assert "**known: YUNIKORN-3128**" in report and f"{len(tally.trials)} hits (trials" in report
+    shares = json.loads((tmp_path / "search.json").read_text())["budgetShares"]
+    assert shares["known"]["trials"] == len(tally.trials)
+    assert sum(v["trials"] for v in shares.values()) == len(out.trials)
+
+
+def test_a_dropped_added_is_the_faults_effect_and_never_confirmed(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    trials = Trials(monkeypatch)
+    out = Search(settings(tmp_path), lambda _: None, checkpoint=lambda o: write(o, ["search"])).run()
+    effects = [h for h in out.hits if h.verdict == "fault-effect"]
+    assert effects and all("dropped the ADDED watch event of load-1" in (h.known or "") for h in effects)
+    assert not {f"t{h.trial}-replay" for h in effects} & set(trials.ran)
+    assert not {h.trial for h in effects} & {h.trial for f in out.findings for h in f.hits}
+    assert "the fault's own effect, not a bug" in (tmp_path / "report.md").read_text()
+
+
+def test_include_known_confirms_and_shrinks_them_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trials = Trials(monkeypatch)
+    out = Search(settings(tmp_path, include_known=True, shrink_total=None), lambda _: None).run()
+    assert not out.known and trials.shrunk
+    assert {tuple(f.target) for f in out.findings} == {("I3", "stranded"), ("stranded",)}
+
+
+def test_one_known_bug_searched_as_new_ground_is_shrunk_and_keeps_its_name(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    trials = Trials(monkeypatch)
+    out = Search(settings(tmp_path, known_as_new=("YUNIKORN-3128",), shrink_total=None), lambda _: None).run()
+    assert "YUNIKORN-3128" not in out.known and trials.shrunk
+    strand = next(f for f in out.findings if f.target == ["I3", "stranded"])
+    assert strand.known == "YUNIKORN-3128" and strand.shrunk is not None
+    assert "(known: YUNIKORN-3128)" in write(out, ["search"]).read_text()
