@@ -13,7 +13,7 @@ from lightkube import ConfigError
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig import load, pod_scheduled
 from kube_fault_proxy.rig.console import Progress, show_table
 from kube_fault_proxy.rig.controllers.apiserver import snapshot
 from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
@@ -70,8 +70,9 @@ def run_check(args: argparse.Namespace) -> int:
             snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
             world = snapshot(client, args.namespace)  # the workloads as they are once the pods went quiet
     report = judged(snap, schedulers, args.grace, args.namespace)
-    report.checked += list(SNAPSHOT)
+    report.checked += [*SNAPSHOT, pod_scheduled.NAME]
     report.violations += check_world(world, args.namespace)
+    report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
     report.counts["workloads"] = sum(len(world.objects[kind]) for kind in WORKLOADS)
     report.quiet = quiet
     show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))

@@ -48,6 +48,12 @@ CONTROLLER_INVARIANTS = (
               "last changed)"),
 )
 
+# What a scheduler's status writes must leave (rig/pod_scheduled.py), judged by `check`.
+CONDITION_INVARIANTS = (
+    Invariant("bound-pod-scheduled", "every pod its scheduler bound ends with PodScheduled=True "
+                                     "(kubernetes#139602: a failed asynchronous bind left it False)"),
+)
+
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it"),
     Invariant("missing-node", "no pod is bound to a node that does not exist"),
@@ -70,7 +76,7 @@ CATALOGUE = (
 INVARIANTS = {i.key: i for i in CATALOGUE}  # what a scheduler run is judged by (and the search knows)
 # Every invariant a report may hold: the scheduler's, and what the workload controllers promise
 # (rig/controllers/promises.py, judged on a recorded history at every moment, or on a snapshot by `check`).
-KNOWN = {**INVARIANTS, **{i.key: i for i in CONTROLLER_INVARIANTS}}
+KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)}}
 _BY_WORD = {**{i.name: i for i in KNOWN.values()}, **KNOWN}
 
 
