@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -238,3 +241,47 @@ def test_a_history_round_trips_through_json(tmp_path: Any) -> None:
     h = legal().history()
     h.save(tmp_path / "h.json")
     assert History.load(tmp_path / "h.json") == h
+
+
+RECORDED = Path(__file__).parent / "data" / "controllers-history-clean.json.gz"
+
+
+def recorded() -> History:
+    """A real history: kube-controller-manager v1.36.3 through the proxy (no fault) with every workload kind, a
+    Deployment rollout, a ReplicaSet scaled 2 -> 4 -> 1, a StatefulSet 3 -> 1 and its pod deleted
+    (tests/cluster/test_controllers.py's sequence, recorded from the apiserver directly)."""
+    return History.from_dict(json.loads(gzip.decompress(RECORDED.read_bytes())))
+
+
+def _copy(change: Change, name: str, **status: Any) -> Change:
+    """The same change a moment later, for a twin pod that never existed."""
+    meta = {**change.obj["metadata"], "name": name, "uid": f"twin-{name}"}
+    obj = {**change.obj, "metadata": meta, "status": {**change.obj.get("status", {}), **status}}
+    return Change(change.t + 0.001, change.kind, change.type, obj)
+
+
+def test_a_recorded_clean_history_is_clean() -> None:
+    h = recorded()
+    assert len(h.changes) == 182 and {c.kind for c in h.changes} >= {"ReplicaSet", "Deployment", "Job",
+                                                                      "StatefulSet", "DaemonSet"}
+    assert judge(h, faults_end=h.start, bound=60) == []
+
+
+def test_a_twin_pod_in_the_recorded_history_is_caught() -> None:
+    h = recorded()
+    first = next(c for c in h.ordered() if c.kind == "Pod" and c.obj["metadata"]["name"].startswith("rs-"))
+    h.changes.append(_copy(first, "rs-twin"))
+    over = [v for v in judge(h, h.start, 60) if v.invariant == "replicaset-never-over-replicas"]
+    ns = first.obj["metadata"]["namespace"]
+    [v] = over
+    assert v.objects[0] == f"{ns}/rs" and f"{ns}/rs-twin" in v.objects
+    assert v.numbers["live"] == v.numbers["replicas"] + 1
+
+
+def test_an_extra_success_in_the_recorded_history_is_caught() -> None:
+    h = recorded()
+    done = next(c for c in h.ordered() if c.kind == "Pod" and c.obj["metadata"]["name"].startswith("indexed-0")
+                and c.obj["status"].get("phase") == "Succeeded")
+    h.changes.append(_copy(done, "indexed-0-twin"))
+    found = {v.invariant for v in judge(h, h.start, 60)}
+    assert found == {"job-never-over-completions", "indexed-job-one-success-per-index"}

@@ -303,3 +303,17 @@ def check_world(world: World, namespaces: Iterable[str] = ()) -> list[Violation]
     for ds in mine("DaemonSet"):
         out += daemonset_crowded(world, ds)
     return out
+
+
+def unconverged(world: World, namespaces: Iterable[str] = ()) -> list[str]:
+    """Each workload (in these namespaces, all if none) that is not yet what its spec asks, and how far it is."""
+    wanted = set(namespaces)
+    out = []
+    for kind in WORKLOADS:
+        for obj in sorted(world.objects[kind].values(), key=ref):
+            if wanted and obj["metadata"].get("namespace") not in wanted:
+                continue
+            ok, how = converged(world, kind, obj)
+            if not ok:
+                out.append(f"{show(kind, obj)}: {how}")
+    return out
