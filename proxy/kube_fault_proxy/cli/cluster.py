@@ -8,8 +8,17 @@ import sys
 import time
 
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
-from kube_fault_proxy.rig.cluster import build, controller_manager
-from kube_fault_proxy.rig.cluster.control_plane import ClusterError, Options, default_state_dir, down, env, status, up
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates
+from kube_fault_proxy.rig.cluster.control_plane import (
+    ClusterError,
+    Options,
+    UsageError,
+    default_state_dir,
+    down,
+    env,
+    status,
+    up,
+)
 
 ALIASES = {"yunikorn": "yunikorn-scheduler"}
 
@@ -33,6 +42,13 @@ def _build(args: argparse.Namespace) -> int:
     return OK
 
 
+def _controllers(args: argparse.Namespace) -> tuple[str, ...]:
+    """--controllers (or the default), plus the workload controllers with --workload-controllers."""
+    chosen = tuple(args.controllers.split(",")) if args.controllers else controller_manager.CONTROLLERS
+    extra = controller_manager.WORKLOAD_CONTROLLERS if args.workload_controllers else ()
+    return tuple(dict.fromkeys((*chosen, *extra)))
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one cluster action."""
     state_dir = args.state_dir or default_state_dir()
@@ -43,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
             case "up":
                 t0 = time.monotonic()
                 print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
-                c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler, proxy=args.proxy,
+                c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler,
+                               proxy=args.proxy or bool(args.through_proxy),
                                profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
                                node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
-                               controllers=tuple(args.controllers.split(",")) if args.controllers
-                               else controller_manager.CONTROLLERS,
+                               controllers=_controllers(args),
+                               feature_gates=feature_gates.collect(args.feature_gates),
+                               through_proxy=tuple(args.through_proxy) if args.through_proxy else None,
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams,
                                yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source))
@@ -72,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     except build.BuildError as e:
         print(f"kube-fault-proxy cluster: build failed: {e}", file=sys.stderr)
         return USAGE if isinstance(e, build.BuildInputError) else FAILED
+    except ValueError as e:  # feature gates that contradict each other
+        print(f"kube-fault-proxy cluster: --feature-gates: {e}", file=sys.stderr)
+        return USAGE
     except ClusterError as e:
         print(f"kube-fault-proxy cluster: {e}", file=sys.stderr)
-        return USAGE if "must be one of" in str(e) else FAILED
+        return USAGE if "must be one of" in str(e) or isinstance(e, UsageError) else FAILED
     return OK

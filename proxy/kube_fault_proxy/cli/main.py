@@ -88,6 +88,24 @@ def _ctl_args(p: argparse.ArgumentParser) -> None:
     sub.add_parser("profiles", help="profiles the running proxy knows")
 
 
+def feature_gate(text: str) -> tuple[str, str, bool]:
+    """One --feature-gates value, parsed (argparse names the option and the value on error)."""
+    from kube_fault_proxy.rig.cluster.feature_gates import parse
+
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """--feature-gates component:Gate=bool (repeatable), for every command that starts a control plane."""
+    p.add_argument("--feature-gates", type=feature_gate, action="append", default=[], metavar="COMPONENT:GATE=BOOL",
+                   help="set a feature gate on one component's --feature-gates (repeatable; components "
+                        "kube-apiserver, kube-controller-manager, kube-scheduler), e.g. "
+                        "kube-scheduler:SchedulerAsyncAPICalls=true; recorded with its build as the target")
+
+
 def _cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, default=None,
                    help=f"certificates, data, logs, kubeconfigs (default: {paths.state_dir() / 'cluster'})")
@@ -112,6 +130,14 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                         "advertises; 0 = the apiserver's own default, 100)")
     u.add_argument("--proxy-max-streams", type=int, default=4096, metavar="N",
                    help="with --proxy: the streams it advertises (serve --max-concurrent-streams)")
+    add_target_arguments(u)
+    u.add_argument("--workload-controllers", action="store_true",
+                   help="add kube-controller-manager's workload controllers (replicaset, deployment, job, statefulset, "
+                        "daemonset) to --controllers")
+    u.add_argument("--through-proxy", action="append", metavar="COMPONENT",
+                   choices=["kube-scheduler", "yunikorn", "kube-controller-manager"],
+                   help="with --proxy: this client's kubeconfig points at the proxy (repeatable; kube-scheduler, "
+                        "yunikorn, kube-controller-manager; default: the scheduler alone)")
     d = sub.add_parser("down", help="stop everything `up` started (by process group; SIGKILL after --grace)")
     d.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                    help="how long SIGTERM may take before SIGKILL (default 10)")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.cli.main import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig import compare
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster import build, feature_gates
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from kube_fault_proxy.rig.console import show_table
 from kube_fault_proxy.rig.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
@@ -59,12 +60,14 @@ def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with
 
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
                   profiles: Path, state_dir: Path, existing: Target | None = None,
-                  yunikorn_builds: list[Contender] | None = None, with_release: bool = False) -> tuple[int, str, Path]:
+                  yunikorn_builds: list[Contender] | None = None, with_release: bool = False,
+                  gates: feature_gates.Gates | None = None) -> tuple[int, str, Path]:
     """Every requested run; (exit code, summary table, report directory).
 
     With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
     of a fresh local control plane each. YuniKorn runs once per build in `yunikorn_builds`
-    (patched or source-tree), after the release if `with_release`; without builds, the release."""
+    (patched or source-tree), after the release if `with_release`; without builds, the release. `gates`
+    (component -> gate -> on) go to each local control plane's components."""
     scenario = load_scenario(path)
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
     contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
@@ -84,7 +87,8 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
                   file=sys.stderr, flush=True)
             if existing is None:
                 result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
-                                   yunikorn_patch=contender.patch, yunikorn_source=contender.source)
+                                   yunikorn_patch=contender.patch, yunikorn_source=contender.source,
+                                   feature_gates=_gates_for(gates or {}, scheduler))
             else:
                 result = run_on(existing, scenario, scheduler, s)
             d = out / f"{name}-seed-{s}"
@@ -97,6 +101,11 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     table = write_summary(out, runs)
     code = OK if all(r["met"] is not False for r in runs) else FAILED
     return code, table, out
+
+
+def _gates_for(gates: feature_gates.Gates, scheduler: str) -> feature_gates.Gates:
+    """The gates for a run with this scheduler: kube-scheduler's only go to kube-scheduler runs."""
+    return {c: g for c, g in gates.items() if c != "kube-scheduler" or scheduler == "kube-scheduler"}
 
 
 def _report(directories: list[Path]) -> int:
@@ -145,12 +154,16 @@ def run(args: argparse.Namespace) -> int:
         if existing is not None and builds:
             raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
                              "not for --kubeconfig")
+        gates = feature_gates.collect(args.feature_gates)
+        if existing is not None and gates:
+            raise UsageError("--feature-gates start a local control plane's components with those gates, "
+                             "not --kubeconfig's cluster")
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
-                                         existing, builds, with_release)
+                                         existing, builds, with_release, gates)
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE
-    except (UsageError, ConfigError) as e:
+    except (UsageError, ConfigError, ValueError) as e:
         print(f"kube-fault-proxy scenario: {e}", file=sys.stderr)
         return USAGE
     except (ClusterError, build.BuildError) as e:
@@ -179,6 +192,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                        + (f"; default {DEMO_FIX.stem}" if p.prog.endswith("demo") else ""))
         p.add_argument("--yunikorn-source", type=Path, metavar="DIR", nargs="+", action="extend",
                        help="YuniKorn runs use this yunikorn-k8shim checkout (built once per content hash)")
+        add_target_arguments(p)
 
     sp = sub.add_parser("scenario", help="run a scenario end to end and write a report")
     ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")

@@ -13,8 +13,11 @@ from lightkube import ConfigError
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load
+from kube_fault_proxy.rig import load, pod_scheduled
 from kube_fault_proxy.rig.console import Progress, show_table
+from kube_fault_proxy.rig.controllers.apiserver import snapshot
+from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
+from kube_fault_proxy.rig.controllers.world import WORKLOADS
 
 
 def _kube(args: argparse.Namespace) -> Kube:
@@ -65,12 +68,31 @@ def run_check(args: argparse.Namespace) -> int:
 
         with kube.client() as client:
             snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
-    report = check.evaluate(snap, schedulers, args.grace)
+            world = snapshot(client, args.namespace)  # the workloads as they are once the pods went quiet
+    report = judged(snap, schedulers, args.grace, args.namespace)
+    report.checked += [*SNAPSHOT, pod_scheduled.NAME]
+    report.violations += check_world(world, args.namespace)
+    report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
+    report.counts["workloads"] = sum(len(world.objects[kind]) for kind in WORKLOADS)
     report.quiet = quiet
     show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
     if args.output:
         args.output.write_text(json.dumps(report.as_dict(), indent=1))
     return OK if report.ok else FAILED
+
+
+def judged(snap: check.Snapshot, schedulers: set[str], grace: float, namespaces: list[str]) -> check.Report:
+    """The scheduler invariants on the whole cluster, or on each namespace given (a break that involves pods of
+    two of them counted once)."""
+    if not namespaces:
+        return check.evaluate(snap, schedulers, grace)
+    reports = [check.evaluate(snap, schedulers, grace, ns) for ns in dict.fromkeys(namespaces)]
+    merged = check.Report(checked=reports[0].checked)
+    for r in reports:
+        merged.violations += [v for v in r.violations if v not in merged.violations]
+        for key, value in r.counts.items():
+            merged.counts[key] = value if key == "nodes" else merged.counts.get(key, 0) + value
+    return merged
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -100,11 +122,15 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     clean.add_argument("--run-id", help="only this run (default: every run)")
 
     cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "
-                                      "placement, cordons, anti-affinity), phantom allocations (exit 1 on violation)")
+                                      "placement, cordons, anti-affinity), phantom allocations, what the workload "
+                                      "controllers promise (ReplicaSets, Deployments, Jobs, StatefulSets, "
+                                      "DaemonSets) (exit 1 on violation)")
     target(cp)
     cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")
     cp.add_argument("--quiet", type=float, default=10.0, help="seconds without change that count as quiet")
     cp.add_argument("--wait", type=float, default=120.0, help="give up waiting for quiet after this long")
     cp.add_argument("--grace", type=float, default=30.0, help="a younger Pending pod is not stranded yet")
+    cp.add_argument("--namespace", action="append", default=[], metavar="NAME",
+                    help="judge only this namespace's pods and workloads (repeatable; default: every namespace)")
     cp.add_argument("-o", "--output", type=Path, help="write the report as JSON")

@@ -29,6 +29,31 @@ class Invariant:
         return f"{self.alias} {self.name}" if self.alias else self.name
 
 
+CONTROLLER_INVARIANTS = (
+    Invariant("replicaset-never-over-replicas",
+              "a ReplicaSet never makes or adopts a pod that takes its live pods over replicas (a scale-down's "
+              "surplus may linger); a Deployment's ReplicaSets never ask for more than replicas + maxSurge"),
+    Invariant("job-never-over-completions", "a Job never has more succeeded pods than its completions"),
+    Invariant("indexed-job-one-success-per-index", "an Indexed Job never has two succeeded pods for one index"),
+    Invariant("job-active-within-parallelism",
+              "a Job never starts a pod that takes its active pods over its parallelism"),
+    Invariant("statefulset-one-pod-per-ordinal", "a StatefulSet never has two pods for one ordinal"),
+    Invariant("statefulset-none-beyond-replicas-once-settled",
+              "once a StatefulSet has observed its spec and counts its replicas, no live pod has an ordinal at or "
+              "beyond them"),
+    Invariant("daemonset-one-pod-per-node",
+              "a DaemonSet never has more than one live pod for a node (two while a rolling update surges)"),
+    Invariant("workload-converges",
+              "each workload reaches what its spec asks within the bound once the faults end (or its spec "
+              "last changed)"),
+)
+
+# What a scheduler's status writes must leave (rig/pod_scheduled.py), judged by `check`.
+CONDITION_INVARIANTS = (
+    Invariant("bound-pod-scheduled", "every pod its scheduler bound ends with PodScheduled=True "
+                                     "(kubernetes#139602: a failed asynchronous bind left it False)"),
+)
+
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it"),
     Invariant("missing-node", "no pod is bound to a node that does not exist"),
@@ -48,8 +73,11 @@ CATALOGUE = (
     Invariant("shim-cache-agrees", "the shim cache's node for each pod is the apiserver's", "I4"),
     Invariant("no-assumed-pod-left", "no pod is still assumed once the cluster is idle", "I5"),
 )
-INVARIANTS = {i.key: i for i in CATALOGUE}
-_BY_WORD = {**{i.name: i for i in CATALOGUE}, **INVARIANTS}
+INVARIANTS = {i.key: i for i in CATALOGUE}  # what a scheduler run is judged by (and the search knows)
+# Every invariant a report may hold: the scheduler's, and what the workload controllers promise
+# (rig/controllers/promises.py, judged on a recorded history at every moment, or on a snapshot by `check`).
+KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)}}
+_BY_WORD = {**{i.name: i for i in KNOWN.values()}, **KNOWN}
 
 
 def lookup(word: str) -> Invariant:
@@ -57,13 +85,13 @@ def lookup(word: str) -> Invariant:
     try:
         return _BY_WORD[word]
     except KeyError:
-        known = ", ".join(i.label for i in CATALOGUE)
+        known = ", ".join(i.label for i in KNOWN.values())
         raise ValueError(f"unknown invariant {word!r} (known: {known})") from None
 
 
 def label(key: str) -> str:
     """A report key as tables show it (an unknown key, from some other report, as it is)."""
-    return INVARIANTS[key].label if key in INVARIANTS else key
+    return KNOWN[key].label if key in KNOWN else key
 
 
 @dataclass(frozen=True)

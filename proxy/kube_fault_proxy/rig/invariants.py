@@ -75,8 +75,8 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"verdict": "clean" if self.ok else "violations", "quiet": self.quiet, "counts": self.counts,
-                "invariants": {key: {"holds": not vs, "name": INVARIANTS[key].name,
-                                     "description": INVARIANTS[key].meaning, "violations": len(vs)}
+                "invariants": {key: {"holds": not vs, "name": catalogue.KNOWN[key].name,
+                                     "description": catalogue.KNOWN[key].meaning, "violations": len(vs)}
                                for key, vs in self.by_invariant().items()},
                 "violations": [v.as_dict() for v in self.violations]}
 

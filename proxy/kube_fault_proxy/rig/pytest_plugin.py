@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "token": ("string", "bearer token for the control plane"),
     "yunikorn-patch": ("string", "with cluster and yunikorn: v1.9.0 with this unified diff applied (cached by hash)"),
     "yunikorn-source": ("string", "with cluster and yunikorn: built from this yunikorn-k8shim checkout"),
+    "feature-gates": ("string", "with cluster: feature gates, component:Gate=bool separated by spaces or commas "
+                                "(e.g. kube-scheduler:SchedulerAsyncAPICalls=true)"),
 }
 JOURNAL_TAIL = 12
 
@@ -49,6 +51,17 @@ class PluginConfig:
     token: str | None
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
+    feature_gates: dict[str, dict[str, bool]] = field(default_factory=dict)  # component -> gate -> on
+
+
+def _gates(text: str | None) -> dict[str, dict[str, bool]]:
+    """The feature-gates setting, parsed; a bad one is a usage error naming it."""
+    from kube_fault_proxy.rig.cluster.feature_gates import collect
+
+    try:
+        return collect(text.replace(",", " ").split() if text else [])
+    except ValueError as e:
+        raise pytest.UsageError(f"kube-fault-proxy feature-gates: {e}") from None
 
 
 CONFIG_KEY: pytest.StashKey[PluginConfig] = pytest.StashKey()
@@ -97,6 +110,7 @@ def _merged(config: pytest.Config) -> PluginConfig:
         token=get("token") or os.environ.get("KFP_CONTROL_TOKEN") or None,
         yunikorn_patch=path("yunikorn-patch"),
         yunikorn_source=path("yunikorn-source"),
+        feature_gates=_gates(get("feature-gates")),
     )
 
 
@@ -240,7 +254,8 @@ def kfp_cluster(kfp_config: PluginConfig) -> Iterator[Any]:
     state = Path(tempfile.mkdtemp(prefix="kfp-pytest-cluster-"))
     with running(Options(state_dir=state, nodes=kfp_config.nodes, scheduler=kfp_config.scheduler, proxy=True,
                          profiles_dir=kfp_config.profiles, yunikorn_patch=kfp_config.yunikorn_patch,
-                         yunikorn_source=kfp_config.yunikorn_source), keep=kfp_config.keep) as c:
+                         yunikorn_source=kfp_config.yunikorn_source, feature_gates=kfp_config.feature_gates),
+                 keep=kfp_config.keep) as c:
         yield c
 
 

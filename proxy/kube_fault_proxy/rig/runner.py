@@ -7,7 +7,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,10 @@ class RunResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     expected: dict[str, Any] | None = None
-    build: str | None = None  # the scheduler's exact build, e.g. "yunikorn v1.9.0+3355-forget-pod-reverts-1830f1776417"
+    # The scheduler's exact build plus its gates (the target): "yunikorn v1.9.0+3355-forget-pod-reverts-1830f1776417"
+    # or "kube-scheduler v1.36.3 SchedulerAsyncAPICalls=true".
+    build: str | None = None
+    featureGates: dict[str, dict[str, bool]] = field(default_factory=dict)  # component -> gate -> on, as run
     binds: dict[str, Any] = field(default_factory=dict)
     wave: dict[str, Any] | None = None  # a held-back load's release (wave.summary)
     met: bool | None = None
@@ -445,13 +448,16 @@ def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expecta
 
 
 def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, profiles_dir: Path,
-              say: bool = True, yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> RunResult:
+              say: bool = True, yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
+              feature_gates: Mapping[str, Mapping[str, bool]] | None = None) -> RunResult:
     """Bring up the local control plane with the proxy and this scheduler, run, tear down (a
-    YuniKorn run uses the patched or source-tree build, if given)."""
+    YuniKorn run uses the patched or source-tree build, if given; `feature_gates` go to the components)."""
     yk = scheduler == "yunikorn"
     opts = Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
                    profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
-                   yunikorn_source=yunikorn_source if yk else None)
+                   yunikorn_source=yunikorn_source if yk else None, feature_gates=feature_gates or {})
     with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
-        return run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
-                      c.scheduler_build, c.scheduler_variant, clean=False)
+        result = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
+                        c.scheduler_build, c.scheduler_variant, clean=False)
+        result.featureGates = c.feature_gates
+        return result

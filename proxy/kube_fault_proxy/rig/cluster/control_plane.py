@@ -10,8 +10,8 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from kube_fault_proxy import paths, shipped
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from kube_fault_proxy.paths import private_dir, write_private
-from kube_fault_proxy.rig.cluster import build, controller_manager, kwok, pki
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki
 from kube_fault_proxy.rig.cluster.processes import (
     Stopped,
     alive,
@@ -37,6 +37,8 @@ from kube_fault_proxy.rig.cluster.processes import (
 from kube_fault_proxy.rig.proxy_process import ServeFailed, start_serve
 
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
+# Clients whose kubeconfig may point at the proxy (`--through-proxy`); by default the scheduler alone.
+THROUGH_PROXY = ("kube-scheduler", "yunikorn", "kube-controller-manager")
 YUNIKORN_PORT = 9080
 YUNIKORN_NAMESPACE = "yunikorn"
 ETCD_COMPACTION_INTERVAL = "10m"  # history the apiserver keeps in etcd: at least this, at most twice it
@@ -51,6 +53,10 @@ USERS = {"admin": ("kfp-admin", ",system:masters"), "scheduler": ("system:kube-s
 
 class ClusterError(RuntimeError):
     """Startup failed; the message names the component and its log file."""
+
+
+class UsageError(ClusterError):
+    """Options that do not fit together (feature gates or --through-proxy for a component not started)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,18 @@ class Options:
     # With scheduler yunikorn: v1.9.0 with this patch, or this yunikorn-k8shim checkout (build.yunikorn).
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
+    # component -> gate -> on, passed to that binary's --feature-gates (feature_gates.COMPONENTS).
+    feature_gates: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
+    # The clients whose kubeconfig points at the proxy (THROUGH_PROXY); None: the scheduler, if any.
+    through_proxy: tuple[str, ...] | None = None
+
+    def proxied(self) -> tuple[str, ...]:
+        """The clients that go through the proxy (none without one)."""
+        if not self.proxy:
+            return ()
+        if self.through_proxy is None:
+            return (self.scheduler,) if self.scheduler in SCHEDULER_BINARIES else ()
+        return self.through_proxy
 
 
 def default_state_dir() -> Path:
@@ -211,6 +229,21 @@ class Cluster:
         return self.state.get("yunikorn")
 
     @property
+    def feature_gates(self) -> dict[str, dict[str, bool]]:
+        """The gates `up` set: component -> gate -> on."""
+        return {c: dict(g) for c, g in self.state.get("featureGates", {}).items()}
+
+    @property
+    def through_proxy(self) -> tuple[str, ...]:
+        """The clients whose kubeconfig points at the proxy."""
+        return tuple(self.state.get("throughProxy", ()))
+
+    @property
+    def targets(self) -> dict[str, str]:
+        """Each Kubernetes component's build plus its gates: `kube-scheduler v1.36.3 SchedulerAsyncAPICalls=true`."""
+        return dict(self.state.get("targets", {}))
+
+    @property
     def nodes(self) -> int:
         """How many KWOK nodes `up` created."""
         return int(self.state.get("nodes", 0))
@@ -252,6 +285,7 @@ def up(opts: Options) -> Cluster:
         raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
+    _check_targets(opts)
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
     needed = needed_components(opts.scheduler)
@@ -261,7 +295,11 @@ def up(opts: Options) -> Cluster:
     c = Cluster(opts.state_dir)
     c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes,
                "builds": {n: components[n].version for n in needed},
-               "schedulerBuild": scheduler_build(opts.scheduler, components),
+               "schedulerBuild": scheduler_build(opts.scheduler, components, opts.feature_gates),
+               "featureGates": {c: dict(g) for c, g in opts.feature_gates.items() if g},
+               "throughProxy": list(opts.proxied()),
+               "targets": {n: feature_gates.target(f"{n} {components[n].version}", opts.feature_gates, n)
+                           for n in needed if n in feature_gates.COMPONENTS},
                "schedulerVariant": components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
                "apiserverMaxStreams": opts.apiserver_max_streams,
                "proxyMaxStreams": opts.proxy_max_streams if opts.proxy else None}
@@ -289,10 +327,25 @@ def running(opts: Options, keep: bool = False) -> Iterator[Cluster]:
             shutil.rmtree(c.dir / "etcd", ignore_errors=True)
 
 
-def scheduler_build(scheduler: str, components: dict[str, build.Component]) -> str | None:
-    """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
+def scheduler_build(scheduler: str, components: dict[str, build.Component],
+                    gates: Mapping[str, Mapping[str, bool]] | None = None) -> str | None:
+    """The scheduler's exact build plus its gates (its target): `kube-scheduler v1.36.3 SchedulerAsyncAPICalls=true`."""
     binary = SCHEDULER_BINARIES.get(scheduler)
-    return f"{scheduler} {components[binary].version}" if binary else None
+    return feature_gates.target(f"{scheduler} {components[binary].version}", gates or {}, scheduler) if binary else None
+
+
+def _check_targets(opts: Options) -> None:
+    """Gates only for the Kubernetes components `up` starts; --through-proxy only for clients it starts."""
+    for component in opts.feature_gates:
+        if component not in feature_gates.COMPONENTS:
+            raise UsageError(f"feature gates for {component!r}: must be one of {', '.join(feature_gates.COMPONENTS)}")
+    if opts.feature_gates.get("kube-scheduler") and opts.scheduler != "kube-scheduler":
+        raise UsageError("feature gates for kube-scheduler need --scheduler kube-scheduler")
+    for client in opts.through_proxy or ():
+        if client not in THROUGH_PROXY:
+            raise UsageError(f"--through-proxy {client!r}: must be one of {', '.join(THROUGH_PROXY)}")
+        if client in SCHEDULER_BINARIES and client != opts.scheduler:
+            raise UsageError(f"--through-proxy {client} needs --scheduler {client}")
 
 
 def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
@@ -338,7 +391,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
         f"--etcd-compaction-interval={ETCD_COMPACTION_INTERVAL}",
         # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
         # of waiting out the killed connections' TIME_WAIT.
-        "--permit-address-sharing"]
+        "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver")]
     _start_apiserver(c, opts.timeout)
     api = c.admin_api()
     say(f"  etcd and kube-apiserver ready on {server} ({time.monotonic() - t0:.1f}s)")
@@ -355,12 +408,17 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     c.state["kubeconfigs"] = {name: str(_write_yaml(kc / f"{name}.kubeconfig", _kubeconfig(server, ca, user)))
                               for name, user in users.items()}
     c.save()
+    # A kube-controller-manager under test goes through the proxy, which must be there first; otherwise the
+    # proxy starts once the nodes are Ready, as it always has.
+    kcm_proxied = "kube-controller-manager" in opts.proxied()
+    if kcm_proxied:
+        _start_proxy(c, opts)
     _start_controller_manager(c, opts, binaries["kube-controller-manager"])
     with api.client() as client:
         _seed_objects(client, opts)
     _start_kwok(c, opts, binaries["kwok"])
 
-    if opts.proxy:
+    if opts.proxy and not kcm_proxied:
         _start_proxy(c, opts)
     _start_scheduler(c, opts, binaries)
     c.save()
@@ -468,7 +526,8 @@ def start_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     if scheduler in c.state.get("processes", {}):
         raise ClusterError(f"{scheduler} is already running in {c.dir}")
     opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=scheduler,
-                   proxy="proxy" in c.state, timeout=timeout)
+                   proxy="proxy" in c.state, timeout=timeout, feature_gates=c.feature_gates,
+                   through_proxy=c.through_proxy if "throughProxy" in c.state else None)
     _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])}, announce=False)
     c.save()
     return time.monotonic() - t0
@@ -501,13 +560,17 @@ def _seed_objects(client: Client, opts: Options) -> None:
 def _start_controller_manager(c: Cluster, opts: Options, binary: Path) -> None:
     port = free_port()
     log = c.dir / "logs" / "kube-controller-manager.log"
-    pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager"), c.dir / "pki", port,
-                                        opts.controllers), log)
+    via = "kube-controller-manager" in opts.proxied()
+    pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager-via-proxy" if via else
+                                                             "controller-manager"),
+                                        c.dir / "pki", port, opts.controllers,
+                                        feature_gates.flag(opts.feature_gates, "kube-controller-manager"),
+                                        authentication_kubeconfig=c.kubeconfig("controller-manager")), log)
     c.record("kube-controller-manager", pid, log)
     _wait("kube-controller-manager",
           lambda: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
           pid, log, opts.timeout)
-    say("  kube-controller-manager ready")
+    say("  kube-controller-manager ready" + (" (through the proxy)" if via else ""))
 
 
 def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
@@ -553,7 +616,7 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
     c.state["proxy"] = {"url": info["proxyUrl"], "control": info["controlUrl"], "caFile": info["caFile"]}
     proxy_ca = Path(info["caFile"]).read_bytes()
     kc = d / "kubeconfigs"
-    for who in ("scheduler", "yunikorn", "admin"):
+    for who in ("scheduler", "yunikorn", "admin", "controller-manager"):
         token = c.state["tokens"][who]
         c.state["kubeconfigs"][f"{who}-via-proxy"] = str(
             _write_yaml(kc / f"{who}-via-proxy.kubeconfig", _kubeconfig(info["proxyUrl"], proxy_ca, {"token": token})))
@@ -561,7 +624,9 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
 
 
 def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
-    return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state else who)
+    component = "kube-scheduler" if who == "scheduler" else who
+    proxied = c.through_proxy if "throughProxy" in c.state else (c.scheduler,)
+    return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state and component in proxied else who)
 
 
 def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
@@ -576,12 +641,14 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: boo
     # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
     # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
     pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-                 "--pod-max-in-unschedulable-pods-duration=20s"], log)
+                 "--pod-max-in-unschedulable-pods-duration=20s",
+                 *feature_gates.flag(opts.feature_gates, "kube-scheduler")], log)
     c.record("kube-scheduler", pid, log)
     _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
           pid, log, opts.timeout)
     if announce:
-        say("  kube-scheduler ready" + (" (through the proxy)" if "proxy" in c.state else ""))
+        via = "proxy" in c.state and "kube-scheduler" in (c.through_proxy if "throughProxy" in c.state else ())
+        say("  kube-scheduler ready" + (" (through the proxy)" if via else ""))
 
 
 def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
@@ -595,7 +662,8 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = Tr
           pid, log, opts.timeout)
     c.state["yunikorn"] = url
     if announce:
-        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if "proxy" in c.state else ""))
+        via = "proxy" in c.state and "yunikorn" in (c.through_proxy if "throughProxy" in c.state else ())
+        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if via else ""))
 
 
 # Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and
@@ -634,6 +702,8 @@ def status(state_dir: Path) -> dict[str, Any]:
     return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()),
             "apiserver": c.state.get("apiserver"), "proxy": c.state.get("proxy"),
             "scheduler": c.state.get("scheduler"), "schedulerBuild": c.state.get("schedulerBuild"),
+            "featureGates": c.state.get("featureGates", {}), "targets": c.state.get("targets", {}),
+            "throughProxy": c.state.get("throughProxy", []),
             "builds": c.state.get("builds"), "yunikorn": c.state.get("yunikorn"),
             "nodes": c.state.get("nodes"), "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
 

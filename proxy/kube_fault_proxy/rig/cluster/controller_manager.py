@@ -8,7 +8,9 @@ Ready (so TaintNodesByCondition is on) and taints nodes whose leases stop (their
 the usual 300 s toleration), and orphaned pods are collected. Workload controllers (Deployments,
 Jobs, …), endpoints, volumes and cloud controllers are off: no scenario creates their objects, and
 each would watch every pod of a 3,000-pod load on a 2-core machine. `cluster up --controllers`
-takes any other list (kube-controller-manager's own syntax: `*` for all its defaults).
+takes any other list (kube-controller-manager's own syntax: `*` for all its defaults), and
+`--workload-controllers` adds WORKLOAD_CONTROLLERS, for a kube-controller-manager that is itself
+the system under test (`--through-proxy kube-controller-manager`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,22 @@ CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "servicea
                "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
                "node-lifecycle-controller", "taint-eviction-controller", "pod-garbage-collector-controller",
                "clusterrole-aggregation-controller")
+# The workload controllers (and what they lean on: the garbage collector above deletes what a scale-down
+# or a rollout orphans). Each watches every pod: only for a run whose system under test they are.
+WORKLOAD_CONTROLLERS = ("replicaset-controller", "deployment-controller", "job-controller",
+                        "statefulset-controller", "daemonset-controller")
 
 
-def argv(binary: Path, kubeconfig: Path, pki: Path, port: int, controllers: tuple[str, ...] = CONTROLLERS) -> list[str]:
-    """The command line: leader election off, the service-account signing key, loopback only."""
-    return [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
+def argv(binary: Path, kubeconfig: Path, pki: Path, port: int, controllers: tuple[str, ...] = CONTROLLERS,
+         gates: list[str] | None = None, authentication_kubeconfig: Path | None = None) -> list[str]:
+    """The command line: leader election off, the service-account signing key, loopback only; `gates` is its
+    --feature-gates flag, if any. The controllers use `kubeconfig` (the proxy's, when kube-controller-manager is
+    under test); its own serving endpoint's delegated authentication goes by `authentication_kubeconfig`."""
+    auth = authentication_kubeconfig or kubeconfig
+    return [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={auth}",
+            f"--authorization-kubeconfig={auth}", "--leader-elect=false", "--bind-address=127.0.0.1",
             f"--secure-port={port}", f"--controllers={','.join(controllers)}",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-            "--kube-api-qps=200", "--kube-api-burst=400"]
+            "--kube-api-qps=200", "--kube-api-burst=400", *(gates or [])]

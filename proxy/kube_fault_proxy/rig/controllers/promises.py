@@ -1,0 +1,319 @@
+"""What the workload controllers promise, judged on a recorded history (at every moment) or on a snapshot.
+
+Pure: a History (or a World) in, Violations out. A history is replayed in resourceVersion order (one
+etcd orders every write), and each change is judged where it can break a promise: a pod joining its
+controller (created or adopted live), a Job pod succeeding, a Deployment's ReplicaSet scaled up.
+A violation names the object, its pods and the numbers. Each breach is reported once per object
+(the first moment), with how many moments broke it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from kube_fault_proxy.rig.catalogue import CONTROLLER_INVARIANTS, Violation
+from kube_fault_proxy.rig.controllers.history import Change, History
+from kube_fault_proxy.rig.controllers.world import (
+    WORKLOADS,
+    World,
+    completion_index,
+    daemon_limit,
+    daemon_node,
+    eligible,
+    live,
+    max_surge,
+    ordinal,
+    owner,
+    replicas,
+    show,
+    succeeded,
+    uid,
+)
+from kube_fault_proxy.rig.placement import Obj, ref
+
+PROMISES = tuple(i.name for i in CONTROLLER_INVARIANTS)
+SNAPSHOT = tuple(p for p in PROMISES if p != "workload-converges")  # a snapshot has no time to converge in
+
+
+def _pods(pods: Iterable[Obj], limit: int = 8) -> str:
+    names = [ref(p) for p in pods]
+    return ", ".join(names[:limit]) + (f", … (+{len(names) - limit})" if len(names) > limit else "")
+
+
+def _objects(obj: Obj, pods: Iterable[Obj]) -> tuple[str, ...]:
+    return (ref(obj), *(ref(p) for p in pods))
+
+
+def replicaset_over(world: World, rs: Obj, joined: Obj | None = None) -> Violation | None:
+    """`replicaset-never-over-replicas` for one ReplicaSet (at a pod joining it, or now)."""
+    pods, want = world.live_pods_of(uid(rs)), replicas(rs)
+    if len(pods) <= want:
+        return None
+    when = f" once {ref(joined)} joined" if joined is not None else ""
+    return Violation("replicaset-never-over-replicas",
+                     f"{show('ReplicaSet', rs)} has {len(pods)} live pods{when}, replicas {want}: {_pods(pods)}",
+                     _objects(rs, pods), "replicaset", numbers={"live": len(pods), "replicas": want})
+
+
+def deployment_over(world: World, deployment: Obj) -> Violation | None:
+    """`replicaset-never-over-replicas` for a Deployment: its ReplicaSets' replicas against replicas + maxSurge."""
+    sets = world.replicasets_of(uid(deployment))
+    asked, want, surge = sum(replicas(r) for r in sets), replicas(deployment), max_surge(deployment)
+    if asked <= want + surge:
+        return None
+    pods = [p for r in sets for p in world.live_pods_of(uid(r))]
+    each = ", ".join(f"{r['metadata']['name']} {replicas(r)}" for r in sets)
+    return Violation("replicaset-never-over-replicas",
+                     f"{show('Deployment', deployment)}'s ReplicaSets ask for {asked} pods ({each}), over replicas "
+                     f"{want} + maxSurge {surge}; live pods: {_pods(pods)}", _objects(deployment, pods), "deployment",
+                     numbers={"asked": asked, "replicas": want, "maxSurge": surge, "live": len(pods)})
+
+
+def job_over(world: World, job: Obj, succeeded_uids: set[str] | None = None) -> list[Violation]:
+    """`job-never-over-completions` and `indexed-job-one-success-per-index` (succeeded pods ever seen, or now)."""
+    pods = world.pods_of(uid(job))
+    done = [p for p in pods if succeeded(p)] if succeeded_uids is None else world.history_pods(succeeded_uids)
+    out = []
+    completions = job["spec"].get("completions")
+    if completions is not None and len(done) > int(completions):
+        out.append(Violation("job-never-over-completions",
+                             f"{show('Job', job)} has {len(done)} succeeded pods, completions {completions}: "
+                             f"{_pods(done)}", _objects(job, done), numbers={"succeeded": len(done),
+                                                                             "completions": int(completions)}))
+    if job["spec"].get("completionMode") == "Indexed":
+        by_index: dict[int, list[Obj]] = {}
+        for p in done:
+            index = completion_index(p)
+            if index is not None:
+                by_index.setdefault(index, []).append(p)
+        for index, twins in sorted(by_index.items()):
+            if len(twins) > 1:
+                out.append(Violation("indexed-job-one-success-per-index",
+                                     f"{show('Job', job)} has {len(twins)} succeeded pods for index {index}: "
+                                     f"{_pods(twins)}", _objects(job, twins), f"index-{index}",
+                                     numbers={"index": index, "succeeded": len(twins)}))
+    return out
+
+
+def job_active(world: World, job: Obj, joined: Obj | None = None) -> Violation | None:
+    """`job-active-within-parallelism`: live pods against spec.parallelism (default 1)."""
+    pods = world.live_pods_of(uid(job))
+    parallelism = job["spec"].get("parallelism")
+    limit = 1 if parallelism is None else int(parallelism)
+    if len(pods) <= limit:
+        return None
+    when = f" once {ref(joined)} started" if joined is not None else ""
+    return Violation("job-active-within-parallelism",
+                     f"{show('Job', job)} has {len(pods)} active pods{when}, parallelism {limit}: {_pods(pods)}",
+                     _objects(job, pods), numbers={"active": len(pods), "parallelism": limit})
+
+
+def statefulset_twins(world: World, sts: Obj) -> list[Violation]:
+    """`statefulset-one-pod-per-ordinal`: pods (live or terminating: both still run) per ordinal."""
+    by: dict[int, list[Obj]] = {}
+    for p in world.pods_of(uid(sts)):
+        n = ordinal(p)
+        if n is not None:
+            by.setdefault(n, []).append(p)
+    return [Violation("statefulset-one-pod-per-ordinal",
+                      f"{show('StatefulSet', sts)} has {len(ps)} pods for ordinal {n}: {_pods(ps)}",
+                      _objects(sts, ps), f"ordinal-{n}", numbers={"ordinal": n, "pods": len(ps)})
+            for n, ps in sorted(by.items()) if len(ps) > 1]
+
+
+def _start(sts: Obj) -> int:
+    return int((sts["spec"].get("ordinals") or {}).get("start", 0))
+
+
+def statefulset_beyond(world: World, sts: Obj) -> Violation | None:
+    """`statefulset-none-beyond-replicas-once-settled`: once it observed its generation and counts its replicas."""
+    status = sts.get("status") or {}
+    want = replicas(sts)
+    settled = int(status.get("observedGeneration", 0)) >= int(sts["metadata"].get("generation", 0)) \
+        and int(status.get("replicas", -1)) == want
+    if not settled:
+        return None
+    end = _start(sts) + want
+    beyond = [p for p in world.live_pods_of(uid(sts)) if (ordinal(p) or 0) >= end]
+    if not beyond:
+        return None
+    return Violation("statefulset-none-beyond-replicas-once-settled",
+                     f"{show('StatefulSet', sts)} is settled at replicas {want} but has live pods at ordinal {end} or "
+                     f"beyond: {_pods(beyond)}", _objects(sts, beyond),
+                     numbers={"replicas": want, "beyond": len(beyond)})
+
+
+def daemonset_crowded(world: World, ds: Obj, node: str | None = None) -> list[Violation]:
+    """`daemonset-one-pod-per-node`: live pods per node (one node's, or every node's)."""
+    by: dict[str, list[Obj]] = {}
+    for p in world.live_pods_of(uid(ds)):
+        n = daemon_node(p)
+        if n is not None and (node is None or n == node):
+            by.setdefault(n, []).append(p)
+    limit = daemon_limit(ds)
+    return [Violation("daemonset-one-pod-per-node",
+                      f"{show('DaemonSet', ds)} has {len(ps)} live pods for node {n} (at most {limit}): {_pods(ps)}",
+                      _objects(ds, ps), node=n, numbers={"live": len(ps), "allowed": limit})
+            for n, ps in sorted(by.items()) if len(ps) > limit]
+
+
+def converged(world: World, kind: str, obj: Obj) -> tuple[bool, str]:
+    """Whether the workload is what its spec asks, and if not, how far it is."""
+    pods = world.live_pods_of(uid(obj))
+    match kind:
+        case "ReplicaSet":
+            return len(pods) == replicas(obj), f"{len(pods)} live pods, replicas {replicas(obj)}"
+        case "Deployment":
+            status, want = obj.get("status") or {}, replicas(obj)
+            pods = [p for r in world.replicasets_of(uid(obj)) for p in world.live_pods_of(uid(r))]
+            ok = (int(status.get("observedGeneration", 0)) >= int(obj["metadata"].get("generation", 0))
+                  and status.get("updatedReplicas", 0) == want and status.get("replicas", 0) == want
+                  and len(pods) == want)
+            return ok, (f"{len(pods)} live pods, {status.get('updatedReplicas', 0)} updated, replicas {want}")
+        case "Job":
+            conditions = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+            ended = conditions.get("Complete") == "True" or conditions.get("Failed") == "True" \
+                or bool(obj["spec"].get("suspend"))
+            done = sum(1 for p in world.pods_of(uid(obj)) if succeeded(p))
+            return ended and not pods, f"{len(pods)} active, {done} succeeded, not complete" if not ended else \
+                f"complete with {len(pods)} pods still active"
+        case "StatefulSet":
+            ordinals = list(range(_start(obj), _start(obj) + replicas(obj)))
+            live_ordinals = sorted(ordinal(p) or 0 for p in pods)
+            return live_ordinals == ordinals, f"live ordinals {live_ordinals}, want {ordinals}"
+        case "DaemonSet":
+            nodes = world.objects["Node"].values()
+            wanted = {n["metadata"]["name"] for n in nodes if eligible(obj, n)}
+            on = sorted(daemon_node(p) or "" for p in pods)
+            return on == sorted(wanted), f"{len(on)} live pods for {len(wanted)} eligible nodes"
+    return True, ""
+
+
+def _affected(world: World, change: Change) -> list[tuple[str, Obj]]:
+    """The workloads a change may move: itself, its controller, and that one's (a Deployment's pods)."""
+    out: list[tuple[str, Obj]] = []
+    if change.kind in WORKLOADS and change.type != "DELETED":
+        out.append((change.kind, change.obj))
+    if change.kind == "Node":
+        out += [("DaemonSet", d) for d in world.objects["DaemonSet"].values()]
+    o = owner(change.obj)
+    while o is not None and o[0] in WORKLOADS:
+        parent = world.objects[o[0]].get(o[1])
+        if parent is None:
+            break
+        out.append((o[0], parent))
+        o = owner(parent)
+    return out
+
+
+def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[str, set[str]]) -> list[Violation]:
+    """The promises a change can break, judged right after it."""
+    new, out = change.obj, []
+    o = owner(new)
+    if change.kind == "Pod" and o is not None and change.type != "DELETED":
+        parent = world.objects.get(o[0], {}).get(o[1])
+        joined = live(new) and not (old is not None and live(old) and owner(old) == o)
+        if parent is not None and joined:
+            match o[0]:
+                case "ReplicaSet":
+                    out += [v for v in [replicaset_over(world, parent, new)] if v]
+                case "Job":
+                    out += [v for v in [job_active(world, parent, new)] if v]
+                case "DaemonSet":
+                    out += daemonset_crowded(world, parent, daemon_node(new))
+        if parent is not None and o[0] == "StatefulSet" and old is None:
+            out += statefulset_twins(world, parent)
+        if parent is not None and o[0] == "Job" and succeeded(new) and not (old is not None and succeeded(old)):
+            seen_succeeded.setdefault(o[1], set()).add(uid(new))
+            out += job_over(world, parent, seen_succeeded[o[1]])
+    if change.kind == "ReplicaSet" and change.type != "DELETED" and o is not None and o[0] == "Deployment" \
+            and (old is None or replicas(new) > replicas(old)):
+        deployment = world.objects["Deployment"].get(o[1])
+        out += [v for v in [deployment and deployment_over(world, deployment)] if v]
+    return out
+
+
+def judge(history: History, faults_end: float | None = None, bound: float = 60.0) -> list[Violation]:
+    """Every promise over a whole history; convergence: each workload that still exists at the end reaches
+    its spec within `bound` seconds of the faults' end (or of its last spec change, if later)."""
+    world = World()
+    first: dict[tuple[str, str, str], Violation] = {}
+    moments: dict[tuple[str, str, str], int] = {}
+    seen_succeeded: dict[str, set[str]] = {}
+    since: dict[str, float | None] = {}  # workload uid -> when it last became converged (None: it is not)
+    changed: dict[str, float] = {}  # workload uid -> when its spec (or, for a DaemonSet, the node set) last changed
+    for change in history.ordered():
+        old = world.remove(change.kind, change.obj) if change.type == "DELETED" else world.put(change.kind, change.obj)
+        for v in _moment(world, change, old, seen_succeeded):
+            key = (v.invariant, v.objects[0], v.kind or v.node)
+            first.setdefault(key, v)
+            moments[key] = moments.get(key, 0) + 1
+        generation = change.obj["metadata"].get("generation")
+        if change.kind in WORKLOADS and (old is None or old["metadata"].get("generation") != generation):
+            changed[uid(change.obj)] = change.t
+        if change.kind == "Node" and change.type != "MODIFIED":
+            changed.update({u: change.t for u in world.objects["DaemonSet"]})
+        for kind, obj in _affected(world, change):
+            ok, _ = converged(world, kind, obj)
+            if not ok:
+                since[uid(obj)] = None
+            elif since.get(uid(obj)) is None:
+                since[uid(obj)] = change.t
+    out = [replace(v, numbers={**v.numbers, "moments": moments[k]}) for k, v in first.items()]
+    for kind in WORKLOADS:
+        for obj in world.objects[kind].values():
+            if kind == "StatefulSet":
+                out += [v for v in [statefulset_beyond(world, obj)] if v]
+            deadline = max(faults_end or 0.0, changed.get(uid(obj), 0.0)) + bound
+            ok, how = converged(world, kind, obj)
+            at = since.get(uid(obj))
+            if not ok:
+                out.append(Violation("workload-converges", f"{show(kind, obj)} never converged: {how} when the "
+                                     f"history ends ({history.end - deadline + bound:.1f}s after the faults ended or "
+                                     "its spec last changed)", (ref(obj),), kind.lower(),
+                                     numbers={"bound": bound}))
+            elif at is not None and at > deadline:
+                out.append(Violation("workload-converges", f"{show(kind, obj)} converged {at - deadline + bound:.1f}s "
+                                     f"after the faults ended or its spec last changed; the bound is {bound:g}s",
+                                     (ref(obj),), kind.lower(), numbers={"seconds": at - deadline + bound,
+                                                                         "bound": bound}))
+    return out
+
+
+def check_world(world: World, namespaces: Iterable[str] = ()) -> list[Violation]:
+    """Every promise a snapshot can judge (SNAPSHOT), on the workloads in these namespaces (all if none)."""
+    wanted = set(namespaces)
+
+    def mine(kind: str) -> list[Obj]:
+        objs = world.objects[kind].values()
+        return sorted((o for o in objs if not wanted or o["metadata"].get("namespace") in wanted), key=ref)
+
+    out: list[Violation] = []
+    for rs in mine("ReplicaSet"):
+        out += [v for v in [replicaset_over(world, rs)] if v]
+    for d in mine("Deployment"):
+        out += [v for v in [deployment_over(world, d)] if v]
+    for job in mine("Job"):
+        out += job_over(world, job)
+        out += [v for v in [job_active(world, job)] if v]
+    for sts in mine("StatefulSet"):
+        out += statefulset_twins(world, sts)
+        out += [v for v in [statefulset_beyond(world, sts)] if v]
+    for ds in mine("DaemonSet"):
+        out += daemonset_crowded(world, ds)
+    return out
+
+
+def unconverged(world: World, namespaces: Iterable[str] = ()) -> list[str]:
+    """Each workload (in these namespaces, all if none) that is not yet what its spec asks, and how far it is."""
+    wanted = set(namespaces)
+    out = []
+    for kind in WORKLOADS:
+        for obj in sorted(world.objects[kind].values(), key=ref):
+            if wanted and obj["metadata"].get("namespace") not in wanted:
+                continue
+            ok, how = converged(world, kind, obj)
+            if not ok:
+                out.append(f"{show(kind, obj)}: {how}")
+    return out

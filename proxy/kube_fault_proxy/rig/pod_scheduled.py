@@ -1,0 +1,40 @@
+"""`bound-pod-scheduled`: every pod its scheduler bound ends with PodScheduled=True.
+
+kube-scheduler's asynchronous API calls (KEP-5229, gate SchedulerAsyncAPICalls) send the Binding and
+the pod's status patches through one dispatcher; kubernetes#139602 was a failed asynchronous bind
+whose later status patch left a bound pod with PodScheduled=False. The apiserver sets the condition
+True when it commits a Binding, so a bound pod without it means a write arrived out of order.
+Pure: pods in, violations out; judged once the cluster is quiet (`check`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kube_fault_proxy.rig.catalogue import Violation
+from kube_fault_proxy.rig.placement import Obj, ref, terminated
+
+NAME = "bound-pod-scheduled"
+
+
+def condition(pod: Obj, kind: str) -> Obj | None:
+    """The pod's condition of this type, if it has one."""
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def check_scheduled(pods: Iterable[Obj], schedulers: set[str], namespaces: Iterable[str] = ()) -> list[Violation]:
+    """Every live pod of these schedulers that is bound has PodScheduled=True (in these namespaces, all if none)."""
+    wanted = set(namespaces)
+    out = []
+    for pod in sorted(pods, key=ref):
+        if not pod["spec"].get("nodeName") or terminated(pod) \
+                or pod["spec"].get("schedulerName", "default-scheduler") not in schedulers \
+                or (wanted and pod["metadata"].get("namespace") not in wanted):
+            continue
+        c = condition(pod, "PodScheduled")
+        if c is None or c.get("status") != "True":
+            said = "no PodScheduled condition" if c is None else \
+                f"PodScheduled={c.get('status')} ({c.get('reason') or 'no reason'}: {c.get('message') or ''})"
+            out.append(Violation(NAME, f"{ref(pod)} is bound to {pod['spec']['nodeName']} with {said}",
+                                 (ref(pod),), c.get("reason", "") if c else "missing", pod["spec"]["nodeName"]))
+    return out
