@@ -16,7 +16,7 @@ from kube_fault_proxy.proxy.faults import KINDS, Fault
 from kube_fault_proxy.proxy.profiles import profile
 from kube_fault_proxy.proxy.profiles.strict import format_duration
 from kube_fault_proxy.rig import scenario
-from kube_fault_proxy.rig.catalogue import CATALOGUE
+from kube_fault_proxy.rig.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
 
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
 # (annotated_types class, how it reads, its attribute, the JSON Schema keys that say the same)
@@ -196,6 +196,11 @@ def scenario_page() -> str:
     sections.append("## Invariants (`expect.invariants`, `expect.mayBreak`)\n\nA scenario names an invariant by its "
                     "name or its alias.\n\n" + table(("name", "alias", "holds when"), [
                         (code(i.name), code(i.alias) if i.alias else "", text(i.meaning)) for i in CATALOGUE]))
+    sections.append("## Invariants of workload controllers and conditions\n\n`kube-fault-proxy check` also judges "
+                    "these, on the cluster as it is (and the rig on a history recorded directly from the apiserver): "
+                    "what kube-controller-manager's workload controllers promise, and the conditions a scheduler "
+                    "must leave.\n\n" + table(("name", "holds when"), [
+                        (code(i.name), text(i.meaning)) for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)]))
     return page("Scenario format", "A scenario (`kube-fault-proxy scenario run FILE`) names the cluster, the load, a "
                 "fault timeline, how the run settles and what each scheduler's run must show. It is strict like a "
                 "profile.", sections)
