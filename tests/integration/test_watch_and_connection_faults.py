@@ -380,9 +380,28 @@ def test_stale_list_passes_the_apiservers_410_for_a_compacted_revision(h2: httpx
     assert gone.headers["x-query"] == "resourceVersion=40&resourceVersionMatch=Exact"
     records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
     assert [r["reason"] for r in records if r["event"] == "stale-skipped"] == [
-        "0 writes of configmaps seen, 2 needed to hide 1"]
+        "0 writes of configmaps seen, 1 needed to hide 1"]
     [compacted] = [r for r in records if r["event"] == "stale-compacted"]
     assert (compacted["servedResourceVersion"], compacted["status"]) == ("40", 410)
+
+
+def test_stale_list_counts_a_delete_answered_without_a_revision_so_hide_2_hides_exactly_2(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "stale", [{"name": "s", "match": {"verbs": ["list"], "resources": ["secrets"]},
+                                 "fault": {"staleList": {"lagWrites": 2}}}])
+    for name, rv in (("early", 60), ("doomed", 61), ("late", 62)):
+        body = json.dumps({"kind": "Secret", "apiVersion": "v1",
+                           "metadata": {"name": name, "resourceVersion": str(rv)}}, separators=(",", ":"))
+        assert h2.post("/api/v1/namespaces/default/secrets", content=body,
+                       headers={"content-type": "application/json"}).status_code == 201
+    deleted = h2.delete("/api/v1/namespaces/default/secrets/doomed")
+    assert deleted.status_code == 200 and "resourceVersion" not in deleted.json()["metadata"]
+    listed = h2.get("/api/v1/secrets")
+    assert listed.status_code == 200
+    assert listed.headers["x-query"] == "resourceVersion=61&resourceVersionMatch=Exact", \
+        "just before late's create: late's create and doomed's delete hidden, doomed's create kept"
+    [served] = injections(control)
+    assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("61", 2, "62")
 
 
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:

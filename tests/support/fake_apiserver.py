@@ -100,6 +100,9 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
     if method == "POST" and path.startswith("/api/v1/namespaces/"):  # a create: the object back, as it came
         return await _send(send, 201, body)
+    if method == "DELETE" and path.startswith("/api/v1/namespaces/"):  # as for a ConfigMap: a Status, no revision
+        return await _send(send, 200, json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                                  "status": "Success", "details": {"name": parts[-1]}}).encode())
     if path == "/debug/bindings":
         return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts,
                                                   "cancelled": bindings_cancelled}).encode())

@@ -2,7 +2,8 @@
 
 Every JSON answer of a resource request and every JSON watch stream is read, never changed: the first
 `resourceVersion` of an answer (a list's own, or the object's) and of each watch event goes into the
-revision log. A `staleList` decision picks its revision there as the request leaves: the addon sends the
+revision log; a 2xx write whose answer has none (a `Status`, protobuf) is counted as a write all the
+same. A `staleList` decision picks its revision there as the request leaves: the addon sends the
 rewritten request this returns, and for a GET puts the object this reads back in place of the LIST.
 Plain data in and out; the addon alone touches flows.
 """
@@ -102,13 +103,16 @@ class StaleViews:
         for any other, its revision noted."""
         if served is not None:
             return self._stale_answer(ident, answer, served)
-        if not ident.is_resource or not 200 <= answer.status < 300 or not answer.json or answer.encoded:
+        if not ident.is_resource or not 200 <= answer.status < 300:
             return None
         write = ident.verb in WRITES
-        if (write or ident.verb in READS) and answer.body:
-            revision = first_revision(answer.body)
-            if revision is not None:
-                self.log.seen((ident.group, ident.resource), revision, self.clock(), write)
+        readable = answer.json and not answer.encoded and answer.body
+        revision = first_revision(answer.body) if readable and answer.body and (write or ident.verb in READS) else None
+        key: Key = (ident.group, ident.resource)
+        if revision is not None:
+            self.log.seen(key, revision, self.clock(), write)
+        elif write:  # committed all the same (a DELETE's or a Binding's Status, a protobuf answer)
+            self.log.unrevisioned(key, self.clock())
         return None
 
     def _stale_answer(self, ident: RequestIdentity, answer: Answer, served: Served) -> Reply | None:
@@ -134,7 +138,7 @@ class StaleViews:
             return None
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
-        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write))
+        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write, from_watch=True))
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
             if data:
