@@ -404,6 +404,26 @@ def test_stale_list_counts_a_delete_answered_without_a_revision_so_hide_2_hides_
     assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("61", 2, "62")
 
 
+def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own_timer(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "lag", [{"name": "l", "match": PODS, "fault": {"delayEvents": {"seconds": 0.6}}}])
+    arrived: list[tuple[float, str]] = []
+    with h2.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "4", "interval": "0.1", "linger": "2.5"}) as s:
+        t0 = time.monotonic()
+        for line in s.iter_lines():
+            if line:
+                arrived.append((time.monotonic() - t0, json.loads(line)["object"]["metadata"]["name"]))
+        ended = time.monotonic() - t0
+    assert [name for _, name in arrived] == ["p0", "p1", "p2", "p3"]
+    for i, (at, _) in enumerate(arrived):  # sent at ~0.1 i: each 0.6 s later, well before the stream ends
+        assert 0.1 * i + 0.5 <= at <= 0.1 * i + 1.2, arrived
+    assert ended >= 2.5
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    delayed = [r for r in records if r["event"] == "watch-event" and r["action"] == "delayed"]
+    assert {r["reason"] for r in delayed} == {"due"} and sum(r["events"] for r in delayed) == 4
+    assert all(0.55 <= r["minLateSeconds"] <= r["maxLateSeconds"] <= 1.2 for r in delayed), delayed
+
+
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:
     """This test's coalesced deliveries, from the journal."""
     records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]

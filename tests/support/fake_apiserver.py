@@ -140,6 +140,7 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             await send({"type": "http.response.body", "more_body": True,
                         "body": json.dumps(event, separators=(",", ":")).encode() + b"\n"})
             await asyncio.sleep(interval)
+        await asyncio.sleep(float(query.get("linger", "0")))  # a quiet stream, still open
         return await send({"type": "http.response.body", "body": b""})
     if path.startswith("/api/v1/") and method == "GET":
         # A LIST at a past revision as the apiserver answers it (resourceVersionMatch=Exact): that revision as the

@@ -21,6 +21,7 @@ from kube_fault_proxy.proxy.faults.plan import ServeStale
 from kube_fault_proxy.proxy.faults.stale_list import get_as_list, single_object, stale_query
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
+from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import Choice, Key, RevisionLog, WatchScanner, first_revision
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
@@ -141,7 +142,7 @@ class StaleViews:
         scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write, from_watch=True))
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
-            if data:
+            if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
                 scanner.feed(data)
             if callable(inner):
                 return inner(data)

@@ -13,6 +13,7 @@ from kube_fault_proxy.proxy.faults.commit_then_fail import CommitThenFail
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.faults.cut import Cut
 from kube_fault_proxy.proxy.faults.delay import Delay
+from kube_fault_proxy.proxy.faults.delay_events import DelayEvents
 from kube_fault_proxy.proxy.faults.drop_events import DropEvents
 from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEvents
 from kube_fault_proxy.proxy.faults.expire import Expire
@@ -28,7 +29,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList, CoalesceEvents, CrashPoint,  # views
+    StaleList, CoalesceEvents, CrashPoint, DelayEvents,  # views
 )
 
 
@@ -52,6 +53,7 @@ class Fault(StrictModel):
     staleList: StaleList | None = None
     coalesceEvents: CoalesceEvents | None = None
     crashPoint: CrashPoint | None = None
+    delayEvents: DelayEvents | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

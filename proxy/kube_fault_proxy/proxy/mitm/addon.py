@@ -21,7 +21,7 @@ from kube_fault_proxy.proxy.faults.plan import (
     Step,
     Wait,
 )
-from kube_fault_proxy.proxy.mitm import internals, watch_edits
+from kube_fault_proxy.proxy.mitm import internals, stream_ticks, watch_edits
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
@@ -245,7 +245,8 @@ class FaultAddon:
                                contentType=ctype, contentEncoding=encoding)
             return
         flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.counters.note,
-                                                  functools.partial(self._close_upstream, flow))
+                                                  functools.partial(self._close_upstream, flow),
+                                                  functools.partial(stream_ticks.wake, flow.client_conn.id, flow))
 
     @staticmethod
     def _close_upstream(flow: http.HTTPFlow) -> None:

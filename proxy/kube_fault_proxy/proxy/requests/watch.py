@@ -79,6 +79,9 @@ class EventSelector(StrictModel):
 
 
 Edit = Callable[[bytes, WatchEvent | None], list[bytes]]
+# What a streamed watch's callable is called with when the proxy wakes it between the apiserver's chunks
+# (mitm/stream_ticks.py): compared by identity, never a chunk the apiserver sent.
+TICK = bytes(bytearray(b"kfp-tick"))
 
 
 class EventEditor:
@@ -98,6 +101,14 @@ class EventEditor:
 
     def at_end(self) -> list[bytes]:
         """Lines to append when the apiserver ends the stream."""
+        return []
+
+    def next_due(self) -> float | None:
+        """When (monotonic seconds) the editor wants `tick` called, whether or not the apiserver sends."""
+        return None
+
+    def tick(self) -> list[bytes]:
+        """Lines to send now, between the apiserver's chunks (what came due)."""
         return []
 
     def note(self, action: str, event: WatchEvent | None) -> None:
