@@ -424,6 +424,26 @@ def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own
     assert all(0.55 <= r["minLateSeconds"] <= r["maxLateSeconds"] <= 1.2 for r in delayed), delayed
 
 
+def test_fail_then_commit_answers_the_error_first_and_sends_the_write_afterwards(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "late", [{"name": "f", "match": {"verbs": ["create"], "resources": ["configmaps"]},
+                                "fault": {"failThenCommit": {"status": 504, "commitAfterSeconds": 0.5}}}])
+    body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "late", "resourceVersion": "77"}})
+    t0 = time.monotonic()
+    answer = h2.post("/api/v1/namespaces/default/configmaps", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 504 and answer.json()["reason"] == "Timeout" and time.monotonic() - t0 < 0.4
+    cursor = control.headers["x-test-journal-cursor"]
+    for _ in range(50):
+        records = control.get("/v1/journal", params={"since": cursor}).json()["records"]
+        if any(r["event"] == "late-commit" for r in records):
+            break
+        time.sleep(0.1)
+    [inject] = [r for r in records if r["event"] == "inject"]
+    [late] = [r for r in records if r["event"] == "late-commit"]
+    assert (late["committed"], late["upstreamStatus"], late["resourceVersion"]) == (True, 201, "77")
+    assert late["time"] - inject["time"] >= 0.45 and late["rule"] == inject["rule"] == "f"
+
+
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:
     """This test's coalesced deliveries, from the journal."""
     records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]

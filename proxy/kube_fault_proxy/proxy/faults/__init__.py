@@ -17,6 +17,7 @@ from kube_fault_proxy.proxy.faults.delay_events import DelayEvents
 from kube_fault_proxy.proxy.faults.drop_events import DropEvents
 from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEvents
 from kube_fault_proxy.proxy.faults.expire import Expire
+from kube_fault_proxy.proxy.faults.fail_then_commit import FailThenCommit
 from kube_fault_proxy.proxy.faults.hang import Hang
 from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
@@ -26,7 +27,7 @@ from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.profiles.strict import StrictModel, exactly_one_of
 
 KINDS: tuple[type[FaultSpec], ...] = (
-    Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
+    Abort, Throttle, Delay, Hang, Reset, CommitThenFail, FailThenCommit,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
     StaleList, CoalesceEvents, CrashPoint, DelayEvents,  # views
@@ -44,6 +45,7 @@ class Fault(StrictModel):
     hang: Hang | None = None
     reset: Reset | None = None
     commitThenFail: CommitThenFail | None = None
+    failThenCommit: FailThenCommit | None = None
     expire: Expire | None = None
     cut: Cut | None = None
     dropEvents: DropEvents | None = None

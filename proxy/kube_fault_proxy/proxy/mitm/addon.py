@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Sequence
+from pathlib import Path
 
-from mitmproxy import http
+from mitmproxy import ctx, http
+from mitmproxy.proxy import mode_specs
 
+from kube_fault_proxy.proxy import late_commits
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
+    CommitLater,
     EditEvents,
     HoldAnswer,
     LimitWatch,
@@ -31,6 +35,7 @@ from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
+from kube_fault_proxy.proxy.upstream import Upstream
 
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
@@ -57,6 +62,14 @@ def _answer(response: http.Response, decoded: bool = False) -> Answer:
     encoded = b"content-encoding" in values
     body = response.get_content(strict=False) if decoded and encoded else response.raw_content
     return Answer(response.status_code, values.get(b"content-type", ""), encoded, body)
+
+
+def _upstream() -> Upstream:
+    """The apiserver this proxy forwards to, as its mitmproxy options say (for requests of its own)."""
+    o = ctx.options
+    url = str(mode_specs.ProxyMode.parse(o.mode[0]).data)
+    return Upstream(url, Path(o.ssl_verify_upstream_trusted_ca) if o.ssl_verify_upstream_trusted_ca else None,
+                    Path(o.client_certs) if o.client_certs else None, bool(o.ssl_insecure))
 
 
 def _make_response(step: Respond) -> http.Response:
@@ -95,6 +108,15 @@ class FaultAddon:
         self.timeouts = timeouts
         self.binds = BindOutcomes(runtime.counters.bind_outcome)
         self.stale = StaleViews(runtime.counters, runtime.clock)
+        self.late = late_commits.LateCommits(runtime.counters, lambda: late_commits.client_for(_upstream()),
+                                             self._late_answer)
+
+    def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
+        """A late commit's answer, seen as any answer (the revision log counts the write)."""
+        self.stale.answered(ident, Answer(status, content_type, False, body), None)
+
+    async def done(self) -> None:
+        await self.late.close()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.timeouts is not None:
@@ -309,6 +331,11 @@ class FaultAddon:
                     self._close_upstream(flow)
                     flow.kill()
                     return
+                case CommitLater(seconds):
+                    req = flow.request
+                    headers = [(k, v) for k, v in req.headers.items(multi=True)]
+                    self.late.schedule(flow.metadata[DECISION], flow.metadata[IDENT], req.method, req.path, headers,
+                                       req.raw_content or b"", seconds)
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
                     if self.outage.start(seconds, refuse, **decision.stamp()):
