@@ -428,7 +428,8 @@ def test_fail_then_commit_answers_the_error_first_and_sends_the_write_afterwards
         h2: httpx.Client, control: httpx.Client) -> None:
     activate(control, "late", [{"name": "f", "match": {"verbs": ["create"], "resources": ["configmaps"]},
                                 "fault": {"failThenCommit": {"status": 504, "commitAfterSeconds": 0.5}}}])
-    body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "late", "resourceVersion": "77"}})
+    body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "late", "resourceVersion": "77"}},
+                      separators=(",", ":"))  # compact, as the apiserver writes
     t0 = time.monotonic()
     answer = h2.post("/api/v1/namespaces/default/configmaps", content=body, headers={"content-type": "application/json"})
     assert answer.status_code == 504 and answer.json()["reason"] == "Timeout" and time.monotonic() - t0 < 0.4
@@ -442,6 +443,28 @@ def test_fail_then_commit_answers_the_error_first_and_sends_the_write_afterwards
     [late] = [r for r in records if r["event"] == "late-commit"]
     assert (late["committed"], late["upstreamStatus"], late["resourceVersion"]) == (True, 201, "77")
     assert late["time"] - inject["time"] >= 0.45 and late["rule"] == inject["rule"] == "f"
+
+
+def test_a_stale_watch_list_sends_the_list_at_the_revision_the_bookmark_then_the_watch_from_it(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    watch_lines(h2, n="3")  # the proxy sees pod writes (revisions 100-102, and more from earlier tests)
+    activate(control, "time-travel", [{"name": "t", "match": PODS, "fault": {"staleList": {"lagWrites": 2}}}])
+    with h2.stream("GET", "/api/v1/pods", params={
+            "watch": "1", "sendInitialEvents": "true", "allowWatchBookmarks": "true", "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": "", "n": "2", "interval": "0.05"}) as s:
+        query = s.headers["x-query"]
+        events = [json.loads(line) for line in s.iter_lines() if line]
+    [served] = injections(control)
+    revision = served["servedResourceVersion"]
+    assert int(served["newestResourceVersion"]) > int(revision) and served["writesSince"] == 2
+    assert (served["servedAs"], served["initialEvents"], served["pages"]) == ("watchlist", 3, 1)
+    assert query == f"watch=1&allowWatchBookmarks=true&n=2&interval=0.05&resourceVersion={revision}", \
+        "a plain watch from the revision: no sendInitialEvents, no resourceVersionMatch"
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "p0"), ("ADDED", "p1"), ("ADDED", "p2"), ("BOOKMARK", None), ("ADDED", "p0"), ("ADDED", "p1")]
+    assert events[0]["object"]["kind"] == "Pod" and events[0]["object"]["apiVersion"] == "v1"
+    assert events[3]["object"]["metadata"] == {"resourceVersion": revision,
+                                               "annotations": {"k8s.io/initial-events-end": "true"}}
 
 
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:

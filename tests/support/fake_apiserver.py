@@ -127,7 +127,8 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         started = asyncio.get_running_loop().time()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", ctype.encode()), (b"transfer-encoding", b"chunked"),
-                                (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode())]})
+                                (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode()),
+                                (b"x-query", scope["query_string"])]})
         objects = int(query.get("objects", "0"))  # events about this many pods, round robin (0: one pod each)
         for i in range(n):
             if asyncio.get_running_loop().time() - started >= limit:

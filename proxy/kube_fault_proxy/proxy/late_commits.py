@@ -78,8 +78,6 @@ class LateCommits:
         self.observed(ident, answer.status_code, ctype, answer.content)
 
     async def close(self) -> None:
-        """Cancel what has not been sent and close the connection."""
+        """Cancel what has not been sent (the client is its owner's to close)."""
         for task in list(self.tasks):
             task.cancel()
-        if self._client is not None:
-            await self._client.aclose()

@@ -7,6 +7,7 @@ import functools
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 
+import httpx
 from mitmproxy import ctx, http
 from mitmproxy.proxy import mode_specs
 
@@ -31,6 +32,7 @@ from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -41,6 +43,8 @@ IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
 STALE = "kfp.stale"
+INITIAL = "kfp.initial-events"  # a stale WatchList's initial events, sent before its watch's own
+WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
 POLL_SECONDS = 0.2
 
 
@@ -108,8 +112,48 @@ class FaultAddon:
         self.timeouts = timeouts
         self.binds = BindOutcomes(runtime.counters.bind_outcome)
         self.stale = StaleViews(runtime.counters, runtime.clock)
-        self.late = late_commits.LateCommits(runtime.counters, lambda: late_commits.client_for(_upstream()),
-                                             self._late_answer)
+        self._upstream_client: httpx.AsyncClient | None = None
+        self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
+
+    def _client(self) -> httpx.AsyncClient:
+        """The proxy's own client of the apiserver (late commits, a stale WatchList's LIST), made on first use."""
+        if self._upstream_client is None:
+            self._upstream_client = late_commits.client_for(_upstream())
+        return self._upstream_client
+
+    async def _stale_watch(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
+                           path: str) -> None:
+        """A WatchList from a past revision: its initial events read now, the watch from that revision sent."""
+        req = flow.request
+        auth = req.headers.get("authorization")
+
+        async def get(target: str) -> tuple[int, str, bytes]:
+            headers = {"accept": "application/json", **({"authorization": auth} if auth else {})}
+            answer = await self._client().get(target, headers=headers)
+            return answer.status_code, answer.headers.get("content-type", ""), answer.content
+
+        try:
+            served = await self.stale.serve_watch(ident, decision, step, path, list(req.query.items(multi=True)), get)
+        except httpx.HTTPError as e:
+            self.counters.note("stale-refused", **decision.stamp(), request=ident.as_dict(),
+                               error=f"{type(e).__name__}: {e}")
+            return
+        if isinstance(served, Reply):
+            flow.response = _make_response(Respond(served))  # the apiserver's own refusal (410: compacted)
+        elif served is not None:
+            req.path = served.path
+            req.headers["accept"] = "application/json"  # the initial events are JSON: so is the rest
+            flow.metadata[INITIAL] = served.initial
+
+    def _wake(self, flow: http.HTTPFlow, tries: int) -> None:
+        """Have the flow's stream callable called soon, once it streams (retried while it does not yet)."""
+        loop = asyncio.get_running_loop()
+
+        def attempt(left: int) -> None:
+            if not stream_ticks.wake(flow.client_conn.id, flow) and left > 0 and flow.live:
+                loop.call_later(WAKE_RETRY_SECONDS, attempt, left - 1)
+
+        loop.call_soon(attempt, tries)
 
     def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
         """A late commit's answer, seen as any answer (the revision log counts the write)."""
@@ -117,6 +161,8 @@ class FaultAddon:
 
     async def done(self) -> None:
         await self.late.close()
+        if self._upstream_client is not None:
+            await self._upstream_client.aclose()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.timeouts is not None:
@@ -158,6 +204,8 @@ class FaultAddon:
         before = decision.plan.before
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
+        if isinstance(before[0], ServeStale) and ident.watch:  # a WatchList: its initial state read first
+            return self._stale_watch(flow, ident, decision, before[0], path)
         if isinstance(before[0], ServeStale):  # its revision is chosen, and journaled, as it leaves
             served = self.stale.serve(ident, decision, before[0], path, list(req.query.items(multi=True)))
             if served is not None:
@@ -183,6 +231,10 @@ class FaultAddon:
         noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream)
         if noted is not None:
             flow.response.stream = noted
+        initial: bytes | None = flow.metadata.pop(INITIAL, None)
+        if initial is not None and flow.response.status_code == 200:  # before the watch's own, unscanned
+            flow.response.stream = watch_edits.prefixed(initial, flow.response.stream)
+            self._wake(flow, WAKE_TRIES)
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is not None and decision.plan.after:
             # A streamed watch has no end to wait for: only waits apply, at its start.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.requests.watch import TICK, EventEditor, EventStream
@@ -58,5 +58,22 @@ def edited(editor: EventEditor, decision: Decision, stream_id: str, note: Callab
             if due is not None:
                 timer = asyncio.get_running_loop().call_later(max(0.0, due - clock()), fire)
         return out
+
+    return chunk
+
+
+def prefixed(initial: bytes, inner: Callable[[bytes], Iterable[bytes] | bytes] | bool) -> Chunks:
+    """The stream callable that sends `initial` first (at the first chunk or tick), then does what `inner`
+    did (another stream callable, or plain streaming)."""
+    pending = [initial]
+
+    def chunk(data: bytes) -> list[bytes]:
+        out, pending[:] = list(pending), []
+        if data is TICK:
+            return out
+        if callable(inner):
+            got = inner(data)
+            return out + ([got] if isinstance(got, bytes) else list(got))
+        return out + ([data] if data else [])
 
     return chunk
