@@ -467,6 +467,43 @@ def test_a_stale_watch_list_sends_the_list_at_the_revision_the_bookmark_then_the
                                                "annotations": {"k8s.io/initial-events-end": "true"}}
 
 
+def test_held_events_wait_until_an_event_passes_on_another_watch(proxy: Started, control: httpx.Client) -> None:
+    """Two pods watches of one client: the first opened is held (the rule injects once) until the second's
+    first event passes; then its events arrive at once, in order."""
+    activate(control, "skew", [{"name": "h", "match": PODS, "when": {"maxInjections": 1},
+                                "fault": {"holdEvents": {"maxSeconds": 10, "untilEvent": {"resource": "pods"}}}}])
+
+    async def run() -> tuple[list[tuple[float, str]], float]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=20) as c:
+            held: list[tuple[float, str]] = []
+            t0 = time.monotonic()
+
+            async def watch_held() -> None:
+                async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "3", "interval": "0.05",
+                                                                   "linger": "2.5"}) as s:
+                    async for line in s.aiter_lines():
+                        if line:
+                            held.append((time.monotonic() - t0, json.loads(line)["object"]["metadata"]["name"]))
+
+            task = asyncio.create_task(watch_held())
+            await asyncio.sleep(1.0)
+            other = time.monotonic() - t0
+            async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "1", "interval": "0.05"}) as s:
+                async for _ in s.aiter_lines():
+                    pass
+            await asyncio.wait_for(task, 10)
+            return held, other
+
+    held, other = asyncio.run(run())
+    assert [name for _, name in held] == ["p0", "p1", "p2"]
+    assert all(other <= at <= other + 0.8 for at, _ in held), (held, other)
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    [hold] = [r for r in records if r["event"] == "watch-event" and r["action"] == "held"]
+    assert (hold["reason"], hold["events"], hold["releasedBy"]["name"]) == ("event", 3, "p0")
+    assert hold["heldSeconds"] >= 0.8
+
+
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:
     """This test's coalesced deliveries, from the journal."""
     records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]

@@ -31,6 +31,7 @@ from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import Choice, Key, RevisionLog, WatchScanner, first_revision
+from kube_fault_proxy.proxy.watch_signals import LineReader, WatchSignals
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
 READS = frozenset({"get", "list"})
@@ -80,6 +81,7 @@ class StaleViews:
         self.counters = counters
         self.clock = clock
         self.log = RevisionLog()
+        self.signals = WatchSignals()  # events other watches wait for (holdEvents)
 
     def _choose(self, ident: RequestIdentity, decision: Decision, step: ServeStale
                 ) -> tuple[Choice, dict[str, object]] | None:
@@ -196,18 +198,26 @@ class StaleViews:
             self.counters.note("stale-not-found", **where)
         return reply
 
-    def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool) -> Chunks | None:
+    def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool,
+              editor: object = None) -> Chunks | None:
         """The stream callable that notes a JSON watch's event revisions, then does what `inner` did
-        (another fault's editor, or plain streaming); None for a watch it cannot read."""
+        (another fault's editor, or plain streaming), offering its events to watches that wait for them
+        (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
         if answer.status != 200 or not answer.json or answer.encoded:
             return None
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
         scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write, from_watch=True))
+        signals, lines = self.signals, LineReader()
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
             if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
                 scanner.feed(data)
+                if signals.watching(key):  # another watch waits for an event of this resource
+                    for event in lines.feed(data):
+                        signals.offer(key, event, editor)
+                else:
+                    lines.reset()
             if callable(inner):
                 return inner(data)
             return [data] if data else []

@@ -19,6 +19,7 @@ from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEvents
 from kube_fault_proxy.proxy.faults.expire import Expire
 from kube_fault_proxy.proxy.faults.fail_then_commit import FailThenCommit
 from kube_fault_proxy.proxy.faults.hang import Hang
+from kube_fault_proxy.proxy.faults.hold_events import HoldEvents
 from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
@@ -30,7 +31,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail, FailThenCommit,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList, CoalesceEvents, CrashPoint, DelayEvents,  # views
+    StaleList, CoalesceEvents, CrashPoint, DelayEvents, HoldEvents,  # views
 )
 
 
@@ -56,6 +57,7 @@ class Fault(StrictModel):
     coalesceEvents: CoalesceEvents | None = None
     crashPoint: CrashPoint | None = None
     delayEvents: DelayEvents | None = None
+    holdEvents: HoldEvents | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

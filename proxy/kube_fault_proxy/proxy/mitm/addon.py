@@ -228,7 +228,7 @@ class FaultAddon:
         editor: EventEditor | None = flow.metadata.get(EDITOR)
         if editor is not None and flow.response.status_code == 200:
             self._edit_stream(flow, ident, editor)
-        noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream)
+        noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream, editor)
         if noted is not None:
             flow.response.stream = noted
         initial: bytes | None = flow.metadata.pop(INITIAL, None)
@@ -318,6 +318,7 @@ class FaultAddon:
             self.counters.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
                                contentType=ctype, contentEncoding=encoding)
             return
+        editor.listen(self.stale.signals)
         flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.counters.note,
                                                   functools.partial(self._close_upstream, flow),
                                                   functools.partial(stream_ticks.wake, flow.client_conn.id, flow))

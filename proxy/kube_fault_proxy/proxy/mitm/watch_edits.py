@@ -28,6 +28,13 @@ def edited(editor: EventEditor, decision: Decision, stream_id: str, note: Callab
     With `wake` (which has the callable called with `TICK` soon, or says the stream is gone), an editor
     that wants a tick at a time of its own (`next_due`) gets it then."""
     events = EventStream(editor.edit)
+    if wake is not None:
+        soon = wake
+
+        def request_tick() -> None:
+            asyncio.get_running_loop().call_soon(soon)
+
+        editor.request_tick = request_tick
     timer: asyncio.TimerHandle | None = None
     timer_due: float | None = None
 

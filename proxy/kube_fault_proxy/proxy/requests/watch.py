@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -90,6 +90,10 @@ class EventEditor:
     def __init__(self) -> None:
         self.records: list[dict[str, object]] = []
         self.cut_connection = False
+        self.request_tick: Callable[[], None] | None = None  # set by the stream: have `tick` called soon
+
+    def listen(self, signals: Any) -> None:
+        """Given the proxy's watch signals (proxy.watch_signals), for an editor that waits on other watches."""
 
     def describe(self) -> str:
         """A short reading for the journal."""
