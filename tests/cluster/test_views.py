@@ -70,36 +70,39 @@ def test_a_stale_watch_list_is_the_list_at_the_revision_then_the_writes_after_it
     finally:
         control.deactivate()
     before = str(int(late.metadata.resource_version) - 1)
-    mine = [(e["type"], e["object"]["metadata"].get("name")) for e in events
-            if e["object"]["metadata"].get("name") != "kube-root-ca.crt"
-            and not (e["type"] == "BOOKMARK" and e is not events_end(events))]
-    assert mine == [("ADDED", "early"), ("ADDED", "doomed"), ("BOOKMARK", None), ("ADDED", "late"),
-                    ("DELETED", "doomed")], events
-    assert events_end(events)["object"]["metadata"]["resourceVersion"] == before
-    assert [e["object"]["metadata"]["resourceVersion"] for e in events if e["type"] in ("ADDED", "DELETED")
-            and e["object"]["metadata"]["name"] == "late"] == [late.metadata.resource_version]
+    end = next(i for i, e in enumerate(events) if e["type"] == "BOOKMARK"
+               and (e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end") == "true")
+    initial = sorted(e["object"]["metadata"]["name"] for e in events[:end] if e["type"] == "ADDED")
+    assert [n for n in initial if n != "kube-root-ca.crt"] == ["doomed", "early"], events
+    assert {e["type"] for e in events[:end]} == {"ADDED"}
+    assert events[end]["object"]["metadata"]["resourceVersion"] == before
+    after = [(e["type"], e["object"]["metadata"]["name"], e["object"]["metadata"]["resourceVersion"])
+             for e in events[end + 1:] if e["type"] != "BOOKMARK"]
+    assert [(t, n) for t, n, _ in after if n != "kube-root-ca.crt"] == [("ADDED", "late"), ("DELETED", "doomed")], events
+    assert after[0][2] == late.metadata.resource_version and [int(r) for _, _, r in after] == sorted(
+        int(r) for _, _, r in after), "the hidden writes replay in order"
     [served] = control.injections(since)
     assert (served["servedAs"], served["servedResourceVersion"], served["writesSince"]) == ("watchlist", before, 2)
 
 
-def events_end(events: list[dict[str, object]]) -> dict[str, object]:
-    """The BOOKMARK that ends the initial events."""
-    return next(e for e in events if e["type"] == "BOOKMARK"
-                and (e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end"))  # type: ignore[index]
-
-
 def test_kube_schedulers_pod_informer_relists_through_a_stale_watch_list(
         kube_scheduler_cluster: Cluster, namespace: str) -> None:
-    """The first Binding drops the scheduler's apiserver connection; client-go 1.36 relists its pods through a
-    WatchList, served from 3 pod writes back; the writes after it replay and every pod still runs."""
+    """The first Binding drops the scheduler's apiserver connection, its pods re-watch is ended and the next
+    one expired (the shipped watch-expire-pods profile), so client-go 1.36 relists its pods through a
+    WatchList: served from 3 pod writes back, the writes after it replay and every pod still runs."""
     c = kube_scheduler_cluster
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
     control = ControlClient(c.control_url)
     since = control.cursor()
+    pods_watch = {"verbs": ["watch"], "resources": ["pods"]}
     control.activate("time-travel-scheduler", rules=[
         {"name": "drop-at-first-bind", "match": BIND, "when": {"maxInjections": 1}, "fault": {"resetUpstream": {}}},
-        {"name": "stale-relist", "match": {"verbs": ["watch"], "resources": ["pods"]}, "when": {"maxInjections": 1},
+        {"name": "end-next-pods-watch", "match": pods_watch,
+         "when": {"maxInjections": 1, "trigger": {"match": BIND, "count": 1}}, "fault": {"cut": {"afterSeconds": 1}}},
+        {"name": "expire-pod-rewatch", "match": pods_watch, "when": {"maxInjections": 1},
+         "fault": {"expire": {"onlyRewatch": True}}},
+        {"name": "stale-relist", "match": pods_watch, "when": {"maxInjections": 1},
          "fault": {"staleList": {"lagWrites": 3}}}])
     try:
         names = create_pods(api, namespace, 3)
