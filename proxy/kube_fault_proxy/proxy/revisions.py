@@ -71,6 +71,11 @@ class _Resource:
     def newest(self) -> int:
         return max(self.seen[-1][1] if self.seen else 0, math.floor(self.writes[-1]) if self.writes else 0)
 
+    def has_write(self, revision: int) -> bool:
+        """Whether this revision is in the ring already."""
+        i = bisect.bisect_left(self.writes, revision)
+        return i < len(self.writes) and self.writes[i] == revision
+
     def add_write(self, entry: float) -> bool:
         """The write in the ring, in order; False if it is there already or older than everything kept."""
         writes = self.writes
@@ -122,12 +127,13 @@ class RevisionLog:
                 _forget(res.unanswered, lambda e: e[1] == revision)
             return
         _expire(res.unrevisioned, now)
-        for i, (_, entry) in enumerate(res.unrevisioned):
-            if entry < revision and revision not in res.writes:  # the event of a write whose answer had no revision
-                del res.unrevisioned[i]
-                res.writes.remove(entry)
-                res.add_write(revision)
-                return
+        if res.unrevisioned and not res.has_write(revision):
+            for i, (_, entry) in enumerate(res.unrevisioned):
+                if entry < revision:  # the event of a write whose answer had no revision
+                    del res.unrevisioned[i]
+                    res.writes.remove(entry)
+                    res.add_write(revision)
+                    return
         if res.add_write(revision):
             res.unanswered.append((now, revision))
 
