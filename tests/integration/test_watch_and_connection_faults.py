@@ -404,11 +404,14 @@ def test_stale_list_counts_a_delete_answered_without_a_revision_so_hide_2_hides_
     assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("61", 2, "62")
 
 
+@pytest.mark.parametrize("http2", [True, False], ids=["h2", "http1"])
 def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own_timer(
-        h2: httpx.Client, control: httpx.Client) -> None:
+        proxy: Started, control: httpx.Client, http2: bool) -> None:
     activate(control, "lag", [{"name": "l", "match": PODS, "fault": {"delayEvents": {"seconds": 0.6}}}])
     arrived: list[tuple[float, str]] = []
-    with h2.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "4", "interval": "0.1", "linger": "2.5"}) as s:
+    with httpx.Client(http2=http2, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10) as c, \
+            c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "4", "interval": "0.1", "linger": "2.5"}) as s:
+        assert s.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
         t0 = time.monotonic()
         for line in s.iter_lines():
             if line:
