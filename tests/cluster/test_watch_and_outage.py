@@ -184,7 +184,7 @@ def test_a_stale_list_is_the_state_at_its_revision_and_a_watch_from_it_replays_w
         rv[name] = int(via.create_namespaced_config_map(namespace, configmap(name)).metadata.resource_version)
     control = ControlClient(c.control_url)
     since = control.cursor()
-    # Two writes back from the newest the proxy will have seen: the revision of doomed's creation.
+    # The two writes the proxy will have seen last hidden: the revision just before the first of them.
     control.activate("stale-cms", rules=[{"name": "stale", "match": {"verbs": ["list", "get"], "resources": ["configmaps"],
                                                                   "namespaces": [namespace]},
                                     "fault": {"staleList": {"lagWrites": 2}}}])
@@ -201,12 +201,13 @@ def test_a_stale_list_is_the_state_at_its_revision_and_a_watch_from_it_replays_w
         control.deactivate()
     assert "doomed" not in now and now["old"] == changed.metadata.resource_version and "new" in now
     seen = {cm.metadata.name: int(cm.metadata.resource_version) for cm in stale.items}
-    assert stale.metadata.resource_version == str(rv["doomed"])
+    before = str(int(changed.metadata.resource_version) - 1)
+    assert stale.metadata.resource_version == before
     assert {k: v for k, v in seen.items() if k != "kube-root-ca.crt"} == {"old": rv["old"], "doomed": rv["doomed"]}
     assert got_doomed.metadata.resource_version == str(rv["doomed"]) and got_doomed.data == {"v": "1"}
     assert missing.value.status == 404
     served = control.injections(since)
-    assert [r["servedResourceVersion"] for r in served] == [str(rv["doomed"])] * 3
+    assert [r["servedResourceVersion"] for r in served] == [before] * 3
     assert [r.get("servedAs") for r in served] == [None, "list", "list"]
     assert all(r["writesSince"] == 2 and r["newestResourceVersion"] == created.metadata.resource_version for r in served)
     # A watch from the stale list's revision: the apiserver replays everything after it, in order.
@@ -219,6 +220,33 @@ def test_a_stale_list_is_the_state_at_its_revision_and_a_watch_from_it_replays_w
     assert [(t, n) for t, n, _ in mine] == [("MODIFIED", "old"), ("ADDED", "new"), ("DELETED", "doomed")], replayed
     assert [r for _, _, r in mine] == sorted(r for _, _, r in mine)
     assert mine[0][2] == int(changed.metadata.resource_version) and mine[1][2] == int(created.metadata.resource_version)
+
+
+def test_stale_list_counts_a_delete_answered_with_a_status_so_hide_2_hides_exactly_2(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    """The issue's reproduction: early and doomed created, then late created and doomed deleted (a Status
+    without a revision), all through the proxy; hiding 2 writes shows early and doomed."""
+    c = kube_scheduler_cluster
+    via = api_client(c.kubeconfig("admin-via-proxy"))
+    make_namespace(api_client(c.kubeconfig("admin")), namespace)
+    for name in ("early", "doomed"):
+        via.create_namespaced_config_map(namespace, configmap(name))
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("stale-cms", rules=[{"name": "stale", "match": {"verbs": ["list"], "resources": ["configmaps"],
+                                                                  "namespaces": [namespace]},
+                                          "fault": {"staleList": {"lagWrites": 2}}}])
+    try:
+        late = via.create_namespaced_config_map(namespace, configmap("late"))
+        via.delete_namespaced_config_map("doomed", namespace)
+        stale = via.list_namespaced_config_map(namespace)
+    finally:
+        control.deactivate()
+    assert sorted(cm.metadata.name for cm in stale.items if cm.metadata.name != "kube-root-ca.crt") == [
+        "doomed", "early"]
+    assert stale.metadata.resource_version == str(int(late.metadata.resource_version) - 1)
+    [served] = control.injections(since)
+    assert served["writesSince"] == 2 and served["servedResourceVersion"] == stale.metadata.resource_version
 
 
 def expected_from(events: list[tuple[str, str, str, int]]) -> list[tuple[str, str, int]]:

@@ -380,9 +380,131 @@ def test_stale_list_passes_the_apiservers_410_for_a_compacted_revision(h2: httpx
     assert gone.headers["x-query"] == "resourceVersion=40&resourceVersionMatch=Exact"
     records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
     assert [r["reason"] for r in records if r["event"] == "stale-skipped"] == [
-        "0 writes of configmaps seen, 2 needed to hide 1"]
+        "0 writes of configmaps seen, 1 needed to hide 1"]
     [compacted] = [r for r in records if r["event"] == "stale-compacted"]
     assert (compacted["servedResourceVersion"], compacted["status"]) == ("40", 410)
+
+
+def test_stale_list_counts_a_delete_answered_without_a_revision_so_hide_2_hides_exactly_2(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "stale", [{"name": "s", "match": {"verbs": ["list"], "resources": ["secrets"]},
+                                 "fault": {"staleList": {"lagWrites": 2}}}])
+    for name, rv in (("early", 60), ("doomed", 61), ("late", 62)):
+        body = json.dumps({"kind": "Secret", "apiVersion": "v1",
+                           "metadata": {"name": name, "resourceVersion": str(rv)}}, separators=(",", ":"))
+        assert h2.post("/api/v1/namespaces/default/secrets", content=body,
+                       headers={"content-type": "application/json"}).status_code == 201
+    deleted = h2.delete("/api/v1/namespaces/default/secrets/doomed")
+    assert deleted.status_code == 200 and "resourceVersion" not in deleted.json()["metadata"]
+    listed = h2.get("/api/v1/secrets")
+    assert listed.status_code == 200
+    assert listed.headers["x-query"] == "resourceVersion=61&resourceVersionMatch=Exact", \
+        "just before late's create: late's create and doomed's delete hidden, doomed's create kept"
+    [served] = injections(control)
+    assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("61", 2, "62")
+
+
+@pytest.mark.parametrize("http2", [True, False], ids=["h2", "http1"])
+def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own_timer(
+        proxy: Started, control: httpx.Client, http2: bool) -> None:
+    activate(control, "lag", [{"name": "l", "match": PODS, "fault": {"delayEvents": {"seconds": 0.6}}}])
+    arrived: list[tuple[float, str]] = []
+    with httpx.Client(http2=http2, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10) as c, \
+            c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "4", "interval": "0.1", "linger": "2.5"}) as s:
+        assert s.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+        t0 = time.monotonic()
+        for line in s.iter_lines():
+            if line:
+                arrived.append((time.monotonic() - t0, json.loads(line)["object"]["metadata"]["name"]))
+        ended = time.monotonic() - t0
+    assert [name for _, name in arrived] == ["p0", "p1", "p2", "p3"]
+    for i, (at, _) in enumerate(arrived):  # sent at ~0.1 i: each 0.6 s later, well before the stream ends
+        assert 0.1 * i + 0.5 <= at <= 0.1 * i + 1.2, arrived
+    assert ended >= 2.5
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    delayed = [r for r in records if r["event"] == "watch-event" and r["action"] == "delayed"]
+    assert {r["reason"] for r in delayed} == {"due"} and sum(r["events"] for r in delayed) == 4
+    assert all(0.55 <= r["minLateSeconds"] <= r["maxLateSeconds"] <= 1.2 for r in delayed), delayed
+
+
+def test_fail_then_commit_answers_the_error_first_and_sends_the_write_afterwards(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    activate(control, "late", [{"name": "f", "match": {"verbs": ["create"], "resources": ["configmaps"]},
+                                "fault": {"failThenCommit": {"status": 504, "commitAfterSeconds": 0.5}}}])
+    body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "late", "resourceVersion": "77"}},
+                      separators=(",", ":"))  # compact, as the apiserver writes
+    t0 = time.monotonic()
+    answer = h2.post("/api/v1/namespaces/default/configmaps", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 504 and answer.json()["reason"] == "Timeout" and time.monotonic() - t0 < 0.4
+    cursor = control.headers["x-test-journal-cursor"]
+    for _ in range(50):
+        records = control.get("/v1/journal", params={"since": cursor}).json()["records"]
+        if any(r["event"] == "late-commit" for r in records):
+            break
+        time.sleep(0.1)
+    [inject] = [r for r in records if r["event"] == "inject"]
+    [late] = [r for r in records if r["event"] == "late-commit"]
+    assert (late["committed"], late["upstreamStatus"], late["resourceVersion"]) == (True, 201, "77")
+    assert late["time"] - inject["time"] >= 0.45 and late["rule"] == inject["rule"] == "f"
+
+
+def test_a_stale_watch_list_sends_the_list_at_the_revision_the_bookmark_then_the_watch_from_it(
+        h2: httpx.Client, control: httpx.Client) -> None:
+    watch_lines(h2, n="3")  # the proxy sees pod writes (revisions 100-102, and more from earlier tests)
+    activate(control, "time-travel", [{"name": "t", "match": PODS, "fault": {"staleList": {"lagWrites": 2}}}])
+    with h2.stream("GET", "/api/v1/pods", params={
+            "watch": "1", "sendInitialEvents": "true", "allowWatchBookmarks": "true", "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": "", "n": "2", "interval": "0.05"}) as s:
+        query = s.headers["x-query"]
+        events = [json.loads(line) for line in s.iter_lines() if line]
+    [served] = injections(control)
+    revision = served["servedResourceVersion"]
+    assert int(served["newestResourceVersion"]) > int(revision) and served["writesSince"] == 2
+    assert (served["servedAs"], served["initialEvents"], served["pages"]) == ("watchlist", 3, 1)
+    assert query == f"watch=1&allowWatchBookmarks=true&n=2&interval=0.05&resourceVersion={revision}", \
+        "a plain watch from the revision: no sendInitialEvents, no resourceVersionMatch"
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "p0"), ("ADDED", "p1"), ("ADDED", "p2"), ("BOOKMARK", None), ("ADDED", "p0"), ("ADDED", "p1")]
+    assert events[0]["object"]["kind"] == "Pod" and events[0]["object"]["apiVersion"] == "v1"
+    assert events[3]["object"]["metadata"] == {"resourceVersion": revision,
+                                               "annotations": {"k8s.io/initial-events-end": "true"}}
+
+
+def test_held_events_wait_until_an_event_passes_on_another_watch(proxy: Started, control: httpx.Client) -> None:
+    """Two pods watches of one client: the first opened is held (the rule injects once) until the second's
+    first event passes; then its events arrive at once, in order."""
+    activate(control, "skew", [{"name": "h", "match": PODS, "when": {"maxInjections": 1},
+                                "fault": {"holdEvents": {"maxSeconds": 10, "untilEvent": {"resource": "pods"}}}}])
+
+    async def run() -> tuple[list[tuple[float, str]], float]:
+        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
+                                     timeout=20) as c:
+            held: list[tuple[float, str]] = []
+            t0 = time.monotonic()
+
+            async def watch_held() -> None:
+                async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "3", "interval": "0.05",
+                                                                   "linger": "2.5"}) as s:
+                    async for line in s.aiter_lines():
+                        if line:
+                            held.append((time.monotonic() - t0, json.loads(line)["object"]["metadata"]["name"]))
+
+            task = asyncio.create_task(watch_held())
+            await asyncio.sleep(1.0)
+            other = time.monotonic() - t0
+            async with c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "1", "interval": "0.05"}) as s:
+                async for _ in s.aiter_lines():
+                    pass
+            await asyncio.wait_for(task, 10)
+            return held, other
+
+    held, other = asyncio.run(run())
+    assert [name for _, name in held] == ["p0", "p1", "p2"]
+    assert all(other <= at <= other + 0.8 for at, _ in held), (held, other)
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    [hold] = [r for r in records if r["event"] == "watch-event" and r["action"] == "held"]
+    assert (hold["reason"], hold["events"], hold["releasedBy"]["name"]) == ("event", 3, "p0")
+    assert hold["heldSeconds"] >= 0.8
 
 
 def windows_of(control: httpx.Client) -> list[dict[str, Any]]:

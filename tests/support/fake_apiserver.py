@@ -100,6 +100,9 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
     if method == "POST" and path.startswith("/api/v1/namespaces/"):  # a create: the object back, as it came
         return await _send(send, 201, body)
+    if method == "DELETE" and path.startswith("/api/v1/namespaces/"):  # as for a ConfigMap: a Status, no revision
+        return await _send(send, 200, json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                                  "status": "Success", "details": {"name": parts[-1]}}).encode())
     if path == "/debug/bindings":
         return await _send(send, 200, json.dumps({"bound": bindings, "posts": binding_posts,
                                                   "cancelled": bindings_cancelled}).encode())
@@ -124,7 +127,8 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         started = asyncio.get_running_loop().time()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", ctype.encode()), (b"transfer-encoding", b"chunked"),
-                                (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode())]})
+                                (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode()),
+                                (b"x-query", scope["query_string"])]})
         objects = int(query.get("objects", "0"))  # events about this many pods, round robin (0: one pod each)
         for i in range(n):
             if asyncio.get_running_loop().time() - started >= limit:
@@ -137,6 +141,7 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             await send({"type": "http.response.body", "more_body": True,
                         "body": json.dumps(event, separators=(",", ":")).encode() + b"\n"})
             await asyncio.sleep(interval)
+        await asyncio.sleep(float(query.get("linger", "0")))  # a quiet stream, still open
         return await send({"type": "http.response.body", "body": b""})
     if path.startswith("/api/v1/") and method == "GET":
         # A LIST at a past revision as the apiserver answers it (resourceVersionMatch=Exact): that revision as the

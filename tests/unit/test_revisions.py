@@ -9,6 +9,7 @@ from kube_fault_proxy.proxy import revisions
 from kube_fault_proxy.proxy.revisions import Choice, RevisionLog, WatchScanner, first_revision
 
 PODS = ("", "pods")
+CMS = ("", "configmaps")
 NODES = ("", "nodes")
 
 
@@ -64,9 +65,56 @@ def test_lag_writes_hides_the_last_n_writes_deduplicated_and_in_order() -> None:
     assert isinstance(got, Choice)
     assert (got.revision, got.writes_since, got.newest) == (8, 2, 30)  # writes 5 7 8 9 12: 9 and 12 hidden
     assert got.seen_seconds_ago is None  # 8 came after 9 was seen: never the newest
-    assert log.choose_writes(PODS, 4, 110.0) == Choice(5, 10.0, 4, 30)
-    assert log.choose_writes(PODS, 5, 110.0) == "5 writes of pods seen, 6 needed to hide 5"
-    assert log.choose_writes(("apps", "deployments"), 1, 110.0) == "0 writes of deployments.apps seen, 2 needed to hide 1"
+    assert log.choose_writes(PODS, 4, 110.0) == Choice(6, None, 4, 30)  # just before 7
+    assert log.choose_writes(PODS, 5, 110.0) == Choice(4, None, 5, 30)
+    assert log.choose_writes(PODS, 6, 110.0) == "5 writes of pods seen, 6 needed to hide 6"
+    assert log.choose_writes(("apps", "deployments"), 1, 110.0) == "0 writes of deployments.apps seen, 1 needed to hide 1"
+
+
+def test_a_write_answered_without_a_revision_counts_so_hide_n_hides_exactly_n() -> None:
+    """The issue's reproduction: early, doomed and late created, doomed deleted (a Status, no revision)."""
+    log = RevisionLog()
+    for t, rv in enumerate((10, 11, 12)):  # early, doomed, late: their answers carry their revisions
+        log.seen(CMS, rv, 100.0 + t, write=True)
+    log.unrevisioned(CMS, 104.0)  # doomed's DELETE, answered with a Status
+    got = log.choose_writes(CMS, 2, 105.0)
+    assert isinstance(got, Choice) and (got.revision, got.writes_since) == (11, 2), "late's create and the delete hidden"
+    hide1 = log.choose_writes(CMS, 1, 105.0)
+    assert isinstance(hide1, Choice) and (hide1.revision, hide1.writes_since) == (12, 1), "only the delete hidden"
+
+
+@pytest.mark.parametrize("event_first", [False, True])
+def test_an_answer_without_a_revision_and_its_watch_event_are_one_write(event_first: bool) -> None:
+    log = RevisionLog()
+    log.seen(CMS, 10, 100.0, write=True)
+    if event_first:
+        log.seen(CMS, 13, 100.1, write=True, from_watch=True)  # the DELETED event
+        log.unrevisioned(CMS, 100.2)  # then the DELETE's Status: the same write
+    else:
+        log.unrevisioned(CMS, 100.1)
+        log.seen(CMS, 13, 100.2, write=True, from_watch=True)  # the event gives it its revision
+    assert log.choose_writes(CMS, 3, 101.0) == "2 writes of configmaps seen, 3 needed to hide 3"
+    assert log.choose_writes(CMS, 1, 101.0) == Choice(12, None, 1, 13)
+    assert log.choose_writes(CMS, 2, 101.0) == Choice(9, None, 2, 13)
+
+
+def test_an_answer_and_an_event_further_apart_than_the_pairing_window_are_two_writes() -> None:
+    log = RevisionLog()
+    log.seen(CMS, 10, 100.0, write=True)
+    log.seen(CMS, 13, 100.0, write=True, from_watch=True)  # another client's write, seen by a watch only
+    log.unrevisioned(CMS, 100.0 + revisions.PAIR_SECONDS + 1)  # a Status much later: a write of its own
+    assert log.choose_writes(CMS, 1, 104.0) == Choice(13, 4.0, 1, 13)  # 13 was the newest, 4 s ago
+    assert log.choose_writes(CMS, 2, 104.0) == Choice(12, None, 2, 13)
+    log.seen(CMS, 14, 104.0, write=True)  # an exact answer is never paired
+    assert log.choose_writes(CMS, 3, 104.0) == Choice(12, None, 3, 14)
+
+
+def test_a_watch_event_answered_later_with_its_revision_counts_once() -> None:
+    log = RevisionLog()
+    log.seen(CMS, 20, 100.0, write=True, from_watch=True)
+    log.seen(CMS, 20, 100.1, write=True)  # the create's own answer
+    log.unrevisioned(CMS, 100.2)  # another write, answered with a Status: not paired with 20
+    assert log.choose_writes(CMS, 2, 101.0) == Choice(19, None, 2, 20)
 
 
 def test_memory_is_bounded_per_resource_and_in_resources() -> None:
@@ -75,6 +123,7 @@ def test_memory_is_bounded_per_resource_and_in_resources() -> None:
         log.seen(PODS, i + 1, i * 1.0, write=True)
     assert log.sizes()["pods"] == revisions.SEEN_KEPT + revisions.WRITES_KEPT
     assert log.choose_writes(PODS, 1000, 1e4) == Choice(9000, pytest.approx(1001.0), 1000, 10_000)  # type: ignore[arg-type]
+    assert log.choose_writes(PODS, 1001, 1e4) == Choice(8999, pytest.approx(1002.0), 1001, 10_000)  # type: ignore[arg-type]
     log.seen(PODS, 3, 1e4, write=True)  # older than every write kept: dropped, not inserted
     assert log.sizes()["pods"] == revisions.SEEN_KEPT + revisions.WRITES_KEPT
     for i in range(revisions.MAX_RESOURCES + 5):

@@ -307,12 +307,15 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
         for rule in g.rules:
             when = rule.get("when") or {}
             assert "maxInjections" in when or "for" in when, rule
-            assert rule["match"]["verbs"] in {"staleList": [["list"]], "coalesceEvents": [["watch"]],
-                                              "crashPoint": [["create"], ["patch", "update"]]}[kind]
+            assert rule["match"]["verbs"] in {"staleList": [["watch"]], "coalesceEvents": [["watch"]],
+                                              "crashPoint": [["create"], ["patch", "update"]],
+                                              "delayEvents": [["watch"]],
+                                              "failThenCommit": [["create"], ["patch", "update"]]}[kind]
         for what, cand in candidates(g):
             assert valid(cand), (what, cand.canonical())
     settings_of = {key for g in drawn for r in g.rules for key in r["fault"][kind]}
-    lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds", "holdSeconds") if k in settings_of)
+    lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds", "holdSeconds", "seconds",
+                           "commitAfterSeconds") if k in settings_of)
     g = next(g for g in drawn if lag in g.rules[0]["fault"][kind] and g.rules[0]["fault"][kind][lag] > 1)
     shorter = [cand.rules[0]["fault"][kind][lag] for _, cand in candidates(g)
                if cand.rules[0]["fault"].get(kind, {}).get(lag, 0) < g.rules[0]["fault"][kind][lag]]

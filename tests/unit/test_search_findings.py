@@ -230,6 +230,16 @@ def test_kube_scheduler_writes_no_pod_so_a_pod_write_match_never_fires_there() -
     assert precheck.can_inject(write, scheduler="yunikorn")
 
 
+def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list() -> None:
+    reset = rule("resetUpstream", name="r2-resetupstream-binding")
+    on_lists = rule("staleList", {"verbs": ["list"], "resources": ["pods"]}, "r1-stalelist-pod-list")
+    on_watches = rule("staleList", WATCH, "r1-stalelist-pod-watch")
+    for scheduler in ("kube-scheduler", "yunikorn"):
+        assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
+        assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler)
+    assert precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True), "another client may LIST"
+
+
 def test_a_crash_point_needs_a_write_the_workload_makes() -> None:
     at = {"match": dict(BINDING), "answered": True}
     assert precheck.can_inject(Genome(rules=(rule("crashPoint", trigger={**at, "count": 40}),), pods=40))

@@ -10,11 +10,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+import httpx
 import pytest
-from kube_fault_proxy.proxy.faults.stale_list import StaleList, get_as_list, single_object, stale_query
+from kube_fault_proxy.proxy.faults.stale_list import (
+    StaleList,
+    get_as_list,
+    initial_events,
+    page_query,
+    single_object,
+    stale_query,
+    stale_watch_query,
+)
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.requests.identity import parse
+from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.runtime import Runtime
 from mitmproxy import http
 from mitmproxy.addons import proxyserver
@@ -35,7 +45,7 @@ LIST_OR_GET = {"verbs": ["list", "get"], "resources": ["pods"]}
     ("GET", "/api/v1/namespaces/ns/pods/a/log", "", False),
     ("GET", "/api/v1/namespaces/ns/pods/a/status", "", False),
     ("GET", "/api/v1/pods", "watch=1", False),
-    ("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true", False),
+    ("GET", "/api/v1/pods", "watch=1&sendInitialEvents=true", True),  # a WatchList: a relist
     ("POST", "/api/v1/namespaces/ns/pods", "", False),
     ("GET", "/healthz", "", False),
 ])
@@ -204,3 +214,90 @@ def test_a_watch_edited_by_another_fault_is_read_as_the_apiserver_sent_it(tmp_pa
             assert addon.stale.log.newest(("", "pods")) == 7
 
     asyncio.run(main())
+
+
+WATCH_PODS = {"verbs": ["watch"], "resources": ["pods"]}
+WATCH_LIST = ("/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+              "&resourceVersion=&labelSelector=app%3Dx&timeoutSeconds=300")
+STREAM = [(b"content-type", b"application/json;stream=watch")]
+
+
+async def seen_writes(addon: FaultAddon, *revisions: int) -> None:
+    """A plain pods watch (not a WatchList: the rule leaves it) whose events the proxy notes as writes."""
+    w = flow("GET", "/api/v1/pods?watch=1")
+    await exchange([addon], w, answer(200, b"", STREAM))
+    assert w.response is not None and callable(w.response.stream)
+    w.response.stream(b"".join(json.dumps({"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {
+        "name": "a", "resourceVersion": str(rv)}}}, separators=(",", ":")).encode() + b"\n" for rv in revisions))
+
+
+def test_a_watch_list_gets_the_paged_list_at_the_revision_then_the_bookmark_then_the_watch_from_it(
+        tmp_path: Path) -> None:
+    asked: list[dict[str, str]] = []
+
+    def apiserver(request: httpx.Request) -> httpx.Response:
+        query = dict(request.url.params)
+        asked.append({"path": request.url.path, "accept": request.headers["accept"], **query})
+        items = [{"metadata": {"name": "a", "resourceVersion": "150"}, "spec": {"nodeName": "n1"}}] \
+            if "continue" not in query else [{"metadata": {"name": "b", "resourceVersion": "180"}}]
+        meta = {"resourceVersion": "201", **({"continue": "page-2"} if "continue" not in query else {})}
+        return httpx.Response(200, json={"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
+
+    async def test(rt: Runtime, addon: FaultAddon, clock: Clock) -> None:
+        addon._upstream_client = httpx.AsyncClient(base_url="https://apiserver", transport=httpx.MockTransport(apiserver))
+        await seen_writes(addon, 200, 201, 202)
+        wl = flow("GET", WATCH_LIST, headers=[(b"accept", b"application/vnd.kubernetes.protobuf;stream=watch")])
+        await exchange([addon], wl, answer(200, b"", STREAM))
+        assert sent_query(wl) == {"watch": "1", "allowWatchBookmarks": "true", "labelSelector": "app=x",
+                                  "timeoutSeconds": "300", "resourceVersion": "201"}
+        assert wl.request.headers["accept"] == "application/json"
+        assert asked == [
+            {"path": "/api/v1/pods", "accept": "application/json", "labelSelector": "app=x", "limit": "500",
+             "resourceVersion": "201", "resourceVersionMatch": "Exact"},
+            {"path": "/api/v1/pods", "accept": "application/json", "labelSelector": "app=x", "limit": "500",
+             "continue": "page-2"}]
+        assert wl.response is not None and callable(wl.response.stream)
+        initial = [json.loads(x) for x in b"".join(wl.response.stream(TICK)).splitlines()]
+        assert [(e["type"], e["object"]["metadata"].get("name")) for e in initial] == [
+            ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None)]
+        assert initial[0]["object"] == {"kind": "Pod", "apiVersion": "v1", "metadata": {
+            "name": "a", "resourceVersion": "150"}, "spec": {"nodeName": "n1"}}
+        assert initial[2]["object"]["metadata"] == {"resourceVersion": "201",
+                                                    "annotations": {"k8s.io/initial-events-end": "true"}}
+        later = b'{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"202"}}}\n'
+        assert list(wl.response.stream(later)) == [later], "then the apiserver's own watch, unchanged"
+        [served] = [r for r in events(rt, "inject") if r["fault"] == "staleList"]
+        assert (served["servedAs"], served["servedResourceVersion"], served["initialEvents"], served["pages"],
+                served["writesSince"]) == ("watchlist", "201", 2, 2, 1)
+
+    run(tmp_path, {"lagWrites": 1}, test, match=WATCH_PODS)
+
+
+def test_a_watch_list_at_a_compacted_revision_gets_the_apiservers_410(tmp_path: Path) -> None:
+    gone = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired",
+            "code": 410, "message": "The resourceVersion for the provided list is too old."}
+
+    async def test(rt: Runtime, addon: FaultAddon, clock: Clock) -> None:
+        addon._upstream_client = httpx.AsyncClient(base_url="https://apiserver", transport=httpx.MockTransport(
+            lambda request: httpx.Response(410, json=gone)))
+        await seen_writes(addon, 200, 201)
+        wl = flow("GET", WATCH_LIST)
+        await exchange([addon], wl)
+        assert wl.response is not None and wl.response.status_code == 410
+        assert json.loads(wl.response.content or b"") == gone
+        [compacted] = events(rt, "stale-compacted")
+        assert (compacted["servedResourceVersion"], compacted["status"]) == ("200", 410)
+
+    run(tmp_path, {"lagWrites": 1}, test, match=WATCH_PODS)
+
+
+def test_the_watch_list_helpers() -> None:
+    pairs = [("watch", "1"), ("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan"),
+             ("resourceVersion", "7"), ("fieldSelector", "spec.nodeName="), ("allowWatchBookmarks", "true")]
+    assert stale_watch_query(pairs, 5) == [("watch", "1"), ("fieldSelector", "spec.nodeName="),
+                                           ("allowWatchBookmarks", "true"), ("resourceVersion", "5")]
+    assert page_query(pairs, 5, None) == [("fieldSelector", "spec.nodeName="), ("limit", "500"),
+                                          ("resourceVersion", "5"), ("resourceVersionMatch", "Exact")]
+    assert page_query(pairs, 5, "t") == [("fieldSelector", "spec.nodeName="), ("limit", "500"), ("continue", "t")]
+    assert initial_events(b'{"kind":"Status"}') is None
+    assert initial_events(b"not json") is None

@@ -5,7 +5,11 @@ LIST of any namespace can be served at any revision the proxy saw. Two rings per
 - *seen*: (time, revision), one entry per `BUCKET_SECONDS` (the newest revision of that slice),
   revisions only growing — for `lagSeconds`;
 - *writes*: the revisions of writes (watch events' objects, write answers), sorted, deduplicated (a
-  create's answer and its ADDED event are one write) — for `lagWrites`.
+  create's answer and its ADDED event are one write) — for `lagWrites`. A 2xx write whose answer
+  carries no revision (a DELETE or a Binding answered with a `Status`, an answer in protobuf) counts
+  too, as `F + 0.5` where F is the newest revision seen when its answer came: it committed after F.
+  Such an answer and a watch event nobody answered for (the same write, seen twice) pair up within
+  `PAIR_SECONDS`, whichever comes first, so one write counts once.
 Revisions are read with a byte scan (`"resourceVersion":"N"`, the first in an object or an event
 line: metadata comes before spec and status), never a JSON parse, so watching costs a find per event.
 """
@@ -13,6 +17,7 @@ line: metadata comes before spec and status), never a JSON parse, so watching co
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +26,8 @@ BUCKET_SECONDS = 0.25
 SEEN_KEPT = 2400  # 600 s of history at one entry a bucket (the longest lagSeconds)
 WRITES_KEPT = 1001  # the longest lagWrites, plus the revision served
 MAX_RESOURCES = 64  # resources beyond it are not tracked (the API has a few dozen)
+PAIR_SECONDS = 2.0  # a write's answer and its watch event arrive this close together, or are not paired
+PAIRS_KEPT = 64
 HEAD = 2048  # a revision further into an object or an event line than this is not looked for
 MARK = b'"resourceVersion":"'
 BOOKMARK = b'{"type":"BOOKMARK"'
@@ -52,12 +59,36 @@ class Choice:
 
 
 class _Resource:
-    __slots__ = ("anchor", "seen", "writes")
+    __slots__ = ("anchor", "seen", "unanswered", "unrevisioned", "writes")
 
     def __init__(self) -> None:
         self.seen: deque[tuple[float, int]] = deque(maxlen=SEEN_KEPT)
         self.anchor = float("-inf")  # when the newest seen entry's bucket began
-        self.writes: list[int] = []
+        self.writes: list[float] = []  # a revision, or F + 0.5 for a write known only to come after F
+        self.unrevisioned: deque[tuple[float, float]] = deque(maxlen=PAIRS_KEPT)  # (when, entry) awaiting its event
+        self.unanswered: deque[tuple[float, int]] = deque(maxlen=PAIRS_KEPT)  # (when, revision) of events
+
+    def newest(self) -> int:
+        return max(self.seen[-1][1] if self.seen else 0, math.floor(self.writes[-1]) if self.writes else 0)
+
+    def has_write(self, revision: int) -> bool:
+        """Whether this revision is in the ring already."""
+        i = bisect.bisect_left(self.writes, revision)
+        return i < len(self.writes) and self.writes[i] == revision
+
+    def add_write(self, entry: float) -> bool:
+        """The write in the ring, in order; False if it is there already or older than everything kept."""
+        writes = self.writes
+        if not writes or entry > writes[-1]:
+            writes.append(entry)
+        else:
+            i = bisect.bisect_left(writes, entry)
+            if (writes[i] == entry and entry.is_integer()) or (i == 0 and len(writes) >= WRITES_KEPT):
+                return False
+            writes.insert(i, entry)
+        if len(writes) > WRITES_KEPT:
+            del writes[0]
+        return True
 
 
 class RevisionLog:
@@ -76,8 +107,9 @@ class RevisionLog:
             res = self._resources[key] = _Resource()
         return res
 
-    def seen(self, key: Key, revision: int, now: float, write: bool) -> None:
-        """The proxy saw this revision of the resource pass now (a write's own, or a list's or bookmark's)."""
+    def seen(self, key: Key, revision: int, now: float, write: bool, from_watch: bool = False) -> None:
+        """The proxy saw this revision of the resource pass now (a write's own, or a list's or bookmark's);
+        `from_watch`: in a watch event (which may be a write whose answer had no revision)."""
         res = self._get(key)
         if res is None:
             return
@@ -88,24 +120,42 @@ class RevisionLog:
             else:
                 seen.append((now, revision))
                 res.anchor = now
-        if write:
-            writes = res.writes
-            if not writes or revision > writes[-1]:
-                writes.append(revision)
-            else:
-                i = bisect.bisect_left(writes, revision)
-                if writes[i] == revision or (i == 0 and len(writes) >= WRITES_KEPT):
-                    return  # seen already, or older than everything kept
-                writes.insert(i, revision)
-            if len(writes) > WRITES_KEPT:
-                del writes[0]
+        if not write:
+            return
+        if not from_watch:
+            if not res.add_write(revision):  # its event came first: answered now
+                _forget(res.unanswered, lambda e: e[1] == revision)
+            return
+        _expire(res.unrevisioned, now)
+        if res.unrevisioned and not res.has_write(revision):
+            for i, (_, entry) in enumerate(res.unrevisioned):
+                if entry < revision:  # the event of a write whose answer had no revision
+                    del res.unrevisioned[i]
+                    res.writes.remove(entry)
+                    res.add_write(revision)
+                    return
+        if res.add_write(revision):
+            res.unanswered.append((now, revision))
+
+    def unrevisioned(self, key: Key, now: float) -> None:
+        """A 2xx write of the resource answered without a revision the proxy can read: it counts once."""
+        res = self._get(key)
+        if res is None:
+            return
+        _expire(res.unanswered, now)
+        if res.unanswered:  # its watch event came first and is counted already
+            res.unanswered.popleft()
+            return
+        entry = res.newest() + 0.5
+        if res.add_write(entry):
+            res.unrevisioned.append((now, entry))
 
     def newest(self, key: Key) -> int | None:
         """The newest revision seen of the resource."""
         res = self._resources.get(key)
         if res is None or not res.seen:
             return None
-        return max(res.seen[-1][1], res.writes[-1] if res.writes else 0)
+        return res.newest()
 
     def choose_seconds(self, key: Key, seconds: float, now: float) -> Choice | str:
         """The newest revision seen at least `seconds` ago, or why there is none."""
@@ -122,12 +172,15 @@ class RevisionLog:
         return self._choice(res, revision, now - when)
 
     def choose_writes(self, key: Key, writes: int, now: float) -> Choice | str:
-        """The revision of the write `writes` writes before the newest one seen, or why there is none."""
+        """The revision just before the `writes`-th last write seen (so exactly that many are hidden),
+        or why there is none."""
         res = self._resources.get(key)
-        if res is None or len(res.writes) <= writes:
+        if res is None or len(res.writes) < writes:
             have = 0 if res is None else len(res.writes)
-            return f"{have} writes of {_name(key)} seen, {writes + 1} needed to hide {writes}"
-        revision = res.writes[-1 - writes]
+            return f"{have} writes of {_name(key)} seen, {writes} needed to hide {writes}"
+        revision = math.ceil(res.writes[-writes]) - 1  # a revision's predecessor; F for F + 0.5
+        if revision < 1:
+            return f"no revision of {_name(key)} known before the write {writes} writes back"
         seen = res.seen
         i = bisect.bisect_right(seen, revision, key=lambda e: e[1]) - 1
         ago = now - seen[i][0] if i >= 0 and seen[i][1] == revision else None
@@ -135,12 +188,23 @@ class RevisionLog:
 
     def _choice(self, res: _Resource, revision: int, ago: float | None) -> Choice:
         since = len(res.writes) - bisect.bisect_right(res.writes, revision)
-        newest = max(res.seen[-1][1] if res.seen else 0, res.writes[-1] if res.writes else 0)
-        return Choice(revision, ago, since, newest)
+        return Choice(revision, ago, since, res.newest())
 
     def sizes(self) -> dict[str, int]:
         """Entries kept (for tests and the bound)."""
         return {_name(k): len(r.seen) + len(r.writes) for k, r in self._resources.items()}
+
+
+def _expire(pairs: deque[tuple[float, float]] | deque[tuple[float, int]], now: float) -> None:
+    while pairs and now - pairs[0][0] > PAIR_SECONDS:
+        pairs.popleft()
+
+
+def _forget(pairs: deque[tuple[float, int]], which: Callable[[tuple[float, int]], bool]) -> None:
+    for i, pair in enumerate(pairs):
+        if which(pair):
+            del pairs[i]
+            return
 
 
 def _name(key: Key) -> str:
@@ -150,7 +214,8 @@ def _name(key: Key) -> str:
 
 class WatchScanner:
     """Feeds a watch stream's bytes, chunk by chunk, and reports each event line's first revision
-    (the object's own) to `seen`; nothing is copied but the first bytes of a line split across chunks."""
+    (the object's own) and whether the event is a write (not a BOOKMARK or an ERROR); nothing is copied
+    but the first bytes of a line split across chunks."""
 
     def __init__(self, report: Callable[[int, bool], None]) -> None:
         self._report = report

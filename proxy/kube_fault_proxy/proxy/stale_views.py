@@ -2,14 +2,15 @@
 
 Every JSON answer of a resource request and every JSON watch stream is read, never changed: the first
 `resourceVersion` of an answer (a list's own, or the object's) and of each watch event goes into the
-revision log. A `staleList` decision picks its revision there as the request leaves: the addon sends the
+revision log; a 2xx write whose answer has none (a `Status`, protobuf) is counted as a write all the
+same. A `staleList` decision picks its revision there as the request leaves: the addon sends the
 rewritten request this returns, and for a GET puts the object this reads back in place of the LIST.
 Plain data in and out; the addon alone touches flows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -17,14 +18,34 @@ from urllib.parse import urlencode
 from kube_fault_proxy.proxy.counters import Counters
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import ServeStale
-from kube_fault_proxy.proxy.faults.stale_list import get_as_list, single_object, stale_query
+from kube_fault_proxy.proxy.faults.stale_list import (
+    get_as_list,
+    initial_events,
+    initial_events_end,
+    page_query,
+    single_object,
+    stale_query,
+    stale_watch_query,
+)
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
+from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import Choice, Key, RevisionLog, WatchScanner, first_revision
+from kube_fault_proxy.proxy.watch_signals import LineReader, WatchSignals
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
 READS = frozenset({"get", "list"})
 Chunks = Callable[[bytes], Iterable[bytes] | bytes]  # a streamed body's callable: b"" marks the end
+Get = Callable[[str], Awaitable[tuple[int, str, bytes]]]  # path and query -> the apiserver's status, type, body
+
+
+@dataclass(frozen=True, slots=True)
+class StaleWatch:
+    """A WatchList served from a past revision: the watch to send instead, and the initial events
+    (ADDED per object, then the initial-events-end BOOKMARK) to send its client before the watch's own."""
+
+    path: str
+    initial: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +81,11 @@ class StaleViews:
         self.counters = counters
         self.clock = clock
         self.log = RevisionLog()
+        self.signals = WatchSignals()  # events other watches wait for (holdEvents)
 
-    def serve(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
-              query: list[tuple[str, str]]) -> Served | None:
-        """The request at the chosen past revision, journaled; None (journaled why) if none is old enough."""
+    def _choose(self, ident: RequestIdentity, decision: Decision, step: ServeStale
+                ) -> tuple[Choice, dict[str, object]] | None:
+        """The past revision to serve and what was asked; None (journaled why) if none is old enough."""
         key: Key = (ident.group, ident.resource)
         now = self.clock()
         asked: dict[str, object]
@@ -78,6 +100,58 @@ class StaleViews:
             self.counters.note("stale-skipped", **decision.stamp(), request=ident.as_dict(), asked=asked,
                                reason=choice)
             return None
+        return choice, asked
+
+    @staticmethod
+    def _outcome(choice: Choice, asked: dict[str, object]) -> dict[str, Any]:
+        return {
+            "servedResourceVersion": str(choice.revision),
+            "seenSecondsAgo": None if choice.seen_seconds_ago is None else round(choice.seen_seconds_ago, 3),
+            "writesSince": choice.writes_since,
+            "newestResourceVersion": str(choice.newest),
+            "asked": asked,
+        }
+
+    async def serve_watch(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
+                          query: list[tuple[str, str]], get: Get) -> StaleWatch | Reply | None:
+        """A WatchList at the chosen past revision: its initial events read with `get` from the LIST at that
+        revision (paged) and the watch to send instead; the apiserver's refusal of that LIST (a 410 for a
+        compacted revision) as the reply; None (journaled why) when the request should pass unchanged."""
+        chosen = self._choose(ident, decision, step)
+        if chosen is None:
+            return None
+        choice, asked = chosen
+        where = {**decision.stamp(), "request": ident.as_dict(), "servedResourceVersion": str(choice.revision)}
+        lines: list[bytes] = []
+        token: str | None = None
+        pages = 0
+        while True:
+            status, ctype, body = await get(f"{path}?{urlencode(page_query(query, choice.revision, token))}")
+            pages += 1
+            if status != 200:
+                self.counters.note("stale-compacted" if status == 410 else "stale-refused", **where, status=status)
+                return Reply(status, body, (("Content-Type", ctype or "application/json"),))
+            page = initial_events(body)
+            if page is None:
+                self.counters.note("stale-unreadable", **where, contentType=ctype)
+                return None
+            events, kind, api_version, token = page
+            lines += events
+            if token is None:
+                break
+        lines.append(initial_events_end(kind, api_version, choice.revision))
+        self.counters.performed(decision, ident, action="serve the initial events from the revision, then watch "
+                                "from it", **self._outcome(choice, asked), servedAs="watchlist",
+                                initialEvents=len(lines) - 1, pages=pages)
+        return StaleWatch(f"{path}?{urlencode(stale_watch_query(query, choice.revision))}", b"".join(lines))
+
+    def serve(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
+              query: list[tuple[str, str]]) -> Served | None:
+        """The request at the chosen past revision, journaled; None (journaled why) if none is old enough."""
+        chosen = self._choose(ident, decision, step)
+        if chosen is None:
+            return None
+        choice, asked = chosen
         as_get = ident.verb == "get"
         if as_get:  # the answer is read back into the object: JSON, whatever the client accepts
             served = Served(get_as_list(path, ident.name, choice.revision), "application/json", choice.revision,
@@ -85,13 +159,7 @@ class StaleViews:
         else:
             pairs = stale_query(query, choice.revision)
             served = Served(f"{path}?{urlencode(pairs)}", None, choice.revision, False, decision.stamp())
-        outcome: dict[str, Any] = {
-            "servedResourceVersion": str(choice.revision),
-            "seenSecondsAgo": None if choice.seen_seconds_ago is None else round(choice.seen_seconds_ago, 3),
-            "writesSince": choice.writes_since,
-            "newestResourceVersion": str(choice.newest),
-            "asked": asked,
-        }
+        outcome = self._outcome(choice, asked)
         if as_get:
             outcome["servedAs"] = "list"
         self.counters.performed(decision, ident, action=decision.plan.describe(), **outcome)
@@ -102,13 +170,16 @@ class StaleViews:
         for any other, its revision noted."""
         if served is not None:
             return self._stale_answer(ident, answer, served)
-        if not ident.is_resource or not 200 <= answer.status < 300 or not answer.json or answer.encoded:
+        if not ident.is_resource or not 200 <= answer.status < 300:
             return None
         write = ident.verb in WRITES
-        if (write or ident.verb in READS) and answer.body:
-            revision = first_revision(answer.body)
-            if revision is not None:
-                self.log.seen((ident.group, ident.resource), revision, self.clock(), write)
+        readable = answer.json and not answer.encoded and answer.body
+        revision = first_revision(answer.body) if readable and answer.body and (write or ident.verb in READS) else None
+        key: Key = (ident.group, ident.resource)
+        if revision is not None:
+            self.log.seen(key, revision, self.clock(), write)
+        elif write:  # committed all the same (a DELETE's or a Binding's Status, a protobuf answer)
+            self.log.unrevisioned(key, self.clock())
         return None
 
     def _stale_answer(self, ident: RequestIdentity, answer: Answer, served: Served) -> Reply | None:
@@ -127,18 +198,26 @@ class StaleViews:
             self.counters.note("stale-not-found", **where)
         return reply
 
-    def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool) -> Chunks | None:
+    def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool,
+              editor: object = None) -> Chunks | None:
         """The stream callable that notes a JSON watch's event revisions, then does what `inner` did
-        (another fault's editor, or plain streaming); None for a watch it cannot read."""
+        (another fault's editor, or plain streaming), offering its events to watches that wait for them
+        (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
         if answer.status != 200 or not answer.json or answer.encoded:
             return None
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
-        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write))
+        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write, from_watch=True))
+        signals, lines = self.signals, LineReader()
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
-            if data:
+            if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
                 scanner.feed(data)
+                if signals.watching(key):  # another watch waits for an event of this resource
+                    for event in lines.feed(data):
+                        signals.offer(key, event, editor)
+                else:
+                    lines.reset()
             if callable(inner):
                 return inner(data)
             return [data] if data else []

@@ -48,6 +48,8 @@ JOURNAL_RECORDS = {
     "feed-client-dropped": "a dashboard feed client that stopped reading for 5 s was dropped (its connection "
                            "aborted), with the bytes it had not taken",
     "stale-skipped": "a staleList rule matched but no revision old enough was known: the request passed unchanged",
+    "late-commit": "a failThenCommit write sent upstream after its client got the error: whether it committed, the "
+                   "apiserver's status and the object's resourceVersion, or the error that stopped it",
     "stale-compacted": "a staleList read asked for a revision etcd had compacted: the apiserver's 410 passed "
                        "through",
     "stale-refused": "a staleList read was refused by the apiserver otherwise; its answer passed through",

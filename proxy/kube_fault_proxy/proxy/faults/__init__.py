@@ -13,10 +13,13 @@ from kube_fault_proxy.proxy.faults.commit_then_fail import CommitThenFail
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.faults.cut import Cut
 from kube_fault_proxy.proxy.faults.delay import Delay
+from kube_fault_proxy.proxy.faults.delay_events import DelayEvents
 from kube_fault_proxy.proxy.faults.drop_events import DropEvents
 from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEvents
 from kube_fault_proxy.proxy.faults.expire import Expire
+from kube_fault_proxy.proxy.faults.fail_then_commit import FailThenCommit
 from kube_fault_proxy.proxy.faults.hang import Hang
+from kube_fault_proxy.proxy.faults.hold_events import HoldEvents
 from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
@@ -25,10 +28,10 @@ from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.profiles.strict import StrictModel, exactly_one_of
 
 KINDS: tuple[type[FaultSpec], ...] = (
-    Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
+    Abort, Throttle, Delay, Hang, Reset, CommitThenFail, FailThenCommit,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList, CoalesceEvents, CrashPoint,  # views
+    StaleList, CoalesceEvents, CrashPoint, DelayEvents, HoldEvents,  # views
 )
 
 
@@ -43,6 +46,7 @@ class Fault(StrictModel):
     hang: Hang | None = None
     reset: Reset | None = None
     commitThenFail: CommitThenFail | None = None
+    failThenCommit: FailThenCommit | None = None
     expire: Expire | None = None
     cut: Cut | None = None
     dropEvents: DropEvents | None = None
@@ -52,6 +56,8 @@ class Fault(StrictModel):
     staleList: StaleList | None = None
     coalesceEvents: CoalesceEvents | None = None
     crashPoint: CrashPoint | None = None
+    delayEvents: DelayEvents | None = None
+    holdEvents: HoldEvents | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -77,7 +77,16 @@ class HoldAnswer:
     seconds: float
 
 
-Step = Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | HoldAnswer
+@dataclass(frozen=True, slots=True)
+class CommitLater:
+    """Send this request to the apiserver `seconds` from now, from the proxy itself, and journal its answer
+    (whatever the client gets meanwhile)."""
+
+    seconds: float
+
+
+Step = (Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | HoldAnswer
+        | CommitLater)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +125,8 @@ class Plan:
                     return step.describe()
                 case HoldAnswer(seconds):
                     return f"hold the committed answer {seconds:g}s"
+                case CommitLater(seconds):
+                    return f"send the write upstream in {seconds:g}s"
             raise AssertionError(step)
 
         parts = [one(s) for s in self.before]

@@ -1,9 +1,12 @@
-"""staleList: a LIST (or a GET of one object) answered by the apiserver itself from a past revision.
+"""staleList: a LIST (or a GET of one object, or a WatchList) answered by the apiserver itself from a past revision.
 
 kube-apiserver serves a LIST at an exact past resourceVersion (`resourceVersionMatch=Exact`) for as long
 as etcd has not compacted it, so the proxy only rewrites the query: nothing is made up. A GET becomes
 the LIST of that one object (`fieldSelector=metadata.name=NAME`), answered as the GET would be: the
-object, or 404 if it did not exist at that revision."""
+object, or 404 if it did not exist at that revision. A WatchList (a watch with `sendInitialEvents=true`,
+how client-go 1.36 informers relist) gets an `ADDED` event per object of the LIST at that revision
+(read by the proxy, paged), the `k8s.io/initial-events-end` BOOKMARK at it, then the apiserver's own
+watch from it: the writes after it replay in order, as after a reconnect to a lagging apiserver."""
 
 from __future__ import annotations
 
@@ -43,6 +46,8 @@ class StaleList(FaultSpec):
     def applies_to(self, ident: RequestIdentity) -> bool:
         if not ident.is_resource or ident.subresource:
             return False
+        if ident.watch:  # a WatchList (sendInitialEvents=true): its initial state from the past revision
+            return ident.initial_events
         if ident.verb == "list":
             return not ident.continued  # a later page is read at its token's revision already
         return ident.verb == "get" and bool(ident.name)
@@ -55,6 +60,51 @@ def stale_query(pairs: list[tuple[str, str]], revision: int) -> list[tuple[str, 
     """A LIST's query, asking for exactly this revision (the client's selectors and limit kept)."""
     kept = [(k, v) for k, v in pairs if k not in REWRITTEN]
     return [*kept, ("resourceVersion", str(revision)), ("resourceVersionMatch", "Exact")]
+
+
+WATCH_REWRITTEN = frozenset({"resourceVersion", "resourceVersionMatch", "sendInitialEvents"})
+LIST_KEPT = frozenset({"labelSelector", "fieldSelector"})
+PAGE = "500"
+
+
+def stale_watch_query(pairs: list[tuple[str, str]], revision: int) -> list[tuple[str, str]]:
+    """A WatchList's query as a plain watch from this revision (selectors, bookmarks, timeout kept)."""
+    return [*[(k, v) for k, v in pairs if k not in WATCH_REWRITTEN], ("resourceVersion", str(revision))]
+
+
+def page_query(pairs: list[tuple[str, str]], revision: int, token: str | None) -> list[tuple[str, str]]:
+    """The query of one page of the LIST a WatchList's initial state is read from (the client's selectors)."""
+    kept = [(k, v) for k, v in pairs if k in LIST_KEPT]
+    if token is not None:  # a later page: its token carries the revision
+        return [*kept, ("limit", PAGE), ("continue", token)]
+    return [*kept, ("limit", PAGE), ("resourceVersion", str(revision)), ("resourceVersionMatch", "Exact")]
+
+
+def initial_events(body: bytes) -> tuple[list[bytes], str, str, str | None] | None:
+    """One LIST page's objects as ADDED watch event lines, the list's kind and apiVersion, and the next
+    page's token; None if the body is no List."""
+    try:
+        doc = json.loads(body)
+        items, kind, api_version = doc["items"], str(doc["kind"]).removesuffix("List"), str(doc["apiVersion"])
+        token = (doc.get("metadata") or {}).get("continue") or None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(items, list):
+        return None
+    lines = [_line({"type": "ADDED", "object": {"kind": kind, "apiVersion": api_version,
+                                                **{k: v for k, v in item.items() if k not in ("kind", "apiVersion")}}})
+             for item in items if isinstance(item, dict)]
+    return lines, kind, api_version, token
+
+
+def initial_events_end(kind: str, api_version: str, revision: int) -> bytes:
+    """The BOOKMARK that ends a WatchList's initial events, at this revision (as the apiserver writes it)."""
+    return _line({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": {
+        "resourceVersion": str(revision), "annotations": {"k8s.io/initial-events-end": "true"}}}})
+
+
+def _line(event: dict[str, object]) -> bytes:
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def get_as_list(path: str, name: str, revision: int) -> str:

@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Sequence
+from pathlib import Path
 
-from mitmproxy import http
+import httpx
+from mitmproxy import ctx, http
+from mitmproxy.proxy import mode_specs
 
+from kube_fault_proxy.proxy import late_commits
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
+    CommitLater,
     EditEvents,
     HoldAnswer,
     LimitWatch,
@@ -25,19 +30,23 @@ from kube_fault_proxy.proxy.mitm import watch_edits
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.outage import OutageController
-from kube_fault_proxy.proxy.mitm.patches import internals
+from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
+from kube_fault_proxy.proxy.upstream import Upstream
 
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
 EDITOR = "kfp.editor"
 STALE = "kfp.stale"
+INITIAL = "kfp.initial-events"  # a stale WatchList's initial events, sent before its watch's own
+WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
 POLL_SECONDS = 0.2
 
 
@@ -59,6 +68,14 @@ def _answer(response: http.Response, decoded: bool = False) -> Answer:
     encoded = b"content-encoding" in values
     body = response.get_content(strict=False) if decoded and encoded else response.raw_content
     return Answer(response.status_code, values.get(b"content-type", ""), encoded, body)
+
+
+def _upstream() -> Upstream:
+    """The apiserver this proxy forwards to, as its mitmproxy options say (for requests of its own)."""
+    o = ctx.options
+    url = str(mode_specs.ProxyMode.parse(o.mode[0]).data)
+    return Upstream(url, Path(o.ssl_verify_upstream_trusted_ca) if o.ssl_verify_upstream_trusted_ca else None,
+                    Path(o.client_certs) if o.client_certs else None, bool(o.ssl_insecure))
 
 
 def _make_response(step: Respond) -> http.Response:
@@ -98,6 +115,57 @@ class FaultAddon:
         self.timeouts = timeouts
         self.binds = BindOutcomes(runtime.counters.bind_outcome)
         self.stale = StaleViews(runtime.counters, runtime.clock)
+        self._upstream_client: httpx.AsyncClient | None = None
+        self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
+
+    def _client(self) -> httpx.AsyncClient:
+        """The proxy's own client of the apiserver (late commits, a stale WatchList's LIST), made on first use."""
+        if self._upstream_client is None:
+            self._upstream_client = late_commits.client_for(_upstream())
+        return self._upstream_client
+
+    async def _stale_watch(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
+                           path: str) -> None:
+        """A WatchList from a past revision: its initial events read now, the watch from that revision sent."""
+        req = flow.request
+        auth = req.headers.get("authorization")
+
+        async def get(target: str) -> tuple[int, str, bytes]:
+            headers = {"accept": "application/json", **({"authorization": auth} if auth else {})}
+            answer = await self._client().get(target, headers=headers)
+            return answer.status_code, answer.headers.get("content-type", ""), answer.content
+
+        try:
+            served = await self.stale.serve_watch(ident, decision, step, path, list(req.query.items(multi=True)), get)
+        except httpx.HTTPError as e:
+            self.counters.note("stale-refused", **decision.stamp(), request=ident.as_dict(),
+                               error=f"{type(e).__name__}: {e}")
+            return
+        if isinstance(served, Reply):
+            flow.response = _make_response(Respond(served))  # the apiserver's own refusal (410: compacted)
+        elif served is not None:
+            req.path = served.path
+            req.headers["accept"] = "application/json"  # the initial events are JSON: so is the rest
+            flow.metadata[INITIAL] = served.initial
+
+    def _wake(self, flow: http.HTTPFlow, tries: int) -> None:
+        """Have the flow's stream callable called soon, once it streams (retried while it does not yet)."""
+        loop = asyncio.get_running_loop()
+
+        def attempt(left: int) -> None:
+            if not stream_ticks.wake(flow.client_conn.id, flow) and left > 0 and flow.live:
+                loop.call_later(WAKE_RETRY_SECONDS, attempt, left - 1)
+
+        loop.call_soon(attempt, tries)
+
+    def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
+        """A late commit's answer, seen as any answer (the revision log counts the write)."""
+        self.stale.answered(ident, Answer(status, content_type, False, body), None)
+
+    async def done(self) -> None:
+        await self.late.close()
+        if self._upstream_client is not None:
+            await self._upstream_client.aclose()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if self.timeouts is not None:
@@ -139,6 +207,8 @@ class FaultAddon:
         before = decision.plan.before
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
+        if isinstance(before[0], ServeStale) and ident.watch:  # a WatchList: its initial state read first
+            return self._stale_watch(flow, ident, decision, before[0], path)
         if isinstance(before[0], ServeStale):  # its revision is chosen, and journaled, as it leaves
             served = self.stale.serve(ident, decision, before[0], path, list(req.query.items(multi=True)))
             if served is not None:
@@ -161,9 +231,13 @@ class FaultAddon:
         editor: EventEditor | None = flow.metadata.get(EDITOR)
         if editor is not None and flow.response.status_code == 200:
             self._edit_stream(flow, ident, editor)
-        noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream)
+        noted = self.stale.watch(ident, _answer(flow.response), flow.response.stream, editor)
         if noted is not None:
             flow.response.stream = noted
+        initial: bytes | None = flow.metadata.pop(INITIAL, None)
+        if initial is not None and flow.response.status_code == 200:  # before the watch's own, unscanned
+            flow.response.stream = watch_edits.prefixed(initial, flow.response.stream)
+            self._wake(flow, WAKE_TRIES)
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is not None and decision.plan.after:
             # A streamed watch has no end to wait for: only waits apply, at its start.
@@ -247,8 +321,10 @@ class FaultAddon:
             self.counters.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
                                contentType=ctype, contentEncoding=encoding)
             return
+        editor.listen(self.stale.signals)
         flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.counters.note,
-                                                  functools.partial(self._close_upstream, flow))
+                                                  functools.partial(self._close_upstream, flow),
+                                                  functools.partial(stream_ticks.wake, flow.client_conn.id, flow))
 
     @staticmethod
     def _close_upstream(flow: http.HTTPFlow) -> None:
@@ -317,6 +393,11 @@ class FaultAddon:
                     self._close_upstream(flow)
                     flow.kill()
                     return
+                case CommitLater(seconds):
+                    req = flow.request
+                    headers = [(k, v) for k, v in req.headers.items(multi=True)]
+                    self.late.schedule(flow.metadata[DECISION], flow.metadata[IDENT], req.method, req.path, headers,
+                                       req.raw_content or b"", seconds)
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
                     if self.outage.start(seconds, refuse, **decision.stamp()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -79,6 +79,9 @@ class EventSelector(StrictModel):
 
 
 Edit = Callable[[bytes, WatchEvent | None], list[bytes]]
+# What a streamed watch's callable is called with when the proxy wakes it between the apiserver's chunks
+# (mitm/patches/stream_ticks.py): compared by identity, never a chunk the apiserver sent.
+TICK = bytes(bytearray(b"kfp-tick"))
 
 
 class EventEditor:
@@ -87,6 +90,10 @@ class EventEditor:
     def __init__(self) -> None:
         self.records: list[dict[str, object]] = []
         self.cut_connection = False
+        self.request_tick: Callable[[], None] | None = None  # set by the stream: have `tick` called soon
+
+    def listen(self, signals: Any) -> None:
+        """Given the proxy's watch signals (proxy.watch_signals), for an editor that waits on other watches."""
 
     def describe(self) -> str:
         """A short reading for the journal."""
@@ -98,6 +105,14 @@ class EventEditor:
 
     def at_end(self) -> list[bytes]:
         """Lines to append when the apiserver ends the stream."""
+        return []
+
+    def next_due(self) -> float | None:
+        """When (monotonic seconds) the editor wants `tick` called, whether or not the apiserver sends."""
+        return None
+
+    def tick(self) -> list[bytes]:
+        """Lines to send now, between the apiserver's chunks (what came due)."""
         return []
 
     def note(self, action: str, event: WatchEvent | None) -> None:

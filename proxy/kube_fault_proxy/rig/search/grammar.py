@@ -18,10 +18,14 @@ ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds u
 # Perturbed views (Sieve's stale and unobserved states, and crashes at a point): known to the grammar,
 # searched when named with --kinds. Not in the default set, so a seeded search draws the very trials it drew
 # before they came.
-VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint")
+VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint", "delayEvents", "failThenCommit")
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
-VIEW_MATCHES = {"staleList": ("pod-list", "node-list"), "coalesceEvents": ("pod-watch", "node-watch"),
-                "crashPoint": ("binding", "pod-write")}  # writes a trial's workload makes
+# Where each view kind fires: schedulers on client-go 1.36 relist through WatchList (a watch with
+# sendInitialEvents), never a LIST, so staleList is drawn on watches (it acts on their WatchList relists);
+# delayEvents on the watches; a write kind on the writes a trial's workload makes.
+VIEW_MATCHES = {"staleList": ("pod-watch", "node-watch"), "coalesceEvents": ("pod-watch", "node-watch"),
+                "crashPoint": ("binding", "pod-write"), "delayEvents": ("pod-watch", "node-watch"),
+                "failThenCommit": ("binding", "pod-write")}
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -105,6 +109,14 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
             return {"windowSeconds": float(rng.choice([0.5, 1, 2, 5]))}
         case "crashPoint":  # the trial kills the scheduler at once, and its answer is dropped with it
             return {"holdSeconds": float(rng.choice([2, 5, 10]))}
+        case "delayEvents":  # a lagging watch cache: seconds, as HA apiservers lag
+            lag: dict[str, Any] = {"seconds": float(rng.choice([0.5, 1, 2, 5]))}
+            if rng.random() < 0.3:
+                lag["jitterSeconds"] = float(rng.choice([0.5, 1]))
+            return lag
+        case "failThenCommit":  # the apiserver's own request-timeout answer, the write landing after it
+            first: dict[str, Any] = {"status": 504} if rng.random() < 0.8 else {"reset": True}
+            return {**first, "commitAfterSeconds": float(rng.choice([0.5, 1, 3]))}
     raise ValueError(f"unknown fault kind {kind!r}")
 
 

@@ -8,7 +8,9 @@ cannot place it, so pod writes are no match there. A count trigger or `afterMatc
 the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
 likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
 the grammar's rule names) that have run often and never injected are learned as dead too. A crash point
-needs a write the workload makes: one matching no write verb never fires."""
+needs a write the workload makes: one matching no write verb never fires. The schedulers' informers
+(client-go 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires
+on them, one matching watches acts on their WatchList relists."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
+RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn"})  # client-go 1.36 informers: WatchList, no LIST
 
 
 def form(rule: Rule) -> str:
@@ -63,6 +66,8 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
     if verbs and verbs <= RECONNECT_ONLY and not reconnects:
         return False
     if fault_kind(rule) == "crashPoint" and verbs and not verbs & WRITE_VERBS:
+        return False
+    if fault_kind(rule) == "staleList" and scheduler in RELIST_BY_WATCHLIST and verbs and verbs <= {"list"}:
         return False
     when = rule.get("when") or {}
     expected = _expected(match, genome.pods)

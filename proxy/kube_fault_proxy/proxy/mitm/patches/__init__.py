@@ -12,8 +12,10 @@ function that differs and the versions installed. `/v1/info` and the `kfp_mitm_c
 change as applied or skipped, with the reason. `serve --stock-mitmproxy` skips them all: mitmproxy as
 it ships (the stock path, tested like the changed one).
 
-`internals.py` is not a change: it is every read of mitmproxy's proxyserver internals (connections,
-handlers, transports, layers) the addons need, pinned by `tests/unit/test_internals.py`.
+`internals.py` and `stream_ticks.py` are not changes: the first is every read of mitmproxy's proxyserver
+internals (connections, handlers, transports, layers) the addons need, pinned by `tests/unit/test_internals.py`;
+the second wakes a streamed answer on a timer by injecting an event (`delayEvents`), pinned by
+`tests/unit/test_stream_ticks.py`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,72 @@
+"""Waking a streamed answer on a timer: its stream callable is called with `TICK` between upstream chunks.
+
+What it replaces: mitmproxy calls a response's stream callable only when the upstream sends data or ends
+the message, so a callable can hold an event back but never send it at a time of its own (a quiet watch
+keeps what it holds until the apiserver's next bytes). What it buys: `delayEvents` delivers each held
+event when it is due.
+
+How: a tick is an event that is both a `ResponseData` (what `HttpStream`'s streaming state hands to the
+callable, then sends what the callable returns as mitmproxy's own chunks) and a `CommandCompleted` (what
+`HttpLayer` routes, through every layer above it untouched, to the stream registered in its
+`command_sources` for that command). It enters through the connection handler's `server_event`, like any
+event, so it is ordered with the connection's other events. Nothing is sent when the stream has left its
+streaming state (ended, errored) or the connection is gone. Pinned to mitmproxy 12.3:
+`tests/unit/test_stream_ticks.py` drives a real connection handler and fails loudly if an upgrade moves
+any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mitmproxy.proxy import commands, events
+from mitmproxy.proxy.layers.http import HttpLayer, HttpStream
+from mitmproxy.proxy.layers.http._events import ResponseData
+
+from kube_fault_proxy.proxy.mitm.patches import internals
+from kube_fault_proxy.proxy.requests.watch import TICK
+
+
+class _TickCommand(commands.Command):
+    """The command a tick answers (never issued: it only routes the tick to its stream)."""
+
+
+class _Tick(ResponseData, events.CommandCompleted):
+    """A tick: data for the stream's callable, routed as the completion of the stream's own command."""
+
+    command: _TickCommand
+    reply: Any
+
+    def __init__(self, stream_id: int, command: _TickCommand) -> None:
+        super().__init__(stream_id, TICK)
+        self.command = command
+        self.reply = None
+
+
+def _stream_of(client_id: str, flow: object) -> tuple[Any, HttpLayer, HttpStream] | None:
+    """The connection handler, HTTP layer and stream carrying this flow's answer, if it still streams."""
+    handler = internals.handler(internals.proxyserver(), client_id)
+    if handler is None:
+        return None
+    for layer in handler.layer.context.layers:
+        if isinstance(layer, HttpLayer):
+            for stream in layer.streams.values():
+                if stream.flow is flow:
+                    if stream.server_state != stream.state_stream_response_body:
+                        return None
+                    return handler, layer, stream
+    return None
+
+
+def wake(client_id: str, flow: object) -> bool:
+    """Have the stream callable of this flow (of that client connection) called with TICK, from the loop,
+    as soon as the connection's events allow; False if the flow no longer streams."""
+    found = _stream_of(client_id, flow)
+    if found is None:
+        return False
+    handler, layer, stream = found
+    command = _TickCommand()
+    layer.command_sources[command] = stream
+    asyncio.get_running_loop().create_task(handler.server_event(_Tick(stream.stream_id, command)))
+    return True

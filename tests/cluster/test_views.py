@@ -1,0 +1,117 @@
+"""Views that reach today's clients, on the real apiserver: a write that commits after its error, and
+time travel for a WatchList (kube-scheduler's pod informer relisting through a stale rule)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kube_fault_proxy.proxy.control.client import ControlClient
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kubernetes.client.rest import ApiException
+
+from tests.support.cluster import all_running, api_client, create_pods, make_namespace, wait_for
+
+BIND = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
+
+
+def configmap(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": "1"}}
+
+
+def test_fail_then_commit_the_client_gets_504_and_the_object_is_written_afterwards(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    c = kube_scheduler_cluster
+    direct = api_client(c.kubeconfig("admin"))
+    via = api_client(c.kubeconfig("admin-via-proxy"))
+    make_namespace(direct, namespace)
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("late-commit", rules=[{"name": "late", "match": {"verbs": ["create"], "resources": ["configmaps"],
+                                                                     "namespaces": [namespace]},
+                                            "fault": {"failThenCommit": {"status": 504, "commitAfterSeconds": 1.5}}}])
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ApiException) as failed:
+            via.create_namespaced_config_map(namespace, configmap("late"))
+        assert failed.value.status == 504 and "Timeout" in str(failed.value.body)
+        with pytest.raises(ApiException) as absent:  # read once right after the error: not there yet
+            direct.read_namespaced_config_map("late", namespace)
+        assert absent.value.status == 404 and time.monotonic() - t0 < 1.5
+        wait_for("the late commit", lambda: any(r["event"] == "late-commit" for r in control.journal_after(since).records), 10)
+    finally:
+        control.deactivate()
+    written = direct.read_namespaced_config_map("late", namespace)
+    [late] = [r for r in control.journal_after(since).records if r["event"] == "late-commit"]
+    assert (late["committed"], late["upstreamStatus"]) == (True, 201)
+    assert late["resourceVersion"] == written.metadata.resource_version
+
+
+def test_a_stale_watch_list_is_the_list_at_the_revision_then_the_writes_after_it_in_order(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    c = kube_scheduler_cluster
+    via = api_client(c.kubeconfig("admin-via-proxy"))  # the proxy sees its writes' answers pass
+    make_namespace(api_client(c.kubeconfig("admin")), namespace)
+    for name in ("early", "doomed"):
+        via.create_namespaced_config_map(namespace, configmap(name))
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("time-travel", rules=[{"name": "stale", "match": {"verbs": ["watch"], "resources": ["configmaps"],
+                                                                    "namespaces": [namespace]},
+                                            "fault": {"staleList": {"lagWrites": 2}}}])
+    try:
+        late = via.create_namespaced_config_map(namespace, configmap("late"))
+        via.delete_namespaced_config_map("doomed", namespace)
+        answer = via.list_namespaced_config_map(namespace, watch=True, send_initial_events=True,
+                                                allow_watch_bookmarks=True, resource_version_match="NotOlderThan",
+                                                timeout_seconds=2, _preload_content=False)
+        events = [json.loads(line) for line in answer.read().splitlines() if line]
+    finally:
+        control.deactivate()
+    before = str(int(late.metadata.resource_version) - 1)
+    end = next(i for i, e in enumerate(events) if e["type"] == "BOOKMARK"
+               and (e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end") == "true")
+    initial = sorted(e["object"]["metadata"]["name"] for e in events[:end] if e["type"] == "ADDED")
+    assert [n for n in initial if n != "kube-root-ca.crt"] == ["doomed", "early"], events
+    assert {e["type"] for e in events[:end]} == {"ADDED"}
+    assert events[end]["object"]["metadata"]["resourceVersion"] == before
+    after = [(e["type"], e["object"]["metadata"]["name"], e["object"]["metadata"]["resourceVersion"])
+             for e in events[end + 1:] if e["type"] != "BOOKMARK"]
+    assert [(t, n) for t, n, _ in after if n != "kube-root-ca.crt"] == [("ADDED", "late"), ("DELETED", "doomed")], events
+    assert after[0][2] == late.metadata.resource_version and [int(r) for _, _, r in after] == sorted(
+        int(r) for _, _, r in after), "the hidden writes replay in order"
+    [served] = control.injections(since)
+    assert (served["servedAs"], served["servedResourceVersion"], served["writesSince"]) == ("watchlist", before, 2)
+
+
+def test_kube_schedulers_pod_informer_relists_through_a_stale_watch_list(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    """The first Binding drops the scheduler's apiserver connection, its pods re-watch is ended and the next
+    one expired (the shipped watch-expire-pods profile), so client-go 1.36 relists its pods through a
+    WatchList: served from 3 pod writes back, the writes after it replay and every pod still runs."""
+    c = kube_scheduler_cluster
+    api = api_client(c.kubeconfig("admin"))
+    make_namespace(api, namespace)
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    pods_watch = {"verbs": ["watch"], "resources": ["pods"]}
+    control.activate("time-travel-scheduler", rules=[
+        {"name": "drop-at-first-bind", "match": BIND, "when": {"maxInjections": 1}, "fault": {"resetUpstream": {}}},
+        {"name": "end-next-pods-watch", "match": pods_watch,
+         "when": {"maxInjections": 1, "trigger": {"match": BIND, "count": 1}}, "fault": {"cut": {"afterSeconds": 1}}},
+        {"name": "expire-pod-rewatch", "match": pods_watch, "when": {"maxInjections": 1},
+         "fault": {"expire": {"onlyRewatch": True}}},
+        {"name": "stale-relist", "match": pods_watch, "when": {"maxInjections": 1},
+         "fault": {"staleList": {"lagWrites": 3}}}])
+    try:
+        names = create_pods(api, namespace, 3)
+        wait_for("the stale WatchList", lambda: any(r["fault"] == "staleList" for r in control.injections(since)), 30)
+    finally:
+        control.deactivate()
+    wait_for("every pod running after the replay", lambda: all_running(api, namespace, names), 60)
+    [served] = [r for r in control.injections(since) if r["fault"] == "staleList"]
+    assert served["servedAs"] == "watchlist" and served["writesSince"] == 3
+    assert "kube-scheduler" in served["request"]["userAgent"] and served["request"]["sendInitialEvents"] is True
+    assert int(served["servedResourceVersion"]) < int(served["newestResourceVersion"])
+    assert served["initialEvents"] >= 0 and served["pages"] >= 1
