@@ -83,7 +83,7 @@ def test_only_the_addon_touches_flows() -> None:
     assert users == ["addon.py"]
 
 
-PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "profiles/strict.py",
+PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "schema",
         "profiles/profile.py", "profiles/loader.py", "profiles/problems.py", "profiles/yaml_reader.py",
         "profiles/match.py", "engine.py", "runtime.py", "journal.py", "profiles/library.py", "faults",
         "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py",
@@ -102,3 +102,14 @@ def test_prometheus_has_one_home() -> None:
     """Only the control plane's collector (read at scrape time) and its route import prometheus_client."""
     users = sorted(str(p.relative_to(PACKAGE)) for p in EVERY_MODULE if "prometheus_client" in imported_roots(p))
     assert users == ["control/metrics.py", "control/observe.py"]
+
+
+def test_the_pure_core_has_no_circle_schema_below_faults_and_requests_below_profiles() -> None:
+    """schema/ (the strict model, units, globs) imports nothing of the proxy; faults/ and requests/ build on it and
+    never on profiles/, which builds on them: no circle between the three."""
+    def proxy_imports(folder: str) -> set[str]:
+        return {m for p in (PACKAGE / folder).rglob("*.py") for m in imported(p)
+                if m.startswith("kube_fault_proxy.proxy.")}
+    assert proxy_imports("schema") == set()
+    for folder in ("faults", "requests"):
+        assert not {m for m in proxy_imports(folder) if m.startswith("kube_fault_proxy.proxy.profiles")}, folder

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kube_fault_proxy.proxy.profiles.library import load_dir
 from kube_fault_proxy.proxy.profiles.loader import LIMITS, ProfileError, load_file, load_text, to_yaml
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
-from kube_fault_proxy.proxy.profiles.strict import format_duration, parse_duration
+from kube_fault_proxy.proxy.schema.strict import format_duration, parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "apiVersion: kube-fault-proxy/v1\nkind: FaultProfile\nmetadata: {name: p}\n"

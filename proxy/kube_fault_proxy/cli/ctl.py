@@ -12,7 +12,7 @@ import httpx
 
 from kube_fault_proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.proxy.profiles.strict import parse_duration
+from kube_fault_proxy.proxy.schema.strict import parse_duration
 
 
 def _print(doc: Any) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
-from kube_fault_proxy.proxy.profiles.strict import parse_duration
+from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console

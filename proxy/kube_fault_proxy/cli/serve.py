@@ -25,8 +25,8 @@ from kube_fault_proxy.private_files import PrivateFiles
 from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.profiles.library import Library, load_dir
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.proxy.profiles.strict import parse_duration
 from kube_fault_proxy.proxy.runtime import Runtime, UnknownProfile
+from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.proxy.upstream import KubeconfigError, Upstream, read, upstream_from
 
 if TYPE_CHECKING:

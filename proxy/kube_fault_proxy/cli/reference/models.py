@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 from kube_fault_proxy.cli.reference.markdown import code, page, table, text
 from kube_fault_proxy.proxy.faults import KINDS, Fault
 from kube_fault_proxy.proxy.profiles import profile
-from kube_fault_proxy.proxy.profiles.strict import format_duration
+from kube_fault_proxy.proxy.schema.strict import format_duration
 from kube_fault_proxy.rig import scenario
 from kube_fault_proxy.rig.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
 

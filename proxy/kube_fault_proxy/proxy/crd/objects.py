@@ -13,7 +13,7 @@ from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, ProfileError
 from kube_fault_proxy.proxy.profiles.profile import API_VERSION as FILE_API_VERSION
 from kube_fault_proxy.proxy.profiles.profile import KIND as PROFILE_KIND
 from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN, FaultProfile
-from kube_fault_proxy.proxy.profiles.strict import StrictModel
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 
 Obj = dict[str, Any]
 ACTIVATION_KIND = "FaultActivation"

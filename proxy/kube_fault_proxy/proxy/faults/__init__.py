@@ -25,7 +25,7 @@ from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
 from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.throttle import Throttle
-from kube_fault_proxy.proxy.profiles.strict import StrictModel, exactly_one_of
+from kube_fault_proxy.proxy.schema.strict import StrictModel, exactly_one_of
 
 KINDS: tuple[type[FaultSpec], ...] = (
     Abort, Throttle, Delay, Hang, Reset, CommitThenFail, FailThenCommit,  # requests

@@ -6,8 +6,8 @@ import random
 from typing import ClassVar
 
 from kube_fault_proxy.proxy.faults.plan import Plan
-from kube_fault_proxy.proxy.profiles.strict import StrictModel
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 
 
 class FaultSpec(StrictModel):

@@ -30,10 +30,10 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan
-from kube_fault_proxy.proxy.profiles.globs import glob_matcher
-from kube_fault_proxy.proxy.profiles.strict import StrictModel
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
+from kube_fault_proxy.proxy.schema.globs import glob_matcher
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 
 Glob = Annotated[str, Field(max_length=253)]
 

@@ -12,8 +12,8 @@ from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.hang import Hang
 from kube_fault_proxy.proxy.faults.plan import Plan
 from kube_fault_proxy.proxy.faults.reset import Reset
-from kube_fault_proxy.proxy.profiles.strict import exactly_one_of
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.schema.strict import exactly_one_of
 
 
 class CommitThenFail(FaultSpec):

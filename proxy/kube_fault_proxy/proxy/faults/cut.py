@@ -9,10 +9,10 @@ from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan, Step
-from kube_fault_proxy.proxy.profiles.strict import exactly_one_of
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import watch_error_event
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
+from kube_fault_proxy.proxy.schema.strict import exactly_one_of
 
 ERRORS = {
     "expired": (410, "Expired", "too old resource version: injected by kube-fault-proxy"),

@@ -18,9 +18,9 @@ from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.plan import CommitLater, Plan, ResetStream, Respond
-from kube_fault_proxy.proxy.profiles.strict import exactly_one_of
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
+from kube_fault_proxy.proxy.schema.strict import exactly_one_of
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
 

@@ -22,9 +22,9 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
-from kube_fault_proxy.proxy.profiles.strict import StrictModel
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 from kube_fault_proxy.proxy.watch_signals import Waiter, WatchSignals
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
-from kube_fault_proxy.proxy.profiles.globs import glob_matcher
 from kube_fault_proxy.proxy.profiles.profile import Selector
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.schema.globs import glob_matcher
 
 Check = Callable[[RequestIdentity], bool]
 _GLOB_FIELDS: tuple[tuple[str, Callable[[RequestIdentity], str]], ...] = (

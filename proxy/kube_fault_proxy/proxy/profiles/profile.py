@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from kube_fault_proxy.proxy.faults import Fault
-from kube_fault_proxy.proxy.profiles.strict import NON_ZERO_DURATION, Duration, StrictModel
+from kube_fault_proxy.proxy.schema.strict import NON_ZERO_DURATION, Duration, StrictModel
 
 API_VERSION = "kube-fault-proxy/v1"
 KIND = "FaultProfile"

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.profiles.globs import glob_matcher
-from kube_fault_proxy.proxy.profiles.strict import StrictModel
+from kube_fault_proxy.proxy.schema.globs import glob_matcher
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
