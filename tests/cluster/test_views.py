@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kubernetes.client.rest import ApiException
 
-from tests.support.cluster import all_running, api_client, create_pods, make_namespace, wait_for
+from tests.support.cluster import (
+    all_running,
+    api_client,
+    create_pods,
+    make_namespace,
+    start_cluster,
+    stop_cluster,
+    wait_for,
+)
 
 BIND = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 
@@ -85,12 +95,23 @@ def test_a_stale_watch_list_is_the_list_at_the_revision_then_the_writes_after_it
     assert (served["servedAs"], served["servedResourceVersion"], served["writesSince"]) == ("watchlist", before, 2)
 
 
-def test_kube_schedulers_pod_informer_relists_through_a_stale_watch_list(
-        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+@pytest.fixture(scope="module")
+def time_travel_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A control plane of this test's own: after a stale WatchList, kube-scheduler v1.36.3 logs "Scheduler cache
+    is corrupted" and, seen once after the other tests here, scheduled no new pod for 25 s; the shared one must
+    not inherit that (an open question, kept for its own issue)."""
+    c = start_cluster(tmp_path_factory.mktemp("time-travel"), "--nodes", "5", "--scheduler", "kube-scheduler",
+                      "--proxy")
+    yield c
+    stop_cluster(c)
+
+
+def test_kube_schedulers_pod_informer_relists_through_a_stale_watch_list(time_travel_cluster: Cluster) -> None:
     """The first Binding drops the scheduler's apiserver connection, its pods re-watch is ended and the next
     one expired (the shipped watch-expire-pods profile), so client-go 1.36 relists its pods through a
     WatchList: served from 3 pod writes back, the writes after it replay and every pod still runs."""
-    c = kube_scheduler_cluster
+    c = time_travel_cluster
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
     api = api_client(c.kubeconfig("admin"))
     make_namespace(api, namespace)
     control = ControlClient(c.control_url)
