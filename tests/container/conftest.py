@@ -12,7 +12,7 @@ from tests.container.engine import Engine, build_image, set_up
 from tests.support.cluster import start_cluster, stop_cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def engine() -> Engine:
     """podman set up by the project's script, the image built from the Dockerfile on the debootstrap base."""
     e = set_up()
@@ -21,7 +21,7 @@ def engine() -> Engine:
     return e
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """5 KWOK nodes and no scheduler: the containerised proxy (and YuniKorn behind it) are the only clients."""
     c = start_cluster(tmp_path_factory.mktemp("container-cluster"), "--nodes", "5")
