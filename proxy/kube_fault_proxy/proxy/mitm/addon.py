@@ -207,9 +207,9 @@ class FaultAddon:
         before = decision.plan.before
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
-        if isinstance(before[0], ServeStale) and ident.watch:  # a WatchList: its initial state read first
-            return self._stale_watch(flow, ident, decision, before[0], path)
         if isinstance(before[0], ServeStale):  # its revision is chosen, and journaled, as it leaves
+            if ident.watch:  # a WatchList: its initial state read first
+                return self._stale_watch(flow, ident, decision, before[0], path)
             served = self.stale.serve(ident, decision, before[0], path, list(req.query.items(multi=True)))
             if served is not None:
                 req.path = served.path
