@@ -105,5 +105,7 @@ def test_a_client_waiting_for_held_answers_is_drained_then_closed(tmp_path: Path
             [drained] = events(rt, "upstream-lost-drained")
             assert drained == drained | {"client": "10.0.0.7:40001", "goaway": False, "streamsCut": 0}  # no HTTP/2
             assert held.count(handler.client.id) == 0
+            await asyncio.sleep(0)
+            assert not loss._drains  # the drain task is let go once it ends
 
     asyncio.run(main())

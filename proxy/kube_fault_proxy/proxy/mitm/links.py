@@ -54,7 +54,9 @@ class UpstreamLoss:
         if handler is None or not internals.carries(handler, internals.client_of(handler)):
             return
         goaway = internals.goaway(handler)
-        self._drains.add(asyncio.get_running_loop().create_task(self._close_when_quiet(handler, client, goaway)))
+        task = asyncio.get_running_loop().create_task(self._close_when_quiet(handler, client, goaway))
+        self._drains.add(task)  # a reference until it ends
+        task.add_done_callback(self._drains.discard)
 
     async def _close_when_quiet(self, handler: internals.Handler, client: str, goaway: bool) -> None:
         loop = asyncio.get_running_loop()
@@ -65,7 +67,6 @@ class UpstreamLoss:
         if internals.carries(handler, conn):
             self.runtime.note("upstream-lost-drained", client=client, goaway=goaway, streamsCut=left)
             internals.close(handler, conn)
-        self._drains.difference_update(t for t in self._drains if t.done())
 
     def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:
         self._close_client(data, "upstream connection closed")
