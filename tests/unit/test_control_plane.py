@@ -77,3 +77,57 @@ def test_down_stops_the_clients_then_the_apiserver_then_etcd(tmp_path: Path) -> 
     assert at["kube-scheduler"] < at["kube-apiserver"] < at["etcd"] and at["kwok"] < at["kube-apiserver"]
     assert Cluster(c.dir).state["processes"] == {}
     assert down(c.dir).names == []  # a second down finds nothing
+
+
+def test_a_component_that_lost_its_port_is_started_again_on_another(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-apiserver cannot bind port 0: a port picked a moment before can be taken by then, and the
+    component exits saying so; it is started again on another port, once per loss, and the port it serves on
+    is returned."""
+    from kube_fault_proxy.rig.cluster import control_plane
+
+    ports = iter([40001, 40002])
+    monkeypatch.setattr(control_plane, "free_port", lambda: next(ports))
+    log = tmp_path / "kube-apiserver.log"
+    started: list[int] = []
+    pids: list[int] = []
+
+    def start(port: int) -> int:
+        started.append(port)
+        script = (f"echo 'failed to listen on 127.0.0.1:{port}: bind: address already in use'; exit 1"
+                  if len(started) == 1 else "sleep 30")
+        pids.append(spawn(["sh", "-c", script], log))
+        return pids[-1]
+    try:
+        port = control_plane._on_a_free_port("kube-apiserver", start, lambda p: p == 40002, log, timeout=10)
+    finally:
+        for pid in pids[1:]:
+            os.killpg(pid, 9)
+    assert (port, started) == (40002, [40001, 40002])
+
+
+def test_a_component_that_fails_for_another_reason_is_not_started_again(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kube_fault_proxy.rig.cluster import control_plane
+
+    monkeypatch.setattr(control_plane, "free_port", lambda: 40003)
+    log = tmp_path / "kube-scheduler.log"
+    started: list[int] = []
+
+    def start(port: int) -> int:
+        started.append(port)
+        return spawn(["sh", "-c", "echo 'no such flag: --feature-gates'; exit 1"], log)
+    with pytest.raises(ClusterError, match="kube-scheduler exited during startup") as e:
+        control_plane._on_a_free_port("kube-scheduler", start, lambda p: False, log, timeout=10)
+    assert started == [40003] and "no such flag" in str(e.value)
+
+
+def test_etcd_names_the_port_it_took_in_its_log(tmp_path: Path) -> None:
+    from kube_fault_proxy.rig.cluster.control_plane import _etcd_client_url
+
+    log = tmp_path / "etcd.log"
+    log.write_text('{"level":"info","msg":"serving peer traffic","address":"127.0.0.1:46713"}\n')
+    assert _etcd_client_url(log) is None
+    log.write_text(log.read_text() + '{"level":"info","caller":"embed/serve.go:222","msg":"serving client traffic '
+                   'insecurely; this is strongly discouraged!","traffic":"grpc+http","address":"127.0.0.1:37365"}\n')
+    assert _etcd_client_url(log) == "http://127.0.0.1:37365"

@@ -4,6 +4,7 @@ KWOK, and optionally kube-fault-proxy and a scheduler whose kubeconfig points at
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -25,12 +26,15 @@ from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensur
 from kube_fault_proxy.paths import private_dir, write_private
 from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki
 from kube_fault_proxy.rig.cluster.processes import (
+    PORT_TAKEN,
     Stopped,
     alive,
     free_port,
     kill_group,
     live_groups,
+    log_size,
     port_in_use,
+    said_since,
     spawn,
     stop_groups,
 )
@@ -132,6 +136,33 @@ def _wait(what: str, check: Callable[[], bool], pid: int, log: Path, timeout: fl
             last = f"{type(e).__name__}: {e}"
         time.sleep(0.1)
     raise ClusterError(f"{what} not ready after {timeout:.0f}s (last attempt: {last}); see {log}:\n{_tail(log)}")
+
+
+def _on_a_free_port(what: str, start: Callable[[int], int], ready: Callable[[int], bool], log: Path,
+                    timeout: float, tries: int = 3) -> int:
+    """Start a component that cannot bind port 0 itself (kube-apiserver refuses 0; kube-scheduler,
+    kube-controller-manager and KWOK turn their serving off with it) on a port free a moment ago, and
+    pick another if something took it in between (the component exits saying so). The port it serves on."""
+    for attempt in range(1, tries + 1):
+        port, offset = free_port(), log_size(log)
+        pid = start(port)
+        try:
+            _wait(what, functools.partial(ready, port), pid, log, timeout)
+            return port
+        except ClusterError:
+            if attempt == tries or alive(pid) or not said_since(log, offset, PORT_TAKEN):
+                raise
+            say(f"  {what}: port {port} was taken before it could bind it; trying another")
+    raise AssertionError("unreachable")
+
+
+def _etcd_client_url(log: Path) -> str | None:
+    """The client URL etcd serves on, from its own log (it binds port 0 itself)."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if '"msg":"serving client traffic insecurely' in line:
+            with contextlib.suppress(json.JSONDecodeError, KeyError):
+                return f"http://{json.loads(line)['address']}"
+    return None
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -358,41 +389,54 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     c.state["tokens"] = tokens
 
     t0 = time.monotonic()
-    etcd_port, peer_port = free_port(), free_port()
-    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    # etcd binds port 0 itself and names the port in its log (at level info: "serving client traffic");
+    # one member, so its peer URL is never dialled and port 0 does for it too.
     log = logs / "etcd.log"
     pid = spawn([str(binaries["etcd"]), "--name", "kfp", "--data-dir", str(d / "etcd"),
-                 "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
-                 "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-                 "--initial-cluster", f"kfp=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync",
+                 "--listen-client-urls", "http://127.0.0.1:0", "--advertise-client-urls", "http://127.0.0.1:0",
+                 "--listen-peer-urls", "http://127.0.0.1:0", "--initial-advertise-peer-urls", "http://127.0.0.1:0",
+                 "--initial-cluster", "kfp=http://127.0.0.1:0", "--unsafe-no-fsync",
                  # etcd compacts nothing by itself (its default, said out loud): the apiserver's
                  # compactor alone decides how much history a stale LIST can be served from.
                  "--auto-compaction-retention=0",
-                 "--log-level", "warn"], log)
+                 "--log-level", "info"], log)
     c.record("etcd", pid, log)
-    _wait("etcd", lambda: httpx.get(f"{etcd_url}/health", timeout=1).status_code == 200, pid, log, opts.timeout)
+    found: list[str] = []
 
-    api_port = free_port()
+    def etcd_ready() -> bool:
+        url = found[0] if found else _etcd_client_url(log)
+        if url is None:
+            return False
+        found[:] = [url]
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    _wait("etcd", etcd_ready, pid, log, opts.timeout)
+    etcd_url = found[0]
+
+    def apiserver_argv(api_port: int) -> list[str]:
+        return [
+            str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+            f"--secure-port={api_port}", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={certs / 'apiserver.crt'}", f"--tls-private-key-file={certs / 'apiserver.key'}",
+            f"--client-ca-file={certs / 'ca.crt'}", f"--token-auth-file={d / 'tokens.csv'}",
+            "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={certs / 'sa.pub'}",
+            f"--service-account-signing-key-file={certs / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--http2-max-streams-per-connection={opts.apiserver_max_streams}",
+            # Every interval the apiserver compacts etcd to the revision it noted one interval before, so
+            # 10-20 minutes of history stay (the default 5m keeps 5-10): staleList serves LISTs from it.
+            f"--etcd-compaction-interval={ETCD_COMPACTION_INTERVAL}",
+            # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
+            # of waiting out the killed connections' TIME_WAIT.
+            "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver")]
+
+    def start_apiserver_on(api_port: int) -> int:
+        c.state["apiserver"] = f"https://127.0.0.1:{api_port}"
+        c.state["apiserverArgv"] = apiserver_argv(api_port)
+        return _spawn_apiserver(c)
+    api_port = _on_a_free_port("kube-apiserver", start_apiserver_on, lambda _: c.admin_api().ready(),
+                               c.log("kube-apiserver"), opts.timeout)
     server = f"https://127.0.0.1:{api_port}"
-    c.state["apiserver"] = server
-    c.state["apiserverArgv"] = [
-        str(binaries["kube-apiserver"]), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-        f"--secure-port={api_port}", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-        f"--tls-cert-file={certs / 'apiserver.crt'}", f"--tls-private-key-file={certs / 'apiserver.key'}",
-        f"--client-ca-file={certs / 'ca.crt'}", f"--token-auth-file={d / 'tokens.csv'}",
-        "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
-        f"--service-account-key-file={certs / 'sa.pub'}",
-        f"--service-account-signing-key-file={certs / 'sa.key'}",
-        "--service-cluster-ip-range=10.0.0.0/24",
-        f"--http2-max-streams-per-connection={opts.apiserver_max_streams}",
-        # Every interval the apiserver compacts etcd to the revision it noted one interval before, so
-        # 10-20 minutes of history stay (the default 5m keeps 5-10): staleList serves LISTs from it.
-        f"--etcd-compaction-interval={ETCD_COMPACTION_INTERVAL}",
-        # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
-        # of waiting out the killed connections' TIME_WAIT.
-        "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver")]
-    _start_apiserver(c, opts.timeout)
     api = c.admin_api()
     say(f"  etcd and kube-apiserver ready on {server} ({time.monotonic() - t0:.1f}s)")
 
@@ -425,12 +469,17 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 
 
 
-def _start_apiserver(c: Cluster, timeout: float) -> None:
-    """kube-apiserver from the argv `up` recorded (same flags, port, certificates and etcd); waits until ready."""
+def _spawn_apiserver(c: Cluster) -> int:
+    """kube-apiserver from the argv recorded in the state (flags, port, certificates and etcd); its pid."""
     log = c.log("kube-apiserver")
     pid = spawn(list(c.state["apiserverArgv"]), log)
     c.record("kube-apiserver", pid, log)
-    _wait("kube-apiserver", c.admin_api().ready, pid, log, timeout)
+    return pid
+
+
+def _start_apiserver(c: Cluster, timeout: float) -> None:
+    """kube-apiserver again, exactly as `up` started it (same port: its clients keep their URL); waits until ready."""
+    _wait("kube-apiserver", c.admin_api().ready, _spawn_apiserver(c), c.log("kube-apiserver"), timeout)
 
 
 def kill_apiserver(c: Cluster) -> int:
@@ -558,33 +607,38 @@ def _seed_objects(client: Client, opts: Options) -> None:
 
 
 def _start_controller_manager(c: Cluster, opts: Options, binary: Path) -> None:
-    port = free_port()
     log = c.dir / "logs" / "kube-controller-manager.log"
     via = "kube-controller-manager" in opts.proxied()
-    pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager-via-proxy" if via else
-                                                             "controller-manager"),
-                                        c.dir / "pki", port, opts.controllers,
-                                        feature_gates.flag(opts.feature_gates, "kube-controller-manager"),
-                                        authentication_kubeconfig=c.kubeconfig("controller-manager")), log)
-    c.record("kube-controller-manager", pid, log)
-    _wait("kube-controller-manager",
-          lambda: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
-          pid, log, opts.timeout)
+
+    def start(port: int) -> int:
+        pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager-via-proxy" if via else
+                                                                 "controller-manager"),
+                                            c.dir / "pki", port, opts.controllers,
+                                            feature_gates.flag(opts.feature_gates, "kube-controller-manager"),
+                                            authentication_kubeconfig=c.kubeconfig("controller-manager")), log)
+        c.record("kube-controller-manager", pid, log)
+        return pid
+    _on_a_free_port("kube-controller-manager", start,
+                    lambda port: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
+                    log, opts.timeout)
     say("  kube-controller-manager ready" + (" (through the proxy)" if via else ""))
 
 
 def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
     t0 = time.monotonic()
-    port = free_port()
     workdir = private_dir(c.dir / "kwok")
-    config = write_private(workdir / "kwok.yaml", kwok.configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
     log = c.dir / "logs" / "kwok.log"
-    # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
-    pid = spawn([str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
-                env={**os.environ, "KWOK_WORKDIR": str(workdir)})
-    c.record("kwok", pid, log)
-    _wait("kwok", lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
-          pid, log, opts.timeout)
+
+    def start(port: int) -> int:
+        config = write_private(workdir / "kwok.yaml", kwok.configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
+        # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
+        pid = spawn([str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
+                    env={**os.environ, "KWOK_WORKDIR": str(workdir)})
+        c.record("kwok", pid, log)
+        return pid
+    _on_a_free_port("kwok", start,
+                    lambda port: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
+                    log, opts.timeout)
     count = kwok.wait_nodes_ready(c.admin_api(), opts.nodes, opts.timeout)
     if count < opts.nodes:
         raise ClusterError(f"only {count} of {opts.nodes} nodes became Ready and untainted after {opts.timeout:.0f}s "
@@ -630,7 +684,6 @@ def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
 
 
 def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
-    port = free_port()
     config = c.dir / "kube-scheduler.yaml"
     config.write_text(yaml.safe_dump({
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
@@ -638,14 +691,18 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: boo
                              "contentType": "application/json", "qps": 500, "burst": 1000},
         "leaderElection": {"leaderElect": False}}))
     log = c.dir / "logs" / "kube-scheduler.log"
-    # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
-    # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
-    pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-                 "--pod-max-in-unschedulable-pods-duration=20s",
-                 *feature_gates.flag(opts.feature_gates, "kube-scheduler")], log)
-    c.record("kube-scheduler", pid, log)
-    _wait("kube-scheduler", lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
-          pid, log, opts.timeout)
+
+    def start(port: int) -> int:
+        # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
+        # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
+        pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                     "--pod-max-in-unschedulable-pods-duration=20s",
+                     *feature_gates.flag(opts.feature_gates, "kube-scheduler")], log)
+        c.record("kube-scheduler", pid, log)
+        return pid
+    _on_a_free_port("kube-scheduler", start,
+                    lambda port: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
+                    log, opts.timeout)
     if announce:
         via = "proxy" in c.state and "kube-scheduler" in (c.through_proxy if "throughProxy" in c.state else ())
         say("  kube-scheduler ready" + (" (through the proxy)" if via else ""))

@@ -19,6 +19,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PORT_TAKEN = "address already in use"
+
+
+def log_size(log: Path) -> int:
+    """The log's size now: where what a process writes from now on starts."""
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def said_since(log: Path, offset: int, text: str) -> bool:
+    """Whether the log, from byte `offset` on, contains `text`."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            return text.encode() in f.read()
+    except FileNotFoundError:
+        return False
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     """Whether something accepts connections on host:port."""
     with socket.socket() as s:
