@@ -1,0 +1,56 @@
+"""Fault kinds are declared once (KINDS): a kind module that is not registered, or a place that does not follow
+the registry — the `Fault` one-of, the CRD schema, the committed CRDs, the reference — fails here."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kube_fault_proxy.proxy import faults
+from kube_fault_proxy.proxy.crd.definitions import profile_crd
+from kube_fault_proxy.proxy.faults import KINDS, Fault, FaultSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_kind_module_is_registered_once() -> None:
+    declared = set()
+    for info in pkgutil.iter_modules(faults.__path__):
+        module = importlib.import_module(f"{faults.__name__}.{info.name}")
+        declared |= {cls for _, cls in inspect.getmembers(module, inspect.isclass)
+                     if issubclass(cls, FaultSpec) and cls is not FaultSpec and cls.__module__ == module.__name__}
+    assert declared == set(KINDS), "a FaultSpec in proxy/faults/ that KINDS does not list, or the reverse"
+    assert len({k.kind for k in KINDS}) == len(KINDS)
+
+
+def test_the_fault_one_of_has_exactly_the_registered_kinds_in_order() -> None:
+    assert list(Fault.model_fields) == [k.kind for k in KINDS]
+    for k in KINDS:
+        assert Fault.model_fields[k.kind].annotation == k | None
+    schema = Fault.model_json_schema()
+    assert schema["oneOf"] == [{"required": [k.kind]} for k in KINDS]
+
+
+def _fault_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rule = spec["properties"]["rules"]["items"]
+    return dict(rule["properties"]["fault"])
+
+
+def test_the_crd_and_the_committed_crds_carry_every_kind() -> None:
+    fault = _fault_schema(profile_crd())
+    assert list(fault["properties"]) == [k.kind for k in KINDS]
+    assert fault["oneOf"] == [{"required": [k.kind]} for k in KINDS]
+    committed = [d for d in yaml.safe_load_all((ROOT / "deploy" / "crds.yaml").read_text()) if d]
+    [profile] = [d for d in committed if d["spec"]["names"]["kind"] == "FaultProfile"]
+    assert _fault_schema(profile) == fault, "deploy/crds.yaml is stale: kube-fault-proxy crds > deploy/crds.yaml"
+
+
+def test_the_reference_has_a_section_per_kind() -> None:
+    page = (ROOT / "docs" / "reference" / "fault-kinds.md").read_text()
+    assert [k.kind for k in KINDS] == [line[3:] for line in page.splitlines()
+                                       if line.startswith("## ") and line[3:] in {k.kind for k in KINDS}]
