@@ -54,3 +54,12 @@ def test_the_reference_has_a_section_per_kind() -> None:
     page = (ROOT / "docs" / "reference" / "fault-kinds.md").read_text()
     assert [k.kind for k in KINDS] == [line[3:] for line in page.splitlines()
                                        if line.startswith("## ") and line[3:] in {k.kind for k in KINDS}]
+
+
+def test_the_engine_and_the_addon_import_no_particular_kind() -> None:
+    """They work through FaultSpec (applies_to, plan, follows_up_relist) and a plan's steps, never a kind."""
+    kind_modules = {k.__module__ for k in KINDS}
+    package = ROOT / "proxy" / "kube_fault_proxy" / "proxy"
+    for source in [package / "engine.py", *sorted((package / "mitm").glob("*.py"))]:
+        text = source.read_text()
+        assert not [m for m in kind_modules if f"from {m} import" in text or f"import {m}" in text], source

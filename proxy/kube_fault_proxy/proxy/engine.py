@@ -7,12 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kube_fault_proxy.proxy.faults.base import FaultSpec
-from kube_fault_proxy.proxy.faults.expire import Expire, expired_message
-from kube_fault_proxy.proxy.faults.plan import Plan, Respond
+from kube_fault_proxy.proxy.faults.plan import Plan
 from kube_fault_proxy.proxy.profiles.match import Check, compile_selector
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile, Rule
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
-from kube_fault_proxy.proxy.requests.status import status_reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +76,7 @@ class Engine:
         self._triggered = [s for s in self._rules if s.trigger is not None and not self._on_answers(s)]
         self._answered = [s for s in self._rules if s.trigger is not None and self._on_answers(s)]
         # expire with failRelist: the next LIST of the same resource fails too (key → rule state)
-        self._relist_failures: dict[tuple[str, str, str], _RuleState] = {}
+        self._relist_follow_ups: dict[tuple[str, str, str], _RuleState] = {}
 
     @staticmethod
     def _on_answers(s: _RuleState) -> bool:
@@ -103,8 +101,8 @@ class Engine:
             assert s.trigger is not None
             if s.trigger(ident):
                 s.triggered += 1
-        if self._relist_failures and ident.relist:
-            follow_up = self._relist_failure(ident)
+        if self._relist_follow_ups and ident.relist:
+            follow_up = self._relist_follow_up(ident)
             if follow_up is not None:
                 return follow_up
         elapsed = now - self.started_at
@@ -115,8 +113,8 @@ class Engine:
             if self._eligible(s, ident, elapsed) and self._rolls(s):
                 s.injected += 1
                 s.per_object[ident.object_key] += 1
-                if isinstance(s.spec, Expire) and s.spec.failRelist:
-                    self._relist_failures[(ident.group, ident.resource, ident.namespace)] = s
+                if s.spec.follows_up_relist:
+                    self._relist_follow_ups[(ident.group, ident.resource, ident.namespace)] = s
                 return Decision(
                     profile=self.profile.name,
                     epoch=self.epoch,
@@ -140,13 +138,12 @@ class Engine:
                 s.per_object[ident.object_key] -= 1
                 return
 
-    def _relist_failure(self, ident: RequestIdentity) -> Decision | None:
-        s = self._relist_failures.pop((ident.group, ident.resource, ident.namespace), None)
+    def _relist_follow_up(self, ident: RequestIdentity) -> Decision | None:
+        s = self._relist_follow_ups.pop((ident.group, ident.resource, ident.namespace), None)
         if s is None:
             return None
-        reply = status_reply(410, ident, "Expired", expired_message(ident))
-        return Decision(self.profile.name, self.epoch, self.seed, s.rule.name, "expire",
-                        Plan(before=(Respond(reply),)), s.matched, s.injected)
+        return Decision(self.profile.name, self.epoch, self.seed, s.rule.name, s.spec.kind,
+                        s.spec.relist_plan(ident), s.matched, s.injected)
 
     @staticmethod
     def _eligible(s: _RuleState, ident: RequestIdentity, elapsed: float) -> bool:

@@ -24,3 +24,12 @@ class FaultSpec(StrictModel):
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         """The steps to perform on this request; rng is the rule's own seeded source."""
         raise NotImplementedError
+
+    @property
+    def follows_up_relist(self) -> bool:
+        """Whether, once injected, it also acts on the client's next relist of the same resource."""
+        return False
+
+    def relist_plan(self, relist: RequestIdentity) -> Plan:
+        """The steps for that next relist (only asked when `follows_up_relist`)."""
+        raise NotImplementedError

@@ -37,6 +37,13 @@ class Expire(FaultSpec):
             return False
         return self.resourceVersion is None or ident.resource_version == self.resourceVersion
 
+    @property
+    def follows_up_relist(self) -> bool:
+        return self.failRelist
+
+    def relist_plan(self, relist: RequestIdentity) -> Plan:
+        return Plan(before=(Respond(status_reply(410, relist, "Expired", expired_message(relist))),))
+
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         message = expired_message(ident)
         form = self.form
