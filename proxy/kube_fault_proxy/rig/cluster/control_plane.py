@@ -477,6 +477,21 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     return time.monotonic() - t0
 
 
+def regate_scheduler(c: Cluster, gates: Mapping[str, bool], timeout: float = 120.0) -> float:
+    """Restart kube-scheduler with these feature gates of its own (the other components' stay): another target
+    of the same build on the same control plane (a gate matrix's cells); its target and build follow. Returns
+    the seconds the restart took."""
+    if c.state.get("scheduler") != "kube-scheduler":
+        raise ClusterError(f"no kube-scheduler to restart with other gates in {c.dir}")
+    all_gates = {**c.feature_gates, "kube-scheduler": dict(gates)}
+    c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-scheduler {c.state['builds']['kube-scheduler']}"
+    c.state["schedulerBuild"] = c.state.setdefault("targets", {})["kube-scheduler"] = feature_gates.target(
+        built, all_gates, "kube-scheduler")
+    c.save()
+    return restart_scheduler(c, timeout)
+
+
 def stop_scheduler(c: Cluster, timeout: float = 120.0) -> None:
     """Stop the scheduler `up` started (its process group, SIGKILL after 5 s); `start_scheduler` starts it again."""
     scheduler = c.state.get("scheduler")
