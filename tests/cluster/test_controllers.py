@@ -19,6 +19,7 @@ from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import check_world, judge, unconverged
 from kube_fault_proxy.rig.pod_scheduled import check_scheduled
+from kube_fault_proxy.rig.pod_waits import check_waits
 from lightkube import Client
 
 from tests.support.cluster import api_client, make_namespace, start_cluster, stop_cluster, wait_for
@@ -120,6 +121,7 @@ def test_every_workload_kind_through_the_proxy_converges_with_every_promise_kept
     assert check_world(world, [ns]) == []
     bound = [p for p in world.objects["Pod"].values() if p["spec"].get("nodeName")]
     assert len(bound) >= 10 and check_scheduled(bound, {"default-scheduler"}) == []  # asynchronous binds, clean
+    assert check_waits(history, {"default-scheduler"}, faults_end=history.start) == []  # and none of them late
     kinds = {ch.kind for ch in history.changes}
     assert kinds == {"Pod", "ReplicaSet", "Deployment", "Job", "StatefulSet", "DaemonSet", "Node"}
     assert len(world.replicasets_of(next(iter(world.objects["Deployment"])))) == 2  # the rollout made its second

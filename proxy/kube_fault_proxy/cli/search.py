@@ -11,11 +11,14 @@ from pathlib import Path
 
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
+from kube_fault_proxy.cli.main import feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
+from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.console import Progress, stderr_console
+from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
@@ -49,8 +52,17 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError("search needs --scheduler, --budget and -o DIR (or: search replay DIR)")
     if args.control == args.scheduler:
         raise UsageError(f"--control must be another scheduler than --scheduler (or {UNFAULTED}: the same one "
-                         "without the profile)")
-    control = _control(args.scheduler, args.control)
+                         f"without the profile, or {controls.GATES}GATE=BOOL,...: the same build with other gates)")
+    try:
+        gates = controls.target_gates(args.feature_gates or [], args.scheduler)
+        control = _control(args.scheduler, args.control, gates)
+        if controls.is_gates(control):
+            changes = controls.parse(str(control), args.scheduler)
+            if controls.same_as_target(gates, changes):
+                raise ValueError(f"--control {control}: the target already runs with these gates; the control "
+                                 "must set at least one of them otherwise")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
     if not shapes or set(shapes) - set(SHAPES):
         raise UsageError(f"--shapes takes some of {', '.join(SHAPES)}")
@@ -81,17 +93,21 @@ def _settings(args: argparse.Namespace) -> Settings:
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
-                    fresh=args.fresh)
+                    fresh=args.fresh, feature_gates=gates)
 
 
-def _control(scheduler: str, asked: str | None) -> str | None:
-    """The control: as asked (`none`: no control run); by default kube-scheduler for a YuniKorn search and
-    the same workload without the profile for a kube-scheduler search."""
+def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
+    """The control: as asked (`none`: no control run); by default, for a search with feature gates, the same
+    build with each gate the other way; else kube-scheduler for a YuniKorn search and the same workload without
+    the profile for a kube-scheduler search."""
     if asked == "none":
         return None
     if asked is not None:
+        if asked not in (*SCHEDULERS, UNFAULTED) and not controls.is_gates(asked):
+            raise ValueError(f"--control {asked!r}: one of {', '.join(SCHEDULERS)}, {UNFAULTED}, none, or "
+                             f"{controls.GATES}GATE=BOOL,... (e.g. {controls.GATES}SchedulerAsyncAPICalls=false)")
         return asked
-    return "kube-scheduler" if scheduler == "yunikorn" else UNFAULTED
+    return controls.flipped(gates, scheduler) or ("kube-scheduler" if scheduler == "yunikorn" else UNFAULTED)
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -158,12 +174,13 @@ def _replay(args: argparse.Namespace) -> int:
     stderr_console().print(f"replaying {len(genome.rules)} rules, {genome.pods} pods on "
                            f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
     note = stderr_console().print
-    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source) as rig:
+    gates = doc.get("featureGates") or {}  # the target's gates: the build it broke
+    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
     hits = sum(1 for r in runs if target <= set(r.broken))
-    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc['scheduler']}")
+    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc.get('build') or doc['scheduler']}")
     return FAILED if hits else OK
 
 
@@ -187,10 +204,17 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     """The `search` subcommand."""
     p = sub.add_parser("search", help="search fault profiles for one that breaks an invariant; shrink it")
     p.add_argument("--scheduler", choices=SCHEDULERS, help="the scheduler under test")
-    p.add_argument("--control", choices=(*SCHEDULERS, UNFAULTED, "none"),
-                   help="the control a hit must leave clean: the other scheduler under the same profile, or "
-                        f"{UNFAULTED} (the same scheduler and workload without it), or none; default "
-                        f"kube-scheduler for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
+    p.add_argument("--feature-gates", type=feature_gate, action="append", default=[], metavar="COMPONENT:GATE=BOOL",
+                   help="the target's feature gates (repeatable; components kube-scheduler, with --scheduler "
+                        "kube-scheduler, and kube-apiserver), e.g. kube-scheduler:SchedulerAsyncAPICalls=true; "
+                        "the target is the build plus its gates")
+    p.add_argument("--control", metavar="CONTROL",
+                   help="the control a hit must leave clean: the other scheduler (yunikorn, kube-scheduler) under "
+                        f"the same profile; {UNFAULTED} (the same scheduler and workload without it); "
+                        f"{controls.GATES}GATE=BOOL,... (the same build with these gates, the target's others kept, "
+                        "under the same profile: a differential control, e.g. gates:SchedulerAsyncAPICalls=false); "
+                        "or none. Default: with --feature-gates, each of them the other way; else kube-scheduler "
+                        f"for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
     p.add_argument("--shapes", metavar="S,...",
                    help=f"workload shapes the trials draw from (default all: {', '.join(SHAPES)})")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",

@@ -48,10 +48,14 @@ CONTROLLER_INVARIANTS = (
               "last changed)"),
 )
 
-# What a scheduler's status writes must leave (rig/pod_scheduled.py), judged by `check`.
+# What a scheduler's status writes must leave (rig/pod_scheduled.py, judged by `check`) and how long a pod may
+# wait once the faults end (rig/pod_waits.py); a kube-scheduler search trial judges both.
 CONDITION_INVARIANTS = (
     Invariant("bound-pod-scheduled", "every pod its scheduler bound ends with PodScheduled=True "
                                      "(kubernetes#139602: a failed asynchronous bind left it False)"),
+    Invariant("no-pod-waits-past-bound", "once the faults end, no pod of the scheduler waits unbound longer than the "
+                                         "bound, unless the scheduler calls it Unschedulable (kubernetes#135900: a "
+                                         "backlog of asynchronous status patches delayed Bind)"),
 )
 
 CATALOGUE = (

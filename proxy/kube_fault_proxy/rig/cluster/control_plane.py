@@ -328,7 +328,7 @@ def up(opts: Options) -> Cluster:
                "builds": {n: components[n].version for n in needed},
                "schedulerBuild": scheduler_build(opts.scheduler, components, opts.feature_gates),
                "featureGates": {c: dict(g) for c, g in opts.feature_gates.items() if g},
-               "throughProxy": list(opts.proxied()),
+               "throughProxy": list(opts.proxied()), "controllers": list(opts.controllers),
                "targets": {n: feature_gates.target(f"{n} {components[n].version}", opts.feature_gates, n)
                            for n in needed if n in feature_gates.COMPONENTS},
                "schedulerVariant": components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
@@ -523,6 +523,45 @@ def restart_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     t0 = time.monotonic()
     stop_scheduler(c, timeout)
     start_scheduler(c, timeout)
+    return time.monotonic() - t0
+
+
+def regate_scheduler(c: Cluster, gates: Mapping[str, bool], timeout: float = 120.0) -> float:
+    """Restart kube-scheduler with these feature gates of its own (the other components' stay): another target
+    of the same build on the same control plane (a gate matrix's cells); its target and build follow. Returns
+    the seconds the restart took."""
+    if c.state.get("scheduler") != "kube-scheduler":
+        raise ClusterError(f"no kube-scheduler to restart with other gates in {c.dir}")
+    all_gates = {**c.feature_gates, "kube-scheduler": dict(gates)}
+    c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-scheduler {c.state['builds']['kube-scheduler']}"
+    c.state["schedulerBuild"] = c.state.setdefault("targets", {})["kube-scheduler"] = feature_gates.target(
+        built, all_gates, "kube-scheduler")
+    c.save()
+    return restart_scheduler(c, timeout)
+
+
+def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: float = 120.0) -> float:
+    """Restart kube-controller-manager with these feature gates of its own and the controllers `up` gave it
+    (through the proxy if it was): another target of the same build on the same control plane; its target
+    follows. Returns the seconds the restart took."""
+    t0 = time.monotonic()
+    proc = c.state.get("processes", {}).pop("kube-controller-manager", None)
+    if proc is None or "controllers" not in c.state:
+        raise ClusterError(f"no kube-controller-manager to restart with other gates in {c.dir}")
+    stop_groups({"kube-controller-manager": int(proc["pid"])}, grace=5.0)
+    all_gates = {**c.feature_gates, "kube-controller-manager": dict(gates)}
+    c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-controller-manager {c.state['builds']['kube-controller-manager']}"
+    c.state.setdefault("targets", {})["kube-controller-manager"] = feature_gates.target(
+        built, all_gates, "kube-controller-manager")
+    c.save()
+    opts = Options(state_dir=c.dir, nodes=c.nodes, scheduler=c.scheduler, proxy="proxy" in c.state,
+                   timeout=timeout, feature_gates=all_gates, through_proxy=c.through_proxy,
+                   controllers=tuple(c.state["controllers"]))
+    _start_controller_manager(c, opts, build.build_all(["kube-controller-manager"], say=False)[
+        "kube-controller-manager"])
+    c.save()
     return time.monotonic() - t0
 
 

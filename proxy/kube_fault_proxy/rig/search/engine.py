@@ -1,7 +1,7 @@
 """The search loop: random and mutated trials with novelty feedback and fault-free canaries, each hit
-confirmed (replay, then the control: another scheduler under the same profile, or the same scheduler
-without it); every confirmed hit filed by signature until the budget ends; each distinct finding shrunk
-and its minimal case replayed."""
+confirmed (replay, then the control: another scheduler under the same profile, the same scheduler
+without it, or the same build with other feature gates under it); every confirmed hit filed by
+signature until the budget ends; each distinct finding shrunk and its minimal case replayed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
 from kube_fault_proxy.rig.cluster.processes import live_groups
+from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search import precheck, resume
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
@@ -64,24 +65,39 @@ class Search:
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
 
-    def rig(self, scheduler: str) -> Rig:
-        """The rig for a scheduler, started on first use."""
-        if scheduler not in self.rigs:
-            left = self.s.state_dir / scheduler
+    def scheduler_of(self, key: str) -> str:
+        """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` control the target's build."""
+        return self.s.scheduler if controls.is_gates(key) else key
+
+    def gates_of(self, key: str) -> dict[str, dict[str, bool]]:
+        """The feature gates a rig runs with: the target's, with a `gates:` control's changes over them."""
+        if controls.is_gates(key):
+            return controls.merged(self.s.feature_gates, controls.parse(key, self.s.scheduler))
+        return self.s.feature_gates
+
+    def state_dir_of(self, key: str) -> Path:
+        """Where a rig's control plane lives: one directory per scheduler, one for a control by gates."""
+        return self.s.state_dir / (controls.state_name(key) if controls.is_gates(key) else key)
+
+    def rig(self, key: str) -> Rig:
+        """The rig for a scheduler (or a control by gates), started on first use."""
+        if key not in self.rigs:
+            left = self.state_dir_of(key)
             if Cluster(left).processes:  # an earlier run's, killed (kill -9) before it could stop them
                 stopped = down(left)
                 self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
-            self.note(f"starting the control plane for {scheduler} ({self.s.nodes} nodes)")
-            self.rigs[scheduler] = self._rigs.enter_context(Rig.running(
-                self.s.state_dir / scheduler, scheduler, self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
-                self.s.yunikorn_source))
-            self.builds[scheduler] = self.rigs[scheduler].build
-        self.pids[scheduler] = {n: p.pid for n, p in self.rigs[scheduler].cluster.processes.items()}
-        return self.rigs[scheduler]
+            self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
+            self.rigs[key] = self._rigs.enter_context(Rig.running(
+                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
+                self.s.yunikorn_source, self.gates_of(key)))
+            self.builds[key] = self.rigs[key].build
+        self.pids[key] = {n: p.pid for n, p in self.rigs[key].cluster.processes.items()}
+        return self.rigs[key]
 
     def state_dirs(self) -> list[Path]:
         """Where every control plane this search may start keeps its state (and its processes' pids)."""
-        return [self.s.state_dir / name for name in dict.fromkeys([self.s.scheduler, self.s.control or ""]) if name]
+        return [self.state_dir_of(k) for k in dict.fromkeys([self.s.scheduler, self.s.control or ""])
+                if k and k != UNFAULTED]
 
     def kill_now(self) -> None:
         """SIGKILL every process group any control plane of this search recorded (a second signal's answer)."""
@@ -104,8 +120,9 @@ class Search:
                 down(d, grace=3.0)
 
     def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        """Run and record one trial (or take an earlier run's record of it, when resuming)."""
-        recorded = self.records.take(name, scheduler, genome)
+        """Run and record one trial on a scheduler's rig, or a control's by gates (or take an earlier run's record
+        of it, when resuming)."""
+        recorded = self.records.take(name, self.scheduler_of(scheduler), genome)
         if recorded is not None:
             result, build = recorded
             if build is not None:
@@ -340,8 +357,8 @@ class Search:
         return confirm_tier(self.s.scheduler)
 
     def control_run(self, g: Genome, name: str) -> list[str] | None:
-        """The control under the genome: another scheduler under the same profile, or (UNFAULTED) the same
-        scheduler and workload without it; None when no control is set."""
+        """The control under the genome: another scheduler under the same profile, the same build with other gates
+        under it (`gates:`), or (UNFAULTED) the same scheduler and workload without it; None when none is set."""
         if self.s.control is None:
             return None
         if self.s.control == UNFAULTED:

@@ -25,7 +25,8 @@ from kube_fault_proxy.rig.search.genome import Genome
 
 SHIPPED = Path(__file__).with_name("known-findings.yaml")
 DROPPED_ADDED = "watch Pod ADDED -> dropped"  # trial._history's step for a dropEvents drop of a pod's ADDED
-EXPLAINED_BY_A_LOST_POD = frozenset({"stranded", "I3"})  # what a scheduler that never saw the pod breaks
+# What a scheduler that never saw the pod breaks (it also waits unbound past any bound).
+EXPLAINED_BY_A_LOST_POD = frozenset({"stranded", "I3", "no-pod-waits-past-bound"})
 
 
 def _invariants(words: list[str]) -> list[str]:

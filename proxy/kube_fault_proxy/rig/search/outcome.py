@@ -46,6 +46,8 @@ class Settings:
     known_files: tuple[Path, ...] = ()  # the user's own known-findings catalogues, added to the shipped one
     known_as_new: tuple[str, ...] = ()  # known findings (by id) to treat as new ground: confirmed, shrunk, replayed
     fresh: bool = False  # start from trial 0 even when the output directory holds this search's trials.jsonl
+    # The target's feature gates (component -> gate -> on); a `gates:` control runs the same build with others.
+    feature_gates: dict[str, dict[str, bool]] = field(default_factory=dict)
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:

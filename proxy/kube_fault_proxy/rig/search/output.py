@@ -59,7 +59,7 @@ def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: li
     timeline.append({"onEvent": "load-done", "after": "8s", "deactivate": True})
     expect: dict[str, Any] = {scheduler: {"verdict": "violations",
                                           "invariants": [i for i in target if i in INVARIANT_NAMES]}}
-    if control is not None and control != UNFAULTED:
+    if control is not None and control != UNFAULTED and not control.startswith("gates:"):  # a scheduler's name
         expect[control] = {"verdict": "clean"}
     return {"apiVersion": "kube-fault-proxy/v1", "kind": "Scenario",
             "metadata": {"name": "search-minimal-replay",
@@ -98,6 +98,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
     doc: dict[str, Any] = {
         "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
         "build": out.builds.get(s.scheduler), "controlBuild": out.builds.get(s.control or ""),
+        "featureGates": s.feature_gates,
         "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,

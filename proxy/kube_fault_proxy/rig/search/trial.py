@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from lightkube.types import PatchType
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, shapes
+from kube_fault_proxy.rig import load, pod_scheduled, pod_waits, shapes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.scheduler_kill import CrashPoints
@@ -66,12 +66,16 @@ class Rig:
     @classmethod
     @contextlib.contextmanager
     def running(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
-                yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None) -> Iterator[Rig]:
+                yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
+                feature_gates: Mapping[str, Mapping[str, bool]] | None = None) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
-        patched or source build (the other scheduler's rig ignores both)."""
+        patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
+        kube-scheduler rig, the other components' to every rig."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
+        gates = {c: dict(g) for c, g in (feature_gates or {}).items() if c != "kube-scheduler" or scheduler == c}
         with running(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True,
-                             profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source)) as c:
+                             profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
+                             feature_gates=gates)) as c:
             yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes)  # control_plane's default NodeShape
 
     @property
@@ -252,6 +256,7 @@ class _Trial:
         self.scheduler_name = SCHEDULER_NAMES[rig.scheduler]
         self.result = TrialResult(name, rig.scheduler, genome)
         self.wall0 = time.time()
+        self.faults_end: float | None = None  # when every fault was switched off (epoch s)
         self.workload: shapes.Workload | None = None
         self.crashes: CrashPoints | None = None
 
@@ -343,6 +348,7 @@ class _Trial:
             self.result.steps.append({"t": round(time.time() - self.wall0, 2),
                                       "did": _act(self.api, self.genome.action, self.namespace)})
         self.control.deactivate()  # every fault is over before the check
+        self.faults_end = time.time()
         self.result.events.append({"event": "deactivate", "t": round(time.time() - self.wall0, 2)})
         snap, quiet2 = self.settle(done)
         self.result.quiet = quiet1 and quiet2
@@ -352,6 +358,12 @@ class _Trial:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
         result = self.result
         report = check.evaluate(snap, {self.scheduler_name}, grace=0, namespace=self.namespace)
+        if self.rig.scheduler == "kube-scheduler":  # what its asynchronous API calls broke upstream (gate on or off)
+            mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
+            report.checked += [pod_scheduled.NAME, pod_waits.NAME]
+            report.violations += pod_scheduled.check_scheduled(mine, {self.scheduler_name})
+            report.violations += pod_waits.judge_waits(pod_waits.waits_from_pods(mine), {self.scheduler_name},
+                                                       self.faults_end or self.wall0, snap.now)
         result.check = report.as_dict()
         result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
         page = self.control.journal_after(self.rig.cursor)
