@@ -106,7 +106,8 @@ def _kubepods_busy() -> bool:
     return tasks.is_dir() and any(f.read_text().strip() for f in tasks.rglob("cgroup.procs"))
 
 
-def _sysctls() -> dict[str, str]:
+def host_sysctls() -> dict[str, str]:
+    """The sysctls the kubelet and the CNI bridge may change, as they are now."""
     return {k: (Path("/proc/sys") / k).read_text().strip() for k in SYSCTLS}
 
 
@@ -119,7 +120,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     binary = install()
     _sweep_cgroups()  # left by a run that was killed before its `down`
     layout = Layout(private_dir(c.dir / "real-node"))
-    c.state["realNode"] = {"dir": str(layout.root), "node": NODE_NAME, "sysctls": _sysctls(),
+    c.state["realNode"] = {"dir": str(layout.root), "node": NODE_NAME, "sysctls": host_sysctls(),
                            "socket": str(layout.socket)}
     c.save()
     busybox = node_images.BUSYBOX.read_bytes()
