@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kube_fault_proxy.rig.cluster import real_node
+from kube_fault_proxy.rig.cluster import host_sweep, real_node
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.real_node_config import BRIDGE, NODE_NAME, POD_SUBNET
 
@@ -40,8 +40,8 @@ def test_a_pod_on_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> 
         root = Path(c.state["realNode"]["dir"])
     finally:
         stop_cluster(c)
-    assert real_node.mount_points_under(Path("/proc/self/mountinfo").read_text(), root.resolve()) == []
-    assert not Path("/sys/fs/cgroup/pids", real_node.KUBEPODS).exists()
+    assert host_sweep.mount_points_under(Path("/proc/self/mountinfo").read_text(), root.resolve()) == []
+    assert not Path("/sys/fs/cgroup/pids", host_sweep.KUBEPODS).exists()
     assert not Path("/sys/class/net", BRIDGE).exists()
     assert Cluster(c.dir).state["realNode"]["leftovers"] == []
     assert real_node.host_sysctls() == sysctls  # what the kubelet and the bridge plugin changed is put back

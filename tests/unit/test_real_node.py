@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from kube_fault_proxy.rig.cluster import node_images, pki, real_node, real_node_config
+from kube_fault_proxy.rig.cluster import host_sweep, node_images, pki, real_node, real_node_config
 
 BUSYBOX = b"\x7fELF pretend static busybox"
 
@@ -112,5 +112,5 @@ def test_mount_points_under_the_state_dir_deepest_first() -> None:
         "37 25 0:33 / /srv/kfp/state/a\\040b/rootfs rw shared:6 - overlay overlay rw",
         "38 25 0:34 / /srv/kfp/stateful rw shared:7 - tmpfs tmpfs rw",
         "39 25 0:35 / /srv/kfp/state/x rw shared:8 - tmpfs tmpfs rw"])
-    assert real_node.mount_points_under(info, Path("/srv/kfp/state")) == [
+    assert host_sweep.mount_points_under(info, Path("/srv/kfp/state")) == [
         "/srv/kfp/state/a b/rootfs", "/srv/kfp/state/netns/cni-1", "/srv/kfp/state/x"]

@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,10 +27,9 @@ import httpx
 import yaml
 
 from kube_fault_proxy.paths import private_dir, write_private
-from kube_fault_proxy.rig.cluster import build, kwok, node_images
+from kube_fault_proxy.rig.cluster import build, host_sweep, kwok, node_images
 from kube_fault_proxy.rig.cluster.processes import Stopped, free_port, live_groups, spawn, stop_groups
 from kube_fault_proxy.rig.cluster.real_node_config import (
-    BRIDGE,
     CNI_BIN,
     K8S_NAMESPACE,
     NODE_NAME,
@@ -49,10 +46,8 @@ if TYPE_CHECKING:
 
 PACKAGES = {"containerd": Path("/usr/bin/containerd"), "runc": RUNC,
             "containernetworking-plugins": CNI_BIN / "bridge", "busybox-static": node_images.BUSYBOX}
-CGROUPS = Path("/sys/fs/cgroup")
-KUBEPODS = "kubepods"  # the kubelet's cgroup under the root of each hierarchy (cgroupfs driver)
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward")
-CONTAINER_LOG_LINKS = Path("/var/log/containers")
+SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts its shims' sockets here whatever its state dir
 
 
 class RealNodeError(RuntimeError):
@@ -102,7 +97,7 @@ def _ctr(layout: Layout, *args: str, timeout: float = 60) -> str:
 
 def _kubepods_busy() -> bool:
     """Whether a kubelet's /kubepods cgroup on this machine still holds processes."""
-    tasks = CGROUPS / "pids" / KUBEPODS
+    tasks = host_sweep.CGROUPS / "pids" / host_sweep.KUBEPODS
     return tasks.is_dir() and any(f.read_text().strip() for f in tasks.rglob("cgroup.procs"))
 
 
@@ -114,14 +109,14 @@ def host_sysctls() -> dict[str, str]:
 def start(c: Cluster, timeout: float, say: Any) -> None:
     """Set up containerd and the kubelet for the cluster `c` and wait until the node is Ready."""
     if _kubepods_busy():
-        raise RealNodeError(f"{CGROUPS / 'pids' / KUBEPODS} holds processes: another real node runs on this "
-                            "machine (one at a time); `cluster down` it first")
+        raise RealNodeError(f"{host_sweep.CGROUPS / 'pids' / host_sweep.KUBEPODS} holds processes: another real "
+                            "node runs on this machine (one at a time); `cluster down` it first")
     t0 = time.monotonic()
     binary = install()
-    _sweep_cgroups()  # left by a run that was killed before its `down`
+    host_sweep.sweep_cgroups()  # left by a run that was killed before its `down`
     layout = Layout(private_dir(c.dir / "real-node"))
     c.state["realNode"] = {"dir": str(layout.root), "node": NODE_NAME, "sysctls": host_sysctls(),
-                           "socket": str(layout.socket)}
+                           "socket": str(layout.socket), "shimDirExisted": SHIM_SOCKETS.parent.exists()}
     c.save()
     busybox = node_images.BUSYBOX.read_bytes()
     pause, workload = node_images.images(node_images.busybox_tag(busybox))
@@ -157,7 +152,8 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     _bind_node_role(c)
     log = c.log("kubelet")
     pid = spawn([str(binary), f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig}",
-                 f"--root-dir={layout.kubelet_root}", f"--hostname-override={NODE_NAME}", "--node-ip=127.0.0.1",
+                 f"--root-dir={layout.kubelet_root}", f"--volume-plugin-dir={layout.root / 'volume-plugins'}",
+                 f"--hostname-override={NODE_NAME}", "--node-ip=127.0.0.1",
                  "--node-labels=type=real", "--v=1"], log)
     c.record("kubelet", pid, log)
     _until("kubelet", lambda: httpx.get(f"http://127.0.0.1:{healthz}/healthz", timeout=1).text == "ok",
@@ -246,10 +242,15 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
             stopped.terminated += done.terminated
             stopped.killed += done.killed
             stopped.survivors += done.survivors
-    _kill_shims(layout)
-    leftovers = [*_unmount(layout.root), *_sweep_cgroups(), *_delete_bridge(), *_restore_sysctls(info["sysctls"])]
-    _remove_log_links(layout)
-    if not _mounts_under(layout.root):  # never delete through a mount that is still there
+    host_sweep.kill_shims(layout)
+    leftovers = [*host_sweep.unmount(layout.root), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
+                 *host_sweep.restore_sysctls(info["sysctls"])]
+    host_sweep.remove_log_links(layout)
+    if not info.get("shimDirExisted", True):
+        for d in (SHIM_SOCKETS, SHIM_SOCKETS.parent):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when empty: another containerd's shims may be there
+    if not host_sweep.mounts_under(layout.root):  # never delete through a mount that is still there
         for d in (layout.root / "containerd" / "root", layout.root / "containerd" / "state", layout.root / "cni",
                   layout.kubelet_root, layout.pod_logs, layout.images):
             if d.is_dir():
@@ -302,88 +303,3 @@ def _remove_tasks(layout: Layout) -> None:
         for container in _ctr(layout, "containers", "ls", "-q").split():
             with contextlib.suppress(RealNodeError):
                 _ctr(layout, "containers", "delete", container)
-
-
-def _kill_shims(layout: Layout) -> None:
-    """containerd's shims run in process groups of their own: SIGKILL those started for our socket."""
-    needle = str(layout.socket).encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and needle in argv:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-
-
-def mount_points_under(mountinfo: str, root: Path) -> list[str]:
-    """The mount points below root in a /proc/<pid>/mountinfo text (octal escapes decoded), deepest first."""
-    prefix = str(root) + "/"
-    points = set()
-    for line in mountinfo.splitlines():
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
-        if point.startswith(prefix):
-            points.add(point)
-    return sorted(points, key=lambda p: (-p.count("/"), p))
-
-
-def _mounts_under(root: Path) -> list[str]:
-    return mount_points_under(Path("/proc/self/mountinfo").read_text(), root.resolve())
-
-
-def _unmount(root: Path) -> list[str]:
-    """Unmount everything below root (overlay root filesystems, network namespaces, volumes)."""
-    for point in _mounts_under(root):
-        if subprocess.run(["umount", point], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "--lazy", point], capture_output=True)
-    return [f"mount {p}" for p in _mounts_under(root)]
-
-
-def _sweep_cgroups() -> list[str]:
-    """Remove the empty /kubepods cgroups (deepest first) from every hierarchy; name those that stay."""
-    left = []
-    for hierarchy in sorted(CGROUPS.iterdir()) if CGROUPS.is_dir() else []:
-        top = hierarchy / KUBEPODS
-        if not top.is_dir():
-            continue
-        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        with contextlib.suppress(OSError):
-            top.rmdir()
-        if top.is_dir():
-            left.append(f"cgroup {top}")
-    return left
-
-
-def _delete_bridge() -> list[str]:
-    if not Path("/sys/class/net", BRIDGE).exists():
-        return []
-    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
-    return [f"link {BRIDGE}"] if Path("/sys/class/net", BRIDGE).exists() else []
-
-
-def _restore_sysctls(saved: dict[str, str]) -> list[str]:
-    left = []
-    for key, value in saved.items():
-        path = Path("/proc/sys") / key
-        try:
-            if path.read_text().strip() != value:
-                path.write_text(value)
-        except OSError as e:
-            left.append(f"sysctl {key.replace('/', '.')} (was {value}): {e.strerror}")
-    return left
-
-
-def _remove_log_links(layout: Layout) -> None:
-    """The kubelet links each container's log into /var/log/containers: remove ours."""
-    if not CONTAINER_LOG_LINKS.is_dir():
-        return
-    ours = str(layout.pod_logs) + "/"
-    for link in CONTAINER_LOG_LINKS.iterdir():
-        with contextlib.suppress(OSError):
-            if link.is_symlink() and os.readlink(link).startswith(ours):
-                link.unlink()
