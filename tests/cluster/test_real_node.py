@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kube_fault_proxy.rig.cluster import host_sweep, real_node
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
-from kube_fault_proxy.rig.cluster.real_node_config import BRIDGE, NODE_NAME, POD_SUBNET
+from kube_fault_proxy.rig.cluster.real_node_config import BRIDGE, NODE_IP, NODE_NAME, POD_SUBNET
 
 from tests.support.cluster import api_client, kubectl, start_cluster, stop_cluster, wait_for
 
@@ -22,7 +22,7 @@ def test_a_pod_on_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> 
         node = api.read_node(NODE_NAME)
         assert node.metadata.labels["type"] == "real"
         assert node.status.node_info.container_runtime_version.startswith("containerd://")
-        assert {a.type: a.address for a in node.status.addresses}["InternalIP"] == "127.0.0.1"
+        assert {a.type: a.address for a in node.status.addresses}["InternalIP"] == NODE_IP
         workload = c.state["realNode"]["images"]["workload"]
         api.create_namespaced_pod("default", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "real"},

@@ -100,3 +100,19 @@ def remove_log_links(layout: Layout) -> None:
         with contextlib.suppress(OSError):
             if link.is_symlink() and os.readlink(link).startswith(ours):
                 link.unlink()
+
+
+def remove_made_dir(top: Path) -> list[str]:
+    """Remove a fixed directory the node's daemons made: its sockets and the kubelet's device-plugin
+    checkpoint, then every directory left empty; name what stays (a file something else put there)."""
+    if not top.is_dir():
+        return []
+    for f in top.rglob("*"):
+        if f.is_socket() or f.name == "kubelet_internal_checkpoint":
+            f.unlink(missing_ok=True)
+    for d in sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    with contextlib.suppress(OSError):
+        top.rmdir()
+    return [f"directory {top}"] if top.exists() else []

@@ -30,9 +30,12 @@ from kube_fault_proxy.paths import private_dir, write_private
 from kube_fault_proxy.rig.cluster import build, host_sweep, kwok, node_images
 from kube_fault_proxy.rig.cluster.processes import Stopped, free_port, live_groups, spawn, stop_groups
 from kube_fault_proxy.rig.cluster.real_node_config import (
+    BRIDGE,
     CNI_BIN,
     K8S_NAMESPACE,
+    NODE_IP,
     NODE_NAME,
+    POD_SUBNET,
     RUNC,
     Layout,
     cni_conflist,
@@ -47,7 +50,10 @@ if TYPE_CHECKING:
 PACKAGES = {"containerd": Path("/usr/bin/containerd"), "runc": RUNC,
             "containernetworking-plugins": CNI_BIN / "bridge", "busybox-static": node_images.BUSYBOX}
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward")
-SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts its shims' sockets here whatever its state dir
+# Fixed paths whatever the state directory: containerd 1.6's shim sockets, fifos and runc's state
+# (/run/containerd/{s,fifo,runc}), the kubelet's device-plugin socket (/var/lib/kubelet/device-plugins).
+# `up` notes which existed; `down` removes the empty directories of those it made.
+FIXED_DIRS = (Path("/run/containerd"), Path("/var/lib/kubelet"))
 
 
 class RealNodeError(RuntimeError):
@@ -116,7 +122,8 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     host_sweep.sweep_cgroups()  # left by a run that was killed before its `down`
     layout = Layout(private_dir(c.dir / "real-node"))
     c.state["realNode"] = {"dir": str(layout.root), "node": NODE_NAME, "sysctls": host_sysctls(),
-                           "socket": str(layout.socket), "shimDirExisted": SHIM_SOCKETS.parent.exists()}
+                           "socket": str(layout.socket),
+                           "madeDirs": [str(d) for d in FIXED_DIRS if not d.exists()]}
     c.save()
     busybox = node_images.BUSYBOX.read_bytes()
     pause, workload = node_images.images(node_images.busybox_tag(busybox))
@@ -150,10 +157,11 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     write_private(layout.kubelet_config, yaml.safe_dump(kubelet_configuration(
         layout, pki / "ca.crt", port, healthz, f"unix://{layout.socket}"), sort_keys=False))
     _bind_node_role(c)
+    _make_bridge()
     log = c.log("kubelet")
     pid = spawn([str(binary), f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig}",
-                 f"--root-dir={layout.kubelet_root}", f"--volume-plugin-dir={layout.root / 'volume-plugins'}",
-                 f"--hostname-override={NODE_NAME}", "--node-ip=127.0.0.1",
+                 f"--root-dir={layout.kubelet_root}", f"--cert-dir={layout.kubelet_root / 'pki'}",
+                 f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
                  "--node-labels=type=real", "--v=1"], log)
     c.record("kubelet", pid, log)
     _until("kubelet", lambda: httpx.get(f"http://127.0.0.1:{healthz}/healthz", timeout=1).text == "ok",
@@ -163,6 +171,17 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     c.save()
     say(f"  real node {NODE_NAME} Ready: kubelet {kubelet().version}, containerd and runc "
         f"(images {workload.name}, sandbox {pause.name}; {time.monotonic() - t0:.1f}s)")
+
+
+def _make_bridge() -> None:
+    """The CNI bridge with the gateway address, which is also the node's (NODE_IP)."""
+    prefix = POD_SUBNET.split("/")[1]
+    if not Path("/sys/class/net", BRIDGE).exists():
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"], f"ip link add {BRIDGE}")
+    addresses = _run(["ip", "-4", "-o", "addr", "show", "dev", BRIDGE], "ip addr show")
+    if f" {NODE_IP}/" not in addresses:
+        _run(["ip", "addr", "add", f"{NODE_IP}/{prefix}", "dev", BRIDGE], f"ip addr add {NODE_IP}")
+    _run(["ip", "link", "set", BRIDGE, "up"], f"ip link set {BRIDGE} up")
 
 
 def _bind_node_role(c: Cluster) -> None:
@@ -246,10 +265,8 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
     leftovers = [*host_sweep.unmount(layout.root), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
                  *host_sweep.restore_sysctls(info["sysctls"])]
     host_sweep.remove_log_links(layout)
-    if not info.get("shimDirExisted", True):
-        for d in (SHIM_SOCKETS, SHIM_SOCKETS.parent):
-            with contextlib.suppress(OSError):
-                d.rmdir()  # only when empty: another containerd's shims may be there
+    for made in info.get("madeDirs", []):
+        leftovers += host_sweep.remove_made_dir(Path(made))
     if not host_sweep.mounts_under(layout.root):  # never delete through a mount that is still there
         for d in (layout.root / "containerd" / "root", layout.root / "containerd" / "state", layout.root / "cni",
                   layout.kubelet_root, layout.pod_logs, layout.images):

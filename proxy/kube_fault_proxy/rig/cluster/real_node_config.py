@@ -17,6 +17,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 NODE_NAME = "kfp-real-node"
 BRIDGE = "kfp-cni0"  # the CNI bridge on the host; deleted by `cluster down`
 POD_SUBNET = "10.126.0.0/24"  # outside KWOK's 10.128.0.0/9 and podman's 10.88.0.0/16
+# The node's address: the bridge's own, made before the kubelet starts (the kubelet refuses a loopback
+# node IP, and the apiserver reaches the kubelet at the node's InternalIP). The CNI bridge plugin finds
+# the bridge there with its gateway address and keeps it.
+NODE_IP = "10.126.0.1"
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 RUNC = Path("/usr/sbin/runc")  # Debian's runc
 K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
@@ -137,7 +141,7 @@ def cni_conflist(layout: Layout) -> dict[str, Any]:
 
 def kubelet_configuration(layout: Layout, ca: Path, port: int, healthz_port: int,
                           runtime_endpoint: str) -> dict[str, Any]:
-    """The KubeletConfiguration: cgroupfs on cgroup v1 (failCgroupV1: false), loopback only, x509 clients.
+    """The KubeletConfiguration: cgroupfs on cgroup v1 (failCgroupV1: false), on the bridge only, x509 clients.
 
     Only clients holding a certificate of the cluster's CA reach it (the apiserver comes with the admin
     certificate for logs and exec); eviction thresholds low and image garbage collection off, because the
@@ -145,12 +149,13 @@ def kubelet_configuration(layout: Layout, ca: Path, port: int, healthz_port: int
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "failCgroupV1": False, "cgroupDriver": "cgroupfs", "containerRuntimeEndpoint": runtime_endpoint,
-        "address": "127.0.0.1", "port": port, "readOnlyPort": 0,
+        "address": NODE_IP, "port": port, "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1", "healthzPort": healthz_port,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": str(ca)}},
         "authorization": {"mode": "AlwaysAllow"},
-        "podLogsDir": str(layout.pod_logs), "failSwapOn": False, "clusterDomain": "cluster.local",
+        "podLogsDir": str(layout.pod_logs), "volumePluginDir": str(layout.root / "volume-plugins"),
+        "failSwapOn": False, "clusterDomain": "cluster.local",
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
