@@ -83,7 +83,7 @@ def test_kubelet_runs_on_cgroup_v1_with_cgroupfs_and_admits_only_the_cluster_ca(
     assert conf["failCgroupV1"] is False and conf["cgroupDriver"] == "cgroupfs"
     assert conf["authentication"]["anonymous"]["enabled"] is False
     assert conf["authentication"]["x509"]["clientCAFile"] == str(tmp_path / "ca.crt")
-    assert conf["address"] == "127.0.0.1" and conf["readOnlyPort"] == 0
+    assert conf["address"] == real_node_config.NODE_IP and conf["readOnlyPort"] == 0  # on the bridge only
     assert conf["imageGCHighThresholdPercent"] == 100  # local images cannot be pulled again
 
 
