@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,10 @@ from tests.support.cluster import api_client, kubectl, start_cluster, stop_clust
 pytestmark = pytest.mark.cluster
 
 
-def test_a_pod_on_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> None:
+def test_a_pod_scheduled_to_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> None:
     sysctls = real_node.host_sysctls()
-    c = start_cluster(tmp_path / "state", "--nodes", "1", "--real-node", "--timeout", "90")
+    c = start_cluster(tmp_path / "state", "--nodes", "1", "--real-node", "--scheduler", "kube-scheduler",
+                      "--timeout", "90")
     try:
         api = api_client(c.kubeconfig("admin"))
         node = api.read_node(NODE_NAME)
@@ -26,13 +28,14 @@ def test_a_pod_on_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> 
         workload = c.state["realNode"]["images"]["workload"]
         api.create_namespaced_pod("default", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "real"},
-            "spec": {"nodeName": NODE_NAME, "terminationGracePeriodSeconds": 1, "containers": [{
+            "spec": {"nodeSelector": {"type": "real"}, "terminationGracePeriodSeconds": 1, "containers": [{
                 "name": "c", "image": workload,
                 "command": ["/bin/sh", "-c", "echo hello from $(hostname) on runc; exec sleep 3600"]}]}})
         wait_for("the pod Running", lambda: api.read_namespaced_pod("real", "default").status.phase == "Running",
                  timeout=60, interval=0.2)
         pod = api.read_namespaced_pod("real", "default")
-        assert pod.status.pod_ip.startswith(POD_SUBNET.rsplit(".", 2)[0] + ".")  # an address from the CNI bridge
+        assert pod.spec.node_name == NODE_NAME  # placed there by kube-scheduler
+        assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(POD_SUBNET)  # from the CNI bridge
         # The container's stdout, read through the apiserver from the kubelet; exec into it the same way.
         wait_for("the log line", lambda: "hello from real on runc" in api.read_namespaced_pod_log("real", "default"),
                  timeout=20, interval=0.2)
