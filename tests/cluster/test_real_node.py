@@ -40,10 +40,11 @@ def test_a_pod_scheduled_to_the_real_node_runs_and_down_leaves_nothing(tmp_path:
         wait_for("the log line", lambda: "hello from real on runc" in api.read_namespaced_pod_log("real", "default"),
                  timeout=20, interval=0.2)
         assert kubectl(c, "admin", "exec", "real", "--", "cat", "/proc/1/cmdline").startswith("sleep")
-        root = Path(c.state["realNode"]["dir"])
+        data = Path(c.state["realNode"]["data"])
     finally:
         stop_cluster(c)
-    assert host_sweep.mount_points_under(Path("/proc/self/mountinfo").read_text(), root.resolve()) == []
+    assert host_sweep.mount_points_under(Path("/proc/self/mountinfo").read_text(), data) == []
+    assert not data.exists()
     assert not Path("/sys/fs/cgroup/pids", host_sweep.KUBEPODS).exists()
     assert not Path("/sys/class/net", BRIDGE).exists()
     assert Cluster(c.dir).state["realNode"]["leftovers"] == []

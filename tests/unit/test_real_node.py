@@ -58,9 +58,10 @@ def test_the_tag_names_the_busybox_build() -> None:
 
 
 def test_containerd_config_keeps_everything_under_the_state_dir(tmp_path: Path) -> None:
-    layout = real_node_config.Layout(tmp_path)
+    layout = real_node_config.Layout(tmp_path, tmp_path / "data")
     conf = tomllib.loads(real_node_config.containerd_toml(layout, "kfp.local/pause:x"))
-    assert conf["root"] == str(layout.containerd_root) and conf["state"] == str(layout.containerd_state)
+    assert conf["root"] == str(tmp_path / "data" / "containerd" / "root")
+    assert conf["state"] == str(tmp_path / "data" / "containerd" / "state")
     assert conf["grpc"]["address"] == str(layout.socket)
     cri = conf["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == "kfp.local/pause:x"
@@ -70,7 +71,7 @@ def test_containerd_config_keeps_everything_under_the_state_dir(tmp_path: Path) 
 
 
 def test_cni_bridge_allocates_from_the_pod_subnet_into_the_state_dir(tmp_path: Path) -> None:
-    layout = real_node_config.Layout(tmp_path)
+    layout = real_node_config.Layout(tmp_path, tmp_path / "data")
     (plugin,) = real_node_config.cni_conflist(layout)["plugins"]
     assert plugin["bridge"] == real_node_config.BRIDGE and plugin["ipMasq"] is False
     assert plugin["ipam"]["dataDir"] == str(layout.ipam)
@@ -78,7 +79,7 @@ def test_cni_bridge_allocates_from_the_pod_subnet_into_the_state_dir(tmp_path: P
 
 
 def test_kubelet_runs_on_cgroup_v1_with_cgroupfs_and_admits_only_the_cluster_ca(tmp_path: Path) -> None:
-    layout = real_node_config.Layout(tmp_path)
+    layout = real_node_config.Layout(tmp_path, tmp_path / "data")
     conf = real_node_config.kubelet_configuration(layout, tmp_path / "ca.crt", 10250, 10248, "unix:///x.sock")
     assert conf["failCgroupV1"] is False and conf["cgroupDriver"] == "cgroupfs"
     assert conf["authentication"]["anonymous"]["enabled"] is False
@@ -114,3 +115,12 @@ def test_mount_points_under_the_state_dir_deepest_first() -> None:
         "39 25 0:35 / /srv/kfp/state/x rw shared:8 - tmpfs tmpfs rw"])
     assert host_sweep.mount_points_under(info, Path("/srv/kfp/state")) == [
         "/srv/kfp/state/a b/rootfs", "/srv/kfp/state/netns/cni-1", "/srv/kfp/state/x"]
+
+
+def test_the_data_dir_is_short_enough_for_the_daemons_sockets(tmp_path: Path) -> None:
+    deep = tmp_path / ("x" * 60) / "state"
+    data = real_node_config.data_dir(deep)
+    layout = real_node_config.Layout(deep / "real-node", data)
+    assert len(str(layout.socket) + ".ttrpc") <= 104
+    assert len(str(layout.kubelet_root / "pod-resources" / "kubelet.sock")) <= 104
+    assert data == real_node_config.data_dir(deep) != real_node_config.data_dir(tmp_path)  # one per state dir

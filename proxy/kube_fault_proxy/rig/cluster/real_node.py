@@ -40,6 +40,7 @@ from kube_fault_proxy.rig.cluster.real_node_config import (
     Layout,
     cni_conflist,
     containerd_toml,
+    data_dir,
     kubelet_configuration,
     node_certificate,
 )
@@ -120,8 +121,12 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     t0 = time.monotonic()
     binary = install()
     host_sweep.sweep_cgroups()  # left by a run that was killed before its `down`
-    layout = Layout(private_dir(c.dir / "real-node"))
-    c.state["realNode"] = {"dir": str(layout.root), "node": NODE_NAME, "sysctls": host_sysctls(),
+    data = data_dir(c.dir)
+    if data.exists() and not host_sweep.mounts_under(data):  # left by a run killed before its `down`
+        shutil.rmtree(data)
+    layout = Layout(private_dir(c.dir / "real-node"), private_dir(data))
+    c.state["realNode"] = {"dir": str(layout.root), "data": str(layout.data), "node": NODE_NAME,
+                           "sysctls": host_sysctls(),
                            "socket": str(layout.socket),
                            "madeDirs": [str(d) for d in FIXED_DIRS if not d.exists()]}
     c.save()
@@ -244,7 +249,7 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
     stopped = Stopped()
     if not info or info.get("stoppedAt"):
         return stopped
-    layout = Layout(Path(info["dir"]))
+    layout = Layout(Path(info["dir"]), Path(info["data"]))
     procs: dict[str, Any] = c.state.get("processes", {})
     running = live_groups({int(p["pid"]) for p in procs.values()})
     up = {name: int(procs[name]["pid"]) for name in ("kubelet", "containerd")
@@ -262,18 +267,16 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
             stopped.killed += done.killed
             stopped.survivors += done.survivors
     host_sweep.kill_shims(layout)
-    leftovers = [*host_sweep.unmount(layout.root), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
+    leftovers = [*host_sweep.unmount(layout.data), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
                  *host_sweep.restore_sysctls(info["sysctls"])]
     host_sweep.remove_log_links(layout)
     for made in info.get("madeDirs", []):
         leftovers += host_sweep.remove_made_dir(Path(made))
-    if not host_sweep.mounts_under(layout.root):  # never delete through a mount that is still there
-        for d in (layout.root / "containerd" / "root", layout.root / "containerd" / "state", layout.root / "cni",
-                  layout.kubelet_root, layout.pod_logs, layout.images):
-            if d.is_dir():
-                shutil.rmtree(d, ignore_errors=True)
-            else:
-                d.unlink(missing_ok=True)
+    layout.images.unlink(missing_ok=True)
+    if not host_sweep.mounts_under(layout.data):  # never delete through a mount that is still there
+        shutil.rmtree(layout.data, ignore_errors=True)
+    if layout.data.exists():
+        leftovers.append(f"directory {layout.data}")
     for name in ("kubelet", "containerd"):
         if name not in stopped.survivors:
             procs.pop(name, None)

@@ -4,6 +4,7 @@ its client certificate. Pure: paths in, text out (real_node.py writes them and s
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,21 +27,30 @@ RUNC = Path("/usr/sbin/runc")  # Debian's runc
 K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI's images and containers
 
 
+def data_dir(state_dir: Path) -> Path:
+    """Where a cluster's real node keeps its data: a short path of its own under /var/lib, named by a hash of
+    the state directory. The daemons' unix sockets live there (at most 104 bytes of path: under pytest's
+    tmp_path containerd said "unix socket path too long (> 104)", and the kubelet's pod-resources socket would
+    be 113 bytes), and so do the pods' volumes and logs."""
+    return Path("/var/lib") / f"kfp-real-node-{hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:10]}"
+
+
 @dataclass(frozen=True)
 class Layout:
-    """Where one real node keeps its state, under the cluster's state directory."""
+    """Where one real node keeps its configuration (root, in the cluster's state directory) and its data."""
 
     root: Path
+    data: Path
 
     @property
     def containerd_root(self) -> Path:
         """containerd's persistent data (content store, overlay snapshots)."""
-        return self.root / "containerd" / "root"
+        return self.data / "containerd" / "root"
 
     @property
     def containerd_state(self) -> Path:
         """containerd's run-time state (task bundles, the pods' network namespaces)."""
-        return self.root / "containerd" / "state"
+        return self.data / "containerd" / "state"
 
     @property
     def containerd_config(self) -> Path:
@@ -49,8 +59,8 @@ class Layout:
 
     @property
     def socket(self) -> Path:
-        """containerd's gRPC socket (the kubelet's CRI endpoint)."""
-        return self.root / "containerd" / "containerd.sock"
+        """containerd's gRPC socket (the kubelet's CRI endpoint); its ttrpc socket is beside it."""
+        return self.data / "containerd" / "containerd.sock"
 
     @property
     def cni_conf(self) -> Path:
@@ -60,12 +70,12 @@ class Layout:
     @property
     def ipam(self) -> Path:
         """host-local's allocations."""
-        return self.root / "cni" / "ipam"
+        return self.data / "cni-ipam"
 
     @property
     def kubelet_root(self) -> Path:
         """The kubelet's --root-dir (pods' volumes, its serving certificate, plugins)."""
-        return self.root / "kubelet"
+        return self.data / "kubelet"
 
     @property
     def kubelet_config(self) -> Path:
@@ -80,7 +90,7 @@ class Layout:
     @property
     def pod_logs(self) -> Path:
         """The kubelet's podLogsDir: the containers' stdout and stderr."""
-        return self.root / "pod-logs"
+        return self.data / "pod-logs"
 
     @property
     def images(self) -> Path:
@@ -108,7 +118,7 @@ def containerd_toml(layout: Layout, sandbox_image: str) -> str:
         f'  address = "{layout.socket}"',
         "",
         '[plugins."io.containerd.internal.v1.opt"]',
-        f'  path = "{layout.root / "containerd" / "opt"}"',
+        f'  path = "{layout.data / "containerd" / "opt"}"',
         "",
         f"[{cri}]",
         f'  sandbox_image = "{sandbox_image}"',
@@ -154,7 +164,7 @@ def kubelet_configuration(layout: Layout, ca: Path, port: int, healthz_port: int
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": str(ca)}},
         "authorization": {"mode": "AlwaysAllow"},
-        "podLogsDir": str(layout.pod_logs), "volumePluginDir": str(layout.root / "volume-plugins"),
+        "podLogsDir": str(layout.pod_logs), "volumePluginDir": str(layout.data / "volume-plugins"),
         "failSwapOn": False, "clusterDomain": "cluster.local",
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
