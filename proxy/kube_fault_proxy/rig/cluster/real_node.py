@@ -133,7 +133,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     busybox = node_images.BUSYBOX.read_bytes()
     pause, workload = node_images.images(node_images.busybox_tag(busybox))
     for d in (layout.containerd_root, layout.containerd_state, layout.cni_conf, layout.ipam, layout.kubelet_root,
-              layout.pod_logs):
+              layout.pod_logs, layout.containerd_config.parent):
         d.mkdir(parents=True, exist_ok=True)
     layout.containerd_config.write_text(containerd_toml(layout, pause.name))
     (layout.cni_conf / "10-kfp-real-node.conflist").write_text(json.dumps(cni_conflist(layout), indent=2))
