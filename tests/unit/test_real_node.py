@@ -9,6 +9,7 @@ import tarfile
 import tomllib
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kube_fault_proxy.rig.cluster import host_sweep, node_images, pki, real_node, real_node_config
@@ -124,3 +125,9 @@ def test_the_data_dir_is_short_enough_for_the_daemons_sockets(tmp_path: Path) ->
     assert len(str(layout.socket) + ".ttrpc") <= 104
     assert len(str(layout.kubelet_root / "pod-resources" / "kubelet.sock")) <= 104
     assert data == real_node_config.data_dir(deep) != real_node_config.data_dir(tmp_path)  # one per state dir
+
+
+def test_preflight_refuses_a_user_who_is_not_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(real_node.os, "geteuid", lambda: 1000)
+    with pytest.raises(real_node.RealNodeError, match="needs root"):
+        real_node.preflight()

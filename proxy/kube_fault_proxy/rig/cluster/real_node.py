@@ -113,11 +113,19 @@ def host_sysctls() -> dict[str, str]:
     return {k: (Path("/proc/sys") / k).read_text().strip() for k in SYSCTLS}
 
 
-def start(c: Cluster, timeout: float, say: Any) -> None:
-    """Set up containerd and the kubelet for the cluster `c` and wait until the node is Ready."""
+def preflight() -> None:
+    """Refuse early what cannot work: not root (containerd, cgroups, mounts, the bridge), or a real node's
+    pods still running on this machine (one real node at a time)."""
+    if os.geteuid() != 0:
+        raise RealNodeError("--real-node needs root: containerd, the kubelet's cgroups, mounts and the CNI bridge")
     if _kubepods_busy():
         raise RealNodeError(f"{host_sweep.CGROUPS / 'pids' / host_sweep.KUBEPODS} holds processes: another real "
                             "node runs on this machine (one at a time); `cluster down` it first")
+
+
+def start(c: Cluster, timeout: float, say: Any) -> None:
+    """Set up containerd and the kubelet for the cluster `c` and wait until the node is Ready."""
+    preflight()
     t0 = time.monotonic()
     binary = install()
     host_sweep.sweep_cgroups()  # left by a run that was killed before its `down`
