@@ -288,6 +288,11 @@ def up(opts: Options) -> Cluster:
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
     _check_targets(opts)
+    if opts.real_node:
+        try:
+            real_node.preflight()  # before anything starts: root, and no other real node's pods running
+        except real_node.RealNodeError as e:
+            raise UsageError(str(e)) from None
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
     needed = needed_components(opts.scheduler)
