@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                                through_proxy=tuple(args.through_proxy) if args.through_proxy else None,
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams,
-                               yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source))
+                               yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source,
+                               real_node=args.real_node))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
                       file=sys.stderr)
                 print(env(c.dir))

@@ -138,6 +138,10 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    choices=["kube-scheduler", "yunikorn", "kube-controller-manager"],
                    help="with --proxy: this client's kubeconfig points at the proxy (repeatable; kube-scheduler, "
                         "yunikorn, kube-controller-manager; default: the scheduler alone)")
+    u.add_argument("--real-node", action="store_true",
+                   help="add a real node, kfp-real-node: a kubelet backed by containerd and runc, whose pods really "
+                        "run (as root; Debian's containerd, runc, containernetworking-plugins and busybox-static are "
+                        "installed if missing; images made locally; one per machine)")
     d = sub.add_parser("down", help="stop everything `up` started (by process group; SIGKILL after --grace)")
     d.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                    help="how long SIGTERM may take before SIGKILL (default 10)")

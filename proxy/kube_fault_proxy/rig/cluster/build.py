@@ -71,7 +71,7 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
 
 
 def kubernetes(name: str) -> Component:
-    """kube-apiserver, kube-controller-manager, kube-scheduler or kubectl from k8s.io/kubernetes."""
+    """kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or kubelet from k8s.io/kubernetes."""
     v = versions.KUBERNETES
     return Component(name, v, f"k8s.io/kubernetes/cmd/{name}", _k8s_ldflags(v))
 
@@ -131,8 +131,8 @@ YUNIKORN = yunikorn()
 KWOK_COMPONENT = Component("kwok", versions.KWOK, f"{KWOK}/cmd/kwok",
                            (f"-X {KWOK}/pkg/consts.Version={versions.KWOK.lstrip('v')}",))
 ALL = {c.name: c for c in (kubernetes("kube-apiserver"), kubernetes("kube-controller-manager"),
-                           kubernetes("kube-scheduler"), kubernetes("kubectl"), ETCD, KWOK_COMPONENT, YUNIKORN,
-                           burst_client())}
+                           kubernetes("kube-scheduler"), kubernetes("kubectl"), kubernetes("kubelet"), ETCD,
+                           KWOK_COMPONENT, YUNIKORN, burst_client())}
 
 
 def kwok_stages() -> Path:

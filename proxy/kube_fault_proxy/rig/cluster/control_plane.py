@@ -24,7 +24,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from kube_fault_proxy import paths, shipped
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from kube_fault_proxy.paths import private_dir, write_private
-from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki, real_node
 from kube_fault_proxy.rig.cluster.processes import (
     PORT_TAKEN,
     Stopped,
@@ -89,6 +89,8 @@ class Options:
     feature_gates: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
     # The clients whose kubeconfig points at the proxy (THROUGH_PROXY); None: the scheduler, if any.
     through_proxy: tuple[str, ...] | None = None
+    # A real kubelet with containerd and runc beside the KWOK nodes (real_node.py).
+    real_node: bool = False
 
     def proxied(self) -> tuple[str, ...]:
         """The clients that go through the proxy (none without one)."""
@@ -317,6 +319,11 @@ def up(opts: Options) -> Cluster:
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
     _check_targets(opts)
+    if opts.real_node:
+        try:
+            real_node.preflight()  # before anything starts: root, and no other real node's pods running
+        except real_node.RealNodeError as e:
+            raise UsageError(str(e)) from None
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
     needed = needed_components(opts.scheduler)
@@ -428,7 +435,8 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
             f"--etcd-compaction-interval={ETCD_COMPACTION_INTERVAL}",
             # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
             # of waiting out the killed connections' TIME_WAIT.
-            "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver")]
+            "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver"),
+            *(real_node.apiserver_flags(certs) if opts.real_node else [])]
 
     def start_apiserver_on(api_port: int) -> int:
         c.state["apiserver"] = f"https://127.0.0.1:{api_port}"
@@ -461,6 +469,11 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     with api.client() as client:
         _seed_objects(client, opts)
     _start_kwok(c, opts, binaries["kwok"])
+    if opts.real_node:
+        try:
+            real_node.start(c, opts.timeout, say)
+        except real_node.RealNodeError as e:
+            raise ClusterError(str(e)) from None
 
     if opts.proxy and not kcm_proxied:
         _start_proxy(c, opts)
@@ -772,10 +785,10 @@ def down(state_dir: Path, grace: float = 10.0) -> Stopped:
     SIGTERM first, SIGKILL to what is left `grace` seconds later. Only the groups confirmed gone leave
     the state file, so a `down` that could not finish (or was interrupted) is finished by the next."""
     c = Cluster(state_dir)
+    stopped = real_node.stop(c, grace)  # first: its pods go through the kubelet while the apiserver answers
     procs: dict[str, Any] = c.state.get("processes", {})
     groups = {name: int(p["pid"]) for name, p in reversed(list(procs.items()))}
     tiers = [[n for n in groups if n not in LAST], *([n] for n in LAST if n in groups)]
-    stopped = Stopped()
     for tier in tiers:
         done = stop_groups({n: groups[n] for n in tier}, grace)
         stopped.terminated += done.terminated
@@ -801,7 +814,8 @@ def status(state_dir: Path) -> dict[str, Any]:
             "featureGates": c.state.get("featureGates", {}), "targets": c.state.get("targets", {}),
             "throughProxy": c.state.get("throughProxy", []),
             "builds": c.state.get("builds"), "yunikorn": c.state.get("yunikorn"),
-            "nodes": c.state.get("nodes"), "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
+            "nodes": c.state.get("nodes"), "realNode": c.state.get("realNode"),
+            "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
 
 
 def env(state_dir: Path) -> str:
