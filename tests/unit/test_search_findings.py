@@ -234,10 +234,37 @@ def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list
     reset = rule("resetUpstream", name="r2-resetupstream-binding")
     on_lists = rule("staleList", {"verbs": ["list"], "resources": ["pods"]}, "r1-stalelist-pod-list")
     on_watches = rule("staleList", WATCH, "r1-stalelist-pod-watch")
+    expire = rule("expire", WATCH, "r3-expire-pod-watch")
+    crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
     for scheduler in ("kube-scheduler", "yunikorn"):
         assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
-        assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler)
+        assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler,
+                                      relists=True)
+        assert not precheck.can_inject(Genome(rules=(on_watches, reset)), scheduler=scheduler), \
+            "a dropped connection resumes the watch from its revision: no WatchList to serve"
+        assert precheck.can_inject(Genome(rules=(on_watches, reset, expire)), scheduler=scheduler), \
+            "the resumed watch expired: the informer relists through a WatchList"
+        assert precheck.can_inject(Genome(rules=(on_watches, crash)), scheduler=scheduler), "a restart relists"
     assert precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True), "another client may LIST"
+
+
+@pytest.mark.parametrize(("when", "fires"), [
+    ({"maxInjections": 2}, True),
+    ({"maxInjections": 2, "afterMatches": 10}, False),  # ten watch requests: a reopen makes one per resource
+    ({"maxInjections": 2, "every": 3}, False),
+    ({"maxInjections": 2, "after": "2s", "for": "5s"}, False),
+    ({"maxInjections": 2, "trigger": {"match": dict(BINDING), "count": 5}}, True),  # armed by the reopen at 10
+    ({"maxInjections": 2, "trigger": {"match": dict(BINDING), "count": 20}}, False),  # armed after it
+])
+def test_a_watch_rule_acts_on_the_watch_a_reopen_opens(when: dict[str, Any], fires: bool) -> None:
+    dup = {"name": "r1-duplicateevents-pod-watch", "match": dict(WATCH), "when": when,
+           "fault": {"duplicateEvents": {"probability": 1.0}}}
+    reset = rule("resetUpstream", name="r2-resetupstream-binding", trigger={"match": dict(BINDING), "count": 10})
+    abort = rule("abort", name="r3-abort-binding")
+    for scheduler in ("kube-scheduler", "yunikorn"):
+        assert precheck.can_inject(Genome(rules=(dup, reset, abort), pods=40), scheduler=scheduler) is fires
+    assert not precheck.can_inject(Genome(rules=(dup, abort), pods=40), scheduler="kube-scheduler"), \
+        "the abort fires, the watch rule never: not a trial of it"
 
 
 def test_a_crash_point_needs_a_write_the_workload_makes() -> None:
