@@ -265,7 +265,8 @@ def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], po
         else:
             if not dropped:
                 extra.append(_companion(rng, rng.choice(reopen), pods, resource))
-            extra.append(_companion(rng, "expire", pods, resource))
+            if not any(next(iter(r["fault"])) == "expire" for r in rules):
+                extra.append(_companion(rng, "expire", pods, resource))
     elif not any(_reopens(r) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
         # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
         extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods, "pods")]
