@@ -404,6 +404,10 @@ def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind:
         takes = [(r["match"]["resources"][0], fault_kind(r) in ("staleList", "expire") and fault_kind(r))
                  for r in g.rules if r.get("match", {}).get("verbs") == ["watch"]]
         assert len(takes) == len(set(takes)), f"two rules for the same watch requests: {g.canonical()}"
+        for res in {t[0] for t in takes}:  # a staleList takes the relist a restart or an expire brings: nothing after
+            assert not ((res, "staleList") in takes and (res, False) in takes), g.canonical()
+        if any(fault_kind(r) == "expire" for r in g.rules):  # it acts on a resumed watch: a dropped connection
+            assert "resetUpstream" in fired, g.canonical()
         passed += all(precheck.can_inject(g, scheduler=s) for s in ("kube-scheduler", "yunikorn"))
     assert passed >= 0.9 * len(with_kind), "the pre-check passes what the grammar draws (a rule on a pod write aside)"
 

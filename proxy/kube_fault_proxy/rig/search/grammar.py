@@ -208,21 +208,23 @@ def _takes(r: Rule) -> str:
 
 
 def _one_per_watch(rules: Sequence[Rule]) -> list[Rule]:
-    """The rules with those on watches ordered so each can decide a request: per resource the rule on relists,
-    then the one on resumed watches, then the one on any watch (the first rule that matches a request decides
-    it, and a resource's watch is reopened about once a trial); a second rule for the same requests is dropped."""
-    order = {"relist": 0, "resumed": 1, "any": 2}
-    seen: set[tuple[str, str]] = set()
+    """The rules with those on watches kept only where each can decide a request, in draw order. A reopen gives
+    each resource one watch request: a resumed watch (a dropped connection) or a relist (a restart). An `expire`
+    takes the resumed one and makes a relist; a staleList takes a relist; another watch kind takes any, and
+    shadows what comes after it. Ordered so each decides one: per resource the rule on relists, then the one on
+    resumed watches, then the one on any watch (the first rule that matches a request decides it)."""
+    claims = {"relist": {"relist", "any"}, "resumed": {"resumed"}, "any": {"any", "relist"}}
+    claimed: set[tuple[str, str]] = set()
     kept = []
-    for r in sorted(rules, key=lambda r: order[_takes(r)] if _on_watches(r) else -1):
+    for r in rules:
         if _on_watches(r):
-            taken = {(res, t) for res in r["match"].get("resources", ["*"])
-                     for t in (order if _takes(r) == "any" else (_takes(r),))}
-            if any((res, _takes(r)) in seen for res in r["match"].get("resources", ["*"])):
+            mine = {(res, c) for res in r["match"].get("resources", ["*"]) for c in claims[_takes(r)]}
+            if mine & claimed:
                 continue
-            seen |= taken
+            claimed |= mine
         kept.append(r)
-    return kept
+    order = {"relist": 0, "resumed": 1, "any": 2}
+    return sorted(kept, key=lambda r: order[_takes(r)] if _on_watches(r) else -1)
 
 
 def _companion(rng: random.Random, kind: str, pods: int, resource: str) -> Rule:
@@ -245,14 +247,21 @@ def _companion(rng: random.Random, kind: str, pods: int, resource: str) -> Rule:
 
 def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
     """The rules, with what lets a watch rule among them act (drawn from the asked kinds): a rule that reopens the
-    scheduler's watches when none does, and for a staleList on watches a relist (a restart, or `expire` on the
-    resumed watch). At most 4 rules: the watch rule and its companions are kept, the last others dropped."""
+    scheduler's watches when none does, a staleList on watches a relist (a restart, or `expire` on the resumed
+    watch), an `expire` a dropped connection. At most 4 rules: the watch rule and its companions are kept, the
+    last others dropped (twice over: what the first companion kept may need one too)."""
+    return _reopened_once(rng, _reopened_once(rng, rules, kinds, pods), kinds, pods)
+
+
+def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
+    """One pass of `reopened`: the first watch rule that cannot act gets its companions."""
     rules = _one_per_watch(rules)
     watched = [r for r in rules if _on_watches(r) and next(iter(r["fault"])) != "expire"]
-    if not watched:
+    expiring = next((r for r in rules if _on_watches(r) and next(iter(r["fault"])) == "expire"), None)
+    if not watched and expiring is None:
         return rules
     extra: list[Rule] = []
-    needing = watched[0]
+    needing = watched[0] if watched else expiring
     stale = next((r for r in watched if _relisted(r)), None)
     dropped = any(_reopens(r, CONNECTION_KINDS) for r in rules)
     relists = any(_reopens(r, ("crashPoint",)) for r in rules) or (
@@ -267,6 +276,8 @@ def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], po
                 extra.append(_companion(rng, rng.choice(reopen), pods, resource))
             if not any(next(iter(r["fault"])) == "expire" for r in rules):
                 extra.append(_companion(rng, "expire", pods, resource))
+    elif expiring is not None and not dropped and reopen:  # expire acts on a resumed watch: a dropped connection
+        needing, extra = expiring, [_companion(rng, rng.choice(reopen), pods, "pods")]
     elif not any(_reopens(r) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
         # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
         extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods, "pods")]

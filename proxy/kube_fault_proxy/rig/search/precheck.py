@@ -131,7 +131,9 @@ def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None =
     reopen_at = max((_bind_count(r) + int((r.get("when") or {}).get("afterMatches", 0)) for r in reopens), default=0)
     relists = any(fault_kind(r) == "crashPoint" for r in reopens) or (
         any(fault_kind(r) in CONNECTION_KINDS for r in reopens) and any(_relists(r) for r in genome.rules))
-    fires = [rule_can_fire(r, genome, reconnects, dead, scheduler, held, reopen_at, relists) for r in genome.rules]
+    dropped = any(fault_kind(r) in CONNECTION_KINDS for r in reopens)  # expire acts on a resumed watch only
+    fires = [rule_can_fire(r, genome, reconnects and (dropped or fault_kind(r) != "expire"), dead, scheduler, held,
+                           reopen_at, relists) for r in genome.rules]
     on_watches = [f for r, f in zip(genome.rules, fires, strict=True)
                   if set((r.get("match") or {}).get("verbs") or []) == {"watch"}]
     return any(fires) and all(on_watches)
