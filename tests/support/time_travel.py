@@ -10,18 +10,22 @@ from typing import Any
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.support.cluster import api_client, make_namespace, wait_for
+from tests.support.cluster import api_client, create_pods, make_namespace, wait_for
 
 TRIGGER = "kfp-outage-now"  # the ConfigMap the test reads through the proxy to start the outage
 
 
-def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: float = 30) -> list[dict[str, Any]]:
+def relist_through_a_stale_watch_list(c: Cluster, user_agents: str,
+                                      timeout: float = 30) -> tuple[list[dict[str, Any]], bool]:
     """The staleList records (`inject`) served to the client whose user agent matches, after a 1 s outage drops
-    its connections and its resumed pods watch is expired; a LIST rule stands by, so a client that relists with
-    a LIST instead of a WatchList is journaled too (`servedAs` tells which)."""
+    its connections (its resumed pods watch, if it resumes one, expired), and whether that expire acted; a LIST
+    rule stands by, so a client that relists with a LIST instead of a WatchList is journaled too (`servedAs`).
+    Three pods (of no scheduler) are written through the proxy first: a client on protobuf shows the proxy no
+    pod revision (it reads JSON only), so the served revision comes from these JSON answers."""
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     make_namespace(api_client(c.kubeconfig("admin")), namespace)
     via = api_client(c.kubeconfig("admin-via-proxy"))
+    create_pods(via, namespace, 3, scheduler="kfp-nobody")  # writes the proxy sees, in JSON
     pods: dict[str, Any] = {"resources": ["pods"], "userAgents": [user_agents]}
     control = ControlClient(c.control_url)
     since = control.cursor()
@@ -43,5 +47,5 @@ def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: flo
         control.deactivate()
     records = control.journal_after(since).records
     assert any(r["event"] == "outage-start" for r in records), "the outage began"
-    assert any(r["event"] == "inject" and r["rule"] == "expire-pod-rewatch" for r in records), "its re-watch expired"
-    return [r for r in control.injections(since) if r["fault"] == "staleList"]
+    expired = any(r["event"] == "inject" and r["rule"] == "expire-pod-rewatch" for r in records)
+    return [r for r in control.injections(since) if r["fault"] == "staleList"], expired

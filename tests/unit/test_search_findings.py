@@ -236,7 +236,8 @@ def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list
     on_watches = rule("staleList", WATCH, "r1-stalelist-pod-watch")
     expire = rule("expire", WATCH, "r3-expire-pod-watch")
     crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
-    for scheduler in ("kube-scheduler", "yunikorn"):
+    assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler="yunikorn")
+    for scheduler in ("kube-scheduler",):  # YuniKorn's protobuf watches: below
         assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
         assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler,
                                       relists=True)
@@ -261,8 +262,9 @@ def test_a_watch_rule_acts_on_the_watch_a_reopen_opens(when: dict[str, Any], fir
            "fault": {"duplicateEvents": {"probability": 1.0}}}
     reset = rule("resetUpstream", name="r2-resetupstream-binding", trigger={"match": dict(BINDING), "count": 10})
     abort = rule("abort", name="r3-abort-binding")
-    for scheduler in ("kube-scheduler", "yunikorn"):
-        assert precheck.can_inject(Genome(rules=(dup, reset, abort), pods=40), scheduler=scheduler) is fires
+    assert precheck.can_inject(Genome(rules=(dup, reset, abort), pods=40), scheduler="kube-scheduler") is fires
+    cut = {**dup, "name": "r1-cut-pod-watch", "fault": {"cut": {"afterSeconds": 1}}}  # no event read: YuniKorn too
+    assert precheck.can_inject(Genome(rules=(cut, reset, abort), pods=40), scheduler="yunikorn") is fires
     assert not precheck.can_inject(Genome(rules=(dup, abort), pods=40), scheduler="kube-scheduler"), \
         "the abort fires, the watch rule never: not a trial of it"
 
@@ -328,3 +330,11 @@ def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
     report = write(out, ["search"]).read_text()
     own = "broke other invariants than the hit's under the same profile"
     assert (own in report and "trial 0: no-anti-affinity-breach" in report) is (verdict == "confirmed" and bool(control))
+
+
+def test_yunikorns_protobuf_watches_take_no_event_edit_and_no_stale_view() -> None:
+    crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
+    for kind in ("staleList", "delayEvents", "duplicateEvents", "holdEvents", "dropEvents", "coalesceEvents"):
+        g = Genome(rules=(rule(kind, WATCH, f"r1-{kind.lower()}-pod-watch"), crash))
+        assert precheck.can_inject(g, scheduler="kube-scheduler"), kind
+        assert not precheck.can_inject(g, scheduler="yunikorn"), kind
