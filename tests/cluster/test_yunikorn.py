@@ -54,14 +54,15 @@ def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikor
 
 def test_yunikorns_pod_informer_relists_through_a_stale_watch_list(yunikorn_cluster: Cluster) -> None:
     """YuniKorn v1.9.0 (client-go v0.35.5, WatchListClient on by default) relists its pods through a WatchList
-    right after its connection drops (no resumed watch to expire, unlike kube-scheduler): the stale rule serves
-    it 2 pod writes back, and it still schedules. Its own watches are protobuf, which the proxy does not read:
-    the revisions come from the test's JSON writes. Last in the module: no test before it inherits the view."""
+    after its connection drops (after this outage it resumed its pods watch first, which the rule expires; after
+    a resetUpstream in a search it relisted at once): the stale rule serves it 2 pod writes back, and it still
+    schedules. Its own watches are protobuf, which the proxy does not read: the revisions come from the test's
+    JSON writes. Last in the module: no test before it inherits the view."""
     [served], expired = relist_through_a_stale_watch_list(yunikorn_cluster, "yunikorn*")
     assert served["request"]["userAgent"].startswith("yunikorn") and served["request"]["sendInitialEvents"] is True
     assert (served["servedAs"], served["writesSince"]) == ("watchlist", 2)
     assert int(served["servedResourceVersion"]) < int(served["newestResourceVersion"]) and served["pages"] >= 1
-    assert not expired, "YuniKorn relisted at once: it resumed no watch for the expire to act on"
+    print(f"YuniKorn: resumed its pods watch (expired) before the relist: {expired}")
     api = api_client(yunikorn_cluster.kubeconfig("admin"))
     names = create_pods(api, "default", 3, scheduler="yunikorn")
     wait_for("YuniKorn scheduling after the replay", lambda: all_running(api, "default", names), 60)
