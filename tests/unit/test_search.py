@@ -384,10 +384,11 @@ WATCH_DRAWN = ("duplicateEvents", "dropEvents", "delayEvents", "holdEvents", "st
 @pytest.mark.parametrize("kind", WATCH_DRAWN)
 def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind: str) -> None:
     """The profile goes on after the scheduler opened its watches: a watch rule is drawn bounded only, with a
-    reopen (a dropped connection or a restart) and, for staleList, a relist (a restart, or expire after a drop)."""
+    reopen (a dropped connection or a restart) and, for staleList, a relist (a reset, a restart, or an outage and
+    an expire of the resumed watch); an expire gets an outage (after a reset or a restart nothing resumes)."""
     from kube_fault_proxy.rig.search import precheck
 
-    kinds = (kind, "resetUpstream", "expire", "crashPoint")
+    kinds = (kind, "resetUpstream", "outage", "expire", "crashPoint")
     drawn = genomes(21, 80, kinds) + [mutate(random.Random(i), g, kinds, g) for i, g in enumerate(genomes(22, 40, kinds))]
     with_kind = [g for g in drawn if any(fault_kind(r) == kind for r in g.rules)]
     assert len(with_kind) >= 20
@@ -395,9 +396,9 @@ def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind:
     for g in with_kind:
         assert valid(g) and len(g.rules) <= 4
         fired = {fault_kind(r) for r in g.rules}
-        assert fired & {"resetUpstream", "crashPoint"}, g.canonical()
+        assert fired & {"resetUpstream", "outage", "crashPoint"}, g.canonical()
         if kind == "staleList" and any(fault_kind(r) == kind and r["match"]["verbs"] == ["watch"] for r in g.rules):
-            assert "crashPoint" in fired or "expire" in fired, g.canonical()
+            assert fired & {"crashPoint", "resetUpstream"} or {"outage", "expire"} <= fired, g.canonical()
         for r in g.rules:
             if r.get("match", {}).get("verbs") == ["watch"]:
                 assert set(r["when"]) == {"maxInjections"} and "probability" not in r, r
@@ -406,8 +407,8 @@ def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind:
         assert len(takes) == len(set(takes)), f"two rules for the same watch requests: {g.canonical()}"
         for res in {t[0] for t in takes}:  # a staleList takes the relist a restart or an expire brings: nothing after
             assert not ((res, "staleList") in takes and (res, False) in takes), g.canonical()
-        if any(fault_kind(r) == "expire" for r in g.rules):  # it acts on a resumed watch: a dropped connection
-            assert "resetUpstream" in fired, g.canonical()
+        if any(fault_kind(r) == "expire" for r in g.rules):  # it acts on a resumed watch: after an outage
+            assert "outage" in fired, g.canonical()
         passed += precheck.can_inject(g, scheduler="kube-scheduler")  # YuniKorn's watches are protobuf (precheck.py)
     assert passed >= 0.9 * len(with_kind), "the pre-check passes what the grammar draws (a rule on a pod write aside)"
 

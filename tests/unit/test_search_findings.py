@@ -235,16 +235,21 @@ def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list
     on_lists = rule("staleList", {"verbs": ["list"], "resources": ["pods"]}, "r1-stalelist-pod-list")
     on_watches = rule("staleList", WATCH, "r1-stalelist-pod-watch")
     expire = rule("expire", WATCH, "r3-expire-pod-watch")
+    outage = {**rule("outage", name="r2-outage-binding"), "fault": {"outage": {"seconds": 1.0}}}
     crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
     assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler="yunikorn")
     for scheduler in ("kube-scheduler",):  # YuniKorn's protobuf watches: below
         assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
         assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler,
                                       relists=True)
-        assert not precheck.can_inject(Genome(rules=(on_watches, reset)), scheduler=scheduler), \
-            "a dropped connection resumes the watch from its revision: no WatchList to serve"
-        assert precheck.can_inject(Genome(rules=(on_watches, reset, expire)), scheduler=scheduler), \
+        assert precheck.can_inject(Genome(rules=(on_watches, reset)), scheduler=scheduler), \
+            "after a reset the schedulers relist through a WatchList"
+        assert not precheck.can_inject(Genome(rules=(on_watches, outage)), scheduler=scheduler), \
+            "after an outage the watch is resumed from its revision: no WatchList to serve"
+        assert precheck.can_inject(Genome(rules=(on_watches, outage, expire)), scheduler=scheduler), \
             "the resumed watch expired: the informer relists through a WatchList"
+        assert not precheck.can_inject(Genome(rules=(on_watches, reset, expire)), scheduler=scheduler), \
+            "after a reset nothing resumes: the expire never acts"
         assert precheck.can_inject(Genome(rules=(on_watches, crash)), scheduler=scheduler), "a restart relists"
     assert precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True), "another client may LIST"
 

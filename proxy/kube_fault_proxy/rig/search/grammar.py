@@ -28,10 +28,13 @@ VIEW_MATCHES = {"staleList": ("pod-watch", "node-watch"), "coalesceEvents": ("po
                 "failThenCommit": ("binding", "pod-write"), "holdEvents": ("node-watch", "pod-watch")}
 # A trial switches its profile on after the scheduler has started and opened its watches, and a watch rule
 # acts on a watch opened after that (its request decides it): these kinds make the scheduler open its
-# watches again. A dropped connection (resetUpstream, outage) makes client-go resume each watch from its
-# revision; a restart (crashPoint) relists every informer through a WatchList, as does `expire` on a resumed
-# watch (the 410 makes the reflector relist).
+# watches again.
 REOPEN_KINDS = ("resetUpstream", "outage", "crashPoint")
+# Seen on the rig (docs/records/view-kinds-short-searches-2026-12-03.md): after a resetUpstream both schedulers
+# relist through a WatchList, as after a restart; after an outage YuniKorn and kube-controller-manager resumed
+# their watches from their revision, which an `expire` turns into a relist.
+RELIST_KINDS = ("resetUpstream", "crashPoint")
+RESUME_KINDS = ("outage",)
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -263,21 +266,22 @@ def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[st
     extra: list[Rule] = []
     needing = watched[0] if watched else expiring
     stale = next((r for r in watched if _relisted(r)), None)
-    dropped = any(_reopens(r, CONNECTION_KINDS) for r in rules)
-    relists = any(_reopens(r, ("crashPoint",)) for r in rules) or (
-        dropped and any(next(iter(r["fault"])) == "expire" for r in rules))
-    reopen = [k for k in CONNECTION_KINDS if k in kinds]
-    if stale is not None and not relists and ("crashPoint" in kinds or ("expire" in kinds and reopen)):
+    expires = any(next(iter(r["fault"])) == "expire" for r in rules)
+    resumed = any(_reopens(r, RESUME_KINDS) for r in rules)
+    relists = any(_reopens(r, RELIST_KINDS) for r in rules) or (resumed and expires)
+    relisting = [k for k in RELIST_KINDS if k in kinds]
+    if stale is not None and not relists and (relisting or ("expire" in kinds and "outage" in kinds)):
         needing, resource = stale, str(stale["match"].get("resources", ["pods"])[0])
-        if "crashPoint" in kinds and (not ("expire" in kinds and reopen) or rng.random() < 0.5):
-            extra = [_companion(rng, "crashPoint", pods, resource)]
+        if relisting and (not ("expire" in kinds and "outage" in kinds) or rng.random() < 0.7):
+            extra = [_companion(rng, rng.choices(relisting, [1 if k == "crashPoint" else 2 for k in relisting])[0],
+                                pods, resource)]
         else:
-            if not dropped:
-                extra.append(_companion(rng, rng.choice(reopen), pods, resource))
-            if not any(next(iter(r["fault"])) == "expire" for r in rules):
+            if not resumed:
+                extra.append(_companion(rng, "outage", pods, resource))
+            if not expires:
                 extra.append(_companion(rng, "expire", pods, resource))
-    elif expiring is not None and not dropped and reopen:  # expire acts on a resumed watch: a dropped connection
-        needing, extra = expiring, [_companion(rng, rng.choice(reopen), pods, "pods")]
+    elif expiring is not None and not resumed and "outage" in kinds:  # expire acts on a resumed watch: an outage
+        needing, extra = expiring, [_companion(rng, "outage", pods, "pods")]
     elif not any(_reopens(r) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
         # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
         extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods, "pods")]

@@ -11,13 +11,14 @@ the grammar's rule names) that have run often and never injected are learned as 
 needs a write the workload makes: one matching no write verb never fires.
 
 A watch rule is decided when the watch request arrives, so it acts only on a watch the scheduler opens after
-activation: after a dropped connection (resetUpstream, outage: client-go resumes each watch from its
-revision) or a restart (crashPoint: every informer relists). Such a watch is opened about once per resource
+activation: after a dropped connection or a restart. After a resetUpstream or a restart (crashPoint) the
+schedulers relist every informer through a WatchList; after an outage the clients seen resumed each watch
+from its revision (an `expire` on it makes them relist). Such a watch is opened about once per resource
 and reopen, so a watch rule with a count of watch requests (`afterMatches`, `every`), a late window, or a
 trigger on more Bindings than the last reopen comes at never fires. The schedulers' informers (client-go
 1.35 and 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires on
 them, and one matching watches acts only on a WatchList relist, which a resumed watch is not: it needs a
-restart, or an `expire` (or a `cut` with the `expired` error) that makes the resumed watch relist.
+reset or a restart, or an `expire` (or a `cut` with the `expired` error) that makes a resumed watch relist.
 YuniKorn's watches are protobuf, which the proxy does not read: no kind that edits watch events or serves a
 stale view can act there."""
 
@@ -29,7 +30,7 @@ from typing import Any
 
 from kube_fault_proxy.proxy.faults.crash_point import WRITE_VERBS
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
-from kube_fault_proxy.rig.search.grammar import CONNECTION_KINDS, REOPEN_KINDS
+from kube_fault_proxy.rig.search.grammar import RELIST_KINDS, REOPEN_KINDS, RESUME_KINDS
 
 RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
 NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
@@ -138,10 +139,10 @@ def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None =
                and rule_can_fire(r, genome, False, dead, scheduler, held)]
     reconnects = bool(reopens)
     reopen_at = max((_bind_count(r) + int((r.get("when") or {}).get("afterMatches", 0)) for r in reopens), default=0)
-    relists = any(fault_kind(r) == "crashPoint" for r in reopens) or (
-        any(fault_kind(r) in CONNECTION_KINDS for r in reopens) and any(_relists(r) for r in genome.rules))
-    dropped = any(fault_kind(r) in CONNECTION_KINDS for r in reopens)  # expire acts on a resumed watch only
-    fires = [rule_can_fire(r, genome, reconnects and (dropped or fault_kind(r) != "expire"), dead, scheduler, held,
+    resumed = any(fault_kind(r) in RESUME_KINDS for r in reopens)  # expire acts on a resumed watch only
+    relists = any(fault_kind(r) in RELIST_KINDS for r in reopens) or (
+        resumed and any(_relists(r) for r in genome.rules))
+    fires = [rule_can_fire(r, genome, reconnects and (resumed or fault_kind(r) != "expire"), dead, scheduler, held,
                            reopen_at, relists) for r in genome.rules]
     on_watches = [f for r, f in zip(genome.rules, fires, strict=True)
                   if set((r.get("match") or {}).get("verbs") or []) == {"watch"}]
