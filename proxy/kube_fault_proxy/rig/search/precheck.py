@@ -19,8 +19,8 @@ trigger on more Bindings than the last reopen comes at never fires. The schedule
 1.35 and 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires on
 them, and one matching watches acts only on a WatchList relist, which a resumed watch is not: it needs a
 reset or a restart, or an `expire` (or a `cut` with the `expired` error) that makes a resumed watch relist.
-YuniKorn's watches are protobuf, which the proxy does not read: no kind that edits watch events or serves a
-stale view can act there."""
+YuniKorn asks for protobuf first: a watch whose events a rule edits is asked for in JSON (its Accept allows
+it), but nothing else it sends or reads is JSON, so the proxy knows no revision to serve it a stale view."""
 
 from __future__ import annotations
 
@@ -37,11 +37,12 @@ NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
-# Schedulers whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset; the rig
-# configures kube-scheduler for JSON): the proxy reads JSON only, so it edits none of their watch events (it
-# journals `watch-unparsable`) and, nothing else passing it on their rig, knows no revision to serve stale.
+# Schedulers whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset, Accept
+# `application/vnd.kubernetes.protobuf,application/json`; the rig configures kube-scheduler for JSON): the proxy
+# asks for an edited watch in JSON (`watch-as-json`), but, nothing else passing it in JSON on their rig, it knows
+# no revision to serve stale.
 PROTOBUF = frozenset({"yunikorn"})
-READS_JSON = frozenset({"dropEvents", "duplicateEvents", "delayEvents", "holdEvents", "coalesceEvents", "staleList"})
+READS_JSON = frozenset({"staleList"})
 RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn"})  # client-go 1.35/1.36 informers: WatchList, no LIST
 
 
