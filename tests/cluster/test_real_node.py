@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_a_pod_scheduled_to_the_real_node_runs_and_down_leaves_nothing(tmp_path: Path) -> None:
-    sysctls = real_node.host_sysctls()
+    sysctls, chains = real_node.host_sysctls(), host_sweep.kube_chains()
     c = start_cluster(tmp_path / "state", "--nodes", "1", "--real-node", "--scheduler", "kube-scheduler",
                       "--timeout", "90")
     try:
@@ -49,3 +49,4 @@ def test_a_pod_scheduled_to_the_real_node_runs_and_down_leaves_nothing(tmp_path:
     assert not Path("/sys/class/net", BRIDGE).exists()
     assert Cluster(c.dir).state["realNode"]["leftovers"] == []
     assert real_node.host_sysctls() == sysctls  # what the kubelet and the bridge plugin changed is put back
+    assert host_sweep.kube_chains() == chains  # and its iptables chains (KUBE-FIREWALL, the canary) are gone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -116,3 +117,40 @@ def remove_made_dir(top: Path) -> list[str]:
     with contextlib.suppress(OSError):
         top.rmdir()
     return [f"directory {top}"] if top.exists() else []
+
+
+IPTABLES = ("iptables", "ip6tables")
+KUBELET_CHAIN_PREFIX = "KUBE-"
+
+
+def kube_chains() -> set[str]:
+    """The KUBE-* chains on this host now, as `tool table chain` (iptables and ip6tables; none if absent)."""
+    found = set()
+    for tool in IPTABLES:
+        if shutil.which(f"{tool}-save") is None:
+            continue
+        out = subprocess.run([f"{tool}-save"], capture_output=True, text=True).stdout
+        table = ""
+        for line in out.splitlines():
+            if line.startswith("*"):
+                table = line[1:]
+            elif line.startswith(":" + KUBELET_CHAIN_PREFIX):
+                found.add(f"{tool} {table} {line[1:].split()[0]}")
+    return found
+
+
+def remove_chains(made: set[str]) -> list[str]:
+    """Remove the chains the kubelet made (its canary, KUBE-FIREWALL and the jumps to it, the hint): those
+    in `made`, each as `tool table chain`; what could not be removed."""
+    left = []
+    for entry in sorted(made):
+        tool, table, chain = entry.split()
+        for builtin in ("INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"):
+            while subprocess.run([tool, "-t", table, "-D", builtin, "-j", chain], capture_output=True).returncode == 0:
+                pass
+        subprocess.run([tool, "-t", table, "-F", chain], capture_output=True)
+    for entry in sorted(made):
+        tool, table, chain = entry.split()
+        if subprocess.run([tool, "-t", table, "-X", chain], capture_output=True).returncode != 0:
+            left.append(f"{tool} chain {table}/{chain}")
+    return left

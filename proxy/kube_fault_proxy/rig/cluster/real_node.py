@@ -134,7 +134,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
         shutil.rmtree(data)
     layout = Layout(private_dir(c.dir / "real-node"), private_dir(data))
     c.state["realNode"] = {"dir": str(layout.root), "data": str(layout.data), "node": NODE_NAME,
-                           "sysctls": host_sysctls(),
+                           "sysctls": host_sysctls(), "chains": sorted(host_sweep.kube_chains()),
                            "socket": str(layout.socket),
                            "madeDirs": [str(d) for d in FIXED_DIRS if not d.exists()]}
     c.save()
@@ -276,7 +276,9 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
             stopped.survivors += done.survivors
     host_sweep.kill_shims(layout)
     leftovers = [*host_sweep.unmount(layout.data), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
-                 *host_sweep.restore_sysctls(info["sysctls"])]
+                 *host_sweep.restore_sysctls(info["sysctls"]),
+                 # the kubelet's iptables chains (its canary, KUBE-FIREWALL): those that were not there before
+                 *host_sweep.remove_chains(host_sweep.kube_chains() - set(info.get("chains", [])))]
     host_sweep.remove_log_links(layout)
     for made in info.get("madeDirs", []):
         leftovers += host_sweep.remove_made_dir(Path(made))
