@@ -24,6 +24,7 @@ from lightkube import Client
 
 from tests.support.cluster import api_client, make_namespace, start_cluster, stop_cluster, wait_for
 from tests.support.processes import ROOT
+from tests.support.time_travel import relist_through_a_stale_watch_list
 
 
 def _create(client: Client, namespace: str, manifest: dict[str, Any]) -> Any:
@@ -131,3 +132,23 @@ def test_every_workload_kind_through_the_proxy_converges_with_every_promise_kept
     assert any("binding" in k for k in seen), seen  # and the scheduler's Bindings
     took = time.monotonic() - t0
     assert took < 90, f"the workloads took {took:.0f}s"
+
+
+def test_kube_controller_managers_pod_informer_relists_through_a_stale_watch_list(controllers_cluster: Cluster) -> None:
+    """kube-controller-manager v1.36.3's shared pod informer relists through a WatchList after its resumed watch
+    expires: the stale rule serves it 2 pod writes back, and a ReplicaSet made afterwards still converges. Last
+    in the module: the workloads test before it does not inherit the replayed view."""
+    c = controllers_cluster
+    [served], expired = relist_through_a_stale_watch_list(c, "kube-controller-manager/*")
+    print(f"kube-controller-manager: resumed watch expired first: {expired}")
+    assert served["request"]["userAgent"].startswith("kube-controller-manager/")
+    assert served["request"]["sendInitialEvents"] is True
+    assert (served["servedAs"], served["writesSince"]) == ("watchlist", 2)
+    assert int(served["servedResourceVersion"]) < int(served["newestResourceVersion"]) and served["pages"] >= 1
+    ns = f"w-{uuid.uuid4().hex[:6]}"
+    make_namespace(api_client(c.kubeconfig("admin")), ns)
+    kube = c.admin_api()
+    with kube.client() as client:
+        _create(client, ns, workloads.replicaset("after", 2))
+        wait_for("the ReplicaSet made after the replay converged",
+                 lambda: not unconverged(snapshot(client, [ns]), [ns]), timeout=45, interval=0.5)

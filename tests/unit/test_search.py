@@ -309,13 +309,13 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
             assert "maxInjections" in when or "for" in when, rule
             assert rule["match"]["verbs"] in {"staleList": [["watch"]], "coalesceEvents": [["watch"]],
                                               "crashPoint": [["create"], ["patch", "update"]],
-                                              "delayEvents": [["watch"]],
+                                              "delayEvents": [["watch"]], "holdEvents": [["watch"]],
                                               "failThenCommit": [["create"], ["patch", "update"]]}[kind]
         for what, cand in candidates(g):
             assert valid(cand), (what, cand.canonical())
     settings_of = {key for g in drawn for r in g.rules for key in r["fault"][kind]}
     lag = next(k for k in ("lagSeconds", "lagWrites", "windowSeconds", "holdSeconds", "seconds",
-                           "commitAfterSeconds") if k in settings_of)
+                           "commitAfterSeconds", "maxSeconds") if k in settings_of)
     g = next(g for g in drawn if lag in g.rules[0]["fault"][kind] and g.rules[0]["fault"][kind][lag] > 1)
     shorter = [cand.rules[0]["fault"][kind][lag] for _, cand in candidates(g)
                if cand.rules[0]["fault"].get(kind, {}).get(lag, 0) < g.rules[0]["fault"][kind][lag]]
@@ -376,3 +376,48 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tm
         tiers.clear()
         assert main(["search", "replay", str(tmp_path), "--times", "2", "--state-dir", str(tmp_path / "s")]) == 1
         assert tiers == [tier, tier]
+
+
+WATCH_DRAWN = ("duplicateEvents", "dropEvents", "delayEvents", "holdEvents", "staleList", "coalesceEvents")
+
+
+@pytest.mark.parametrize("kind", WATCH_DRAWN)
+def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind: str) -> None:
+    """The profile goes on after the scheduler opened its watches: a watch rule is drawn bounded only, with a
+    reopen (a dropped connection or a restart) and, for staleList, a relist (a reset, a restart, or an outage and
+    an expire of the resumed watch); an expire gets an outage (after a reset or a restart nothing resumes)."""
+    from kube_fault_proxy.rig.search import precheck
+
+    kinds = (kind, "resetUpstream", "outage", "expire", "crashPoint")
+    drawn = genomes(21, 80, kinds) + [mutate(random.Random(i), g, kinds, g) for i, g in enumerate(genomes(22, 40, kinds))]
+    with_kind = [g for g in drawn if any(fault_kind(r) == kind for r in g.rules)]
+    assert len(with_kind) >= 20
+    passed = 0
+    for g in with_kind:
+        assert valid(g) and len(g.rules) <= 4
+        fired = {fault_kind(r) for r in g.rules}
+        assert fired & {"resetUpstream", "outage", "crashPoint"}, g.canonical()
+        if kind == "staleList" and any(fault_kind(r) == kind and r["match"]["verbs"] == ["watch"] for r in g.rules):
+            assert fired & {"crashPoint", "resetUpstream"} or {"outage", "expire"} <= fired, g.canonical()
+        for r in g.rules:
+            if r.get("match", {}).get("verbs") == ["watch"]:
+                assert set(r["when"]) == {"maxInjections"} and "probability" not in r, r
+        takes = [(r["match"]["resources"][0], fault_kind(r) in ("staleList", "expire") and fault_kind(r))
+                 for r in g.rules if r.get("match", {}).get("verbs") == ["watch"]]
+        assert len(takes) == len(set(takes)), f"two rules for the same watch requests: {g.canonical()}"
+        for res in {t[0] for t in takes}:  # a staleList takes the relist a restart or an expire brings: nothing after
+            assert not ((res, "staleList") in takes and (res, False) in takes), g.canonical()
+        if any(fault_kind(r) == "expire" for r in g.rules):  # it acts on a resumed watch: after an outage
+            assert "outage" in fired, g.canonical()
+        passed += precheck.can_inject(g, scheduler="kube-scheduler")  # YuniKorn's watches are protobuf (precheck.py)
+    assert passed >= 0.9 * len(with_kind), "the pre-check passes what the grammar draws (a rule on a pod write aside)"
+
+
+def test_hold_events_waits_for_the_other_resource_s_watch() -> None:
+    for g in genomes(23, 60, ("holdEvents", "resetUpstream")):
+        for r in g.rules:
+            if fault_kind(r) == "holdEvents":
+                until = r["fault"]["holdEvents"].get("untilEvent")
+                watched = r["match"]["resources"][0]
+                assert until is None or until["resource"] == {"nodes": "pods", "pods": "nodes"}[watched]
+                assert 0 < r["fault"]["holdEvents"]["maxSeconds"] <= 5

@@ -58,7 +58,7 @@ def test_each_kind_and_form_counts_the_trials_that_drew_it_injected_and_broke() 
     assert (cov["noveltyTokens"], cov["novelTrials"]) == (7, 2)
     text = "\n".join(lines(cov))
     assert "| crashPoint | 2 | 1 | 1 |" in text and "| staleList | 0 | 0 | 0 |" in text
-    assert "kinds that never injected: resetUpstream, staleList" in text
+    assert "kinds that never fired: resetUpstream, staleList" in text
     assert "crash points acted on (scheduler killed and restarted): 1" in text and "not I5" in text
 
 
@@ -110,3 +110,14 @@ def test_kinds_all_is_every_kind_the_grammar_knows() -> None:
     assert asked(None) == ALL_KINDS  # the default leaves the view kinds out
     assert asked("all", ["outage"]) == tuple(k for k in KNOWN_KINDS if k != "outage")
     assert asked("abort,all") == ("abort", *(k for k in KNOWN_KINDS if k != "abort"))
+
+
+def test_a_rule_editing_watch_events_fired_only_when_it_edited_one() -> None:
+    from kube_fault_proxy.rig.search.trial import fired_rules
+
+    records = [{"event": "inject", "rule": "r1-duplicateevents-pod-watch", "fault": "duplicateEvents"},
+               {"event": "inject", "rule": "r2-delayevents-node-watch", "fault": "delayEvents"},
+               {"event": "watch-event", "rule": "r2-delayevents-node-watch", "fault": "delayEvents", "action": "delayed"},
+               {"event": "inject", "rule": "r3-stalelist-pod-watch", "fault": "staleList", "servedAs": "watchlist"},
+               {"event": "stale-skipped", "rule": "r4-stalelist-node-watch", "fault": "staleList"}]
+    assert fired_rules(records) == {"r2-delayevents-node-watch", "r3-stalelist-pod-watch"}

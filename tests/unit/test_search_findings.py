@@ -234,10 +234,44 @@ def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list
     reset = rule("resetUpstream", name="r2-resetupstream-binding")
     on_lists = rule("staleList", {"verbs": ["list"], "resources": ["pods"]}, "r1-stalelist-pod-list")
     on_watches = rule("staleList", WATCH, "r1-stalelist-pod-watch")
-    for scheduler in ("kube-scheduler", "yunikorn"):
+    expire = rule("expire", WATCH, "r3-expire-pod-watch")
+    outage = {**rule("outage", name="r2-outage-binding"), "fault": {"outage": {"seconds": 1.0}}}
+    crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
+    assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler="yunikorn")
+    for scheduler in ("kube-scheduler",):  # YuniKorn's protobuf watches: below
         assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
-        assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler)
+        assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler,
+                                      relists=True)
+        assert precheck.can_inject(Genome(rules=(on_watches, reset)), scheduler=scheduler), \
+            "after a reset the schedulers relist through a WatchList"
+        assert not precheck.can_inject(Genome(rules=(on_watches, outage)), scheduler=scheduler), \
+            "after an outage the watch is resumed from its revision: no WatchList to serve"
+        assert precheck.can_inject(Genome(rules=(on_watches, outage, expire)), scheduler=scheduler), \
+            "the resumed watch expired: the informer relists through a WatchList"
+        assert not precheck.can_inject(Genome(rules=(on_watches, reset, expire)), scheduler=scheduler), \
+            "after a reset nothing resumes: the expire never acts"
+        assert precheck.can_inject(Genome(rules=(on_watches, crash)), scheduler=scheduler), "a restart relists"
     assert precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True), "another client may LIST"
+
+
+@pytest.mark.parametrize(("when", "fires"), [
+    ({"maxInjections": 2}, True),
+    ({"maxInjections": 2, "afterMatches": 10}, False),  # ten watch requests: a reopen makes one per resource
+    ({"maxInjections": 2, "every": 3}, False),
+    ({"maxInjections": 2, "after": "2s", "for": "5s"}, False),
+    ({"maxInjections": 2, "trigger": {"match": dict(BINDING), "count": 5}}, True),  # armed by the reopen at 10
+    ({"maxInjections": 2, "trigger": {"match": dict(BINDING), "count": 20}}, False),  # armed after it
+])
+def test_a_watch_rule_acts_on_the_watch_a_reopen_opens(when: dict[str, Any], fires: bool) -> None:
+    dup = {"name": "r1-duplicateevents-pod-watch", "match": dict(WATCH), "when": when,
+           "fault": {"duplicateEvents": {"probability": 1.0}}}
+    reset = rule("resetUpstream", name="r2-resetupstream-binding", trigger={"match": dict(BINDING), "count": 10})
+    abort = rule("abort", name="r3-abort-binding")
+    assert precheck.can_inject(Genome(rules=(dup, reset, abort), pods=40), scheduler="kube-scheduler") is fires
+    cut = {**dup, "name": "r1-cut-pod-watch", "fault": {"cut": {"afterSeconds": 1}}}  # no event read: YuniKorn too
+    assert precheck.can_inject(Genome(rules=(cut, reset, abort), pods=40), scheduler="yunikorn") is fires
+    assert not precheck.can_inject(Genome(rules=(dup, abort), pods=40), scheduler="kube-scheduler"), \
+        "the abort fires, the watch rule never: not a trial of it"
 
 
 def test_a_crash_point_needs_a_write_the_workload_makes() -> None:
@@ -301,3 +335,13 @@ def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
     report = write(out, ["search"]).read_text()
     own = "broke other invariants than the hit's under the same profile"
     assert (own in report and "trial 0: no-anti-affinity-breach" in report) is (verdict == "confirmed" and bool(control))
+
+
+def test_yunikorns_protobuf_watches_are_edited_as_json_but_take_no_stale_view() -> None:
+    """YuniKorn asks for protobuf first and accepts JSON: an edited watch is asked for in JSON (watch-as-json), so
+    every event kind acts on it; a stale view needs revisions the proxy reads, and nothing JSON passes it there."""
+    crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
+    for kind in ("staleList", "delayEvents", "duplicateEvents", "holdEvents", "dropEvents", "coalesceEvents"):
+        g = Genome(rules=(rule(kind, WATCH, f"r1-{kind.lower()}-pod-watch"), crash))
+        assert precheck.can_inject(g, scheduler="kube-scheduler"), kind
+        assert precheck.can_inject(g, scheduler="yunikorn") is (kind != "staleList"), kind

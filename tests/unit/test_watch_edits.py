@@ -95,3 +95,17 @@ def test_an_editor_that_fails_passes_the_chunk_through(caplog: pytest.LogCapture
     with caplog.at_level(logging.ERROR):
         assert chunk(line("ADDED", "a")) == [line("ADDED", "a")]
     assert "watch edit failed" in caplog.text
+
+
+@pytest.mark.parametrize(("accept", "expected"), [
+    ("application/vnd.kubernetes.protobuf, */*", "application/json"),  # client-go's protobuf clients
+    ("application/vnd.kubernetes.protobuf,application/json", "application/json"),
+    ("application/json", "application/json"),
+    ("application/json;as=Table;v=v1;g=meta.k8s.io, application/json", "application/json"),
+    ("", ""),  # nothing asked: the apiserver answers JSON, nothing to change
+    ("application/vnd.kubernetes.protobuf", None),  # protobuf only: the client is left as it asked
+    ("application/vnd.kubernetes.protobuf;stream=watch", None),
+])
+def test_an_edited_watch_is_asked_for_in_json_only_where_the_client_accepts_json(accept: str,
+                                                                                 expected: str | None) -> None:
+    assert watch_edits.json_accept(accept) == expected

@@ -32,8 +32,10 @@ JOURNAL_RECORDS = {
     "crash-point-released": "a held answer's hold ended: `outcome` relayed (late) or dropped (the client had gone)",
     "watch-event": "a watch fault edited a stream: the stamp, the stream and the action (`dropped`, `duplicated`, "
                    "`cut`, `coalesced` with held, delivered and elided counts, …)",
-    "watch-unparsable": "a watch fault met a stream it cannot read (protobuf, compressed): it passes untouched; once "
-                        "per stream",
+    "watch-as-json": "a watch fault that edits events asked the apiserver for the watch in JSON, the form it reads, "
+                     "since the client's Accept (`accept`, e.g. client-go's protobuf-first one) allows JSON too",
+    "watch-unparsable": "a watch fault met a stream it cannot read (protobuf from a client that accepts nothing "
+                        "else, compressed): it passes untouched; once per stream",
     "request-unparsable": "a part of a request the proxy could not read (a Binding body that is not JSON, nested too "
                           "deep): decided as if absent, journaled once per kind",
     "upstream-lost": "an upstream connection died, so the matching client connection was closed; or, when the "

@@ -319,12 +319,23 @@ class FaultAddon:
         ctype, encoding = headers.get("content-type", ""), headers.get("content-encoding", "")
         if not watch_edits.editable(ctype, encoding):
             self.counters.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(),
-                               contentType=ctype, contentEncoding=encoding)
+                               contentType=ctype, contentEncoding=encoding,
+                               accept=flow.request.headers.get("accept", ""))
             return
         editor.listen(self.stale.signals)
         flow.response.stream = watch_edits.edited(editor, decision, flow.id, self.counters.note,
                                                   functools.partial(self._close_upstream, flow),
                                                   functools.partial(stream_ticks.wake, flow.client_conn.id, flow))
+
+    def _ask_json(self, flow: http.HTTPFlow) -> None:
+        """An edited watch is asked for in JSON, the one form the editor reads, when the client accepts JSON too
+        (client-go's protobuf clients do: the apiserver answers CRDs in JSON to them); journaled."""
+        accept = flow.request.headers.get("accept", "")
+        wanted = watch_edits.json_accept(accept)
+        if wanted is not None and wanted != accept:
+            flow.request.headers["accept"] = wanted
+            self.counters.note("watch-as-json", **flow.metadata[DECISION].stamp(),
+                               request=flow.metadata[IDENT].as_dict(), accept=accept)
 
     @staticmethod
     def _close_upstream(flow: http.HTTPFlow) -> None:
@@ -389,6 +400,7 @@ class FaultAddon:
                     flow.request.query["timeoutSeconds"] = str(limit)
                 case EditEvents(editor):
                     flow.metadata[EDITOR] = editor
+                    self._ask_json(flow)
                 case CloseUpstream():
                     self._close_upstream(flow)
                     flow.kill()

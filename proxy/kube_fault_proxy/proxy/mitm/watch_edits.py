@@ -15,6 +15,18 @@ JSON_TYPES = ("application/json",)
 Chunks = Callable[[bytes], list[bytes]]  # mitmproxy's stream callable: b"" marks the end
 
 
+def json_accept(accept: str) -> str | None:
+    """The Accept header that asks for a JSON watch, if the client's Accept allows JSON at all (client-go's
+    protobuf clients send `application/vnd.kubernetes.protobuf, */*` or `..., application/json`): None if it
+    allows only protobuf; the header itself if it asks for nothing in particular (the apiserver answers JSON)."""
+    ranges = [part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()]
+    if not ranges:
+        return accept
+    if any(r in ("application/json", "application/*", "*/*") for r in ranges):
+        return "application/json"
+    return None
+
+
 def editable(content_type: str, content_encoding: str) -> bool:
     """Whether the editor can read a watch with these headers: JSON, not encoded."""
     return content_type.split(";")[0].strip() in JSON_TYPES and not content_encoding

@@ -55,13 +55,14 @@ def coverage(trials: Sequence[TrialResult], kinds: Sequence[str], tokens: int, n
 def lines(cov: Mapping[str, Any]) -> list[str]:
     """The coverage as report.md shows it."""
     kinds = cov["kinds"]
-    out = ["| fault kind | trials drawn | injected | injected, and the trial broke an invariant |", "|---|---|---|---|"]
+    out = ["| fault kind | trials drawn | fired | fired, and the trial broke an invariant |", "|---|---|---|---|"]
     out += [f"| {k} | {r['trials']} | {r['injected']} | {r['broke']} |" for k, r in kinds.items()]
     never = [k for k, r in kinds.items() if not r["injected"]]
     out += ["", f"- rule forms (kind on a match) drawn: {len(cov['forms'])}; injected at least once: "
                 f"{sum(1 for r in cov['forms'].values() if r['injected'])}"
                 + (f"; learned dead (ran, never injected): {', '.join(cov['deadForms'])}" if cov["deadForms"] else ""),
-            "- kinds that never injected: " + (", ".join(never) or "none"),
+            "- kinds that never fired: " + (", ".join(never) or "none")
+            + " (fired: the proxy injected it; a kind that edits watch events, when it edited one)",
             "- shapes: " + ", ".join(f"{s} {n}" for s, n in cov["shapes"].items()),
             "- trials drawn fresh or mutated: " + ", ".join(f"{o} {n}" for o, n in cov["origins"].items()),
             "- workload actions: " + ", ".join(f"{a} {n}" for a, n in cov["actions"].items()),

@@ -18,14 +18,23 @@ ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds u
 # Perturbed views (Sieve's stale and unobserved states, and crashes at a point): known to the grammar,
 # searched when named with --kinds. Not in the default set, so a seeded search draws the very trials it drew
 # before they came.
-VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint", "delayEvents", "failThenCommit")
+VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint", "delayEvents", "failThenCommit", "holdEvents")
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
-# Where each view kind fires: schedulers on client-go 1.36 relist through WatchList (a watch with
+# Where each view kind fires: schedulers on client-go 1.35/1.36 relist through WatchList (a watch with
 # sendInitialEvents), never a LIST, so staleList is drawn on watches (it acts on their WatchList relists);
-# delayEvents on the watches; a write kind on the writes a trial's workload makes.
+# delayEvents and holdEvents on the watches; a write kind on the writes a trial's workload makes.
 VIEW_MATCHES = {"staleList": ("pod-watch", "node-watch"), "coalesceEvents": ("pod-watch", "node-watch"),
                 "crashPoint": ("binding", "pod-write"), "delayEvents": ("pod-watch", "node-watch"),
-                "failThenCommit": ("binding", "pod-write")}
+                "failThenCommit": ("binding", "pod-write"), "holdEvents": ("node-watch", "pod-watch")}
+# A trial switches its profile on after the scheduler has started and opened its watches, and a watch rule
+# acts on a watch opened after that (its request decides it): these kinds make the scheduler open its
+# watches again.
+REOPEN_KINDS = ("resetUpstream", "outage", "crashPoint")
+# Seen on the rig (docs/records/view-kinds-short-searches-2026-12-03.md): after a resetUpstream both schedulers
+# relist through a WatchList, as after a restart; after an outage YuniKorn and kube-controller-manager resumed
+# their watches from their revision, which an `expire` turns into a relist.
+RELIST_KINDS = ("resetUpstream", "crashPoint")
+RESUME_KINDS = ("outage",)
 
 BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 # (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
@@ -61,7 +70,7 @@ def _match_for(rng: random.Random, kind: str) -> tuple[str, dict[str, Any]]:
     return name, {k: list(v) for k, v in selector.items()}
 
 
-def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
+def _fault(rng: random.Random, kind: str, match_name: str = "") -> dict[str, Any]:
     """One fault kind's settings, from the ranges in notes/fault-search.md §4.1 (kept short)."""
     match kind:
         case "abort":
@@ -117,6 +126,13 @@ def _fault(rng: random.Random, kind: str) -> dict[str, Any]:
         case "failThenCommit":  # the apiserver's own request-timeout answer, the write landing after it
             first: dict[str, Any] = {"status": 504} if rng.random() < 0.8 else {"reset": True}
             return {**first, "commitAfterSeconds": float(rng.choice([0.5, 1, 3]))}
+        case "holdEvents":  # skew: one watch held until the other resource's watch passes an event (or a time)
+            until: dict[str, Any] = ({"resource": "pods", "events": {"types": ["MODIFIED"], "hasNodeName": True}}
+                                     if match_name == "node-watch" else {"resource": "nodes"})
+            hold: dict[str, Any] = {"maxSeconds": float(rng.choice([1, 2, 5]))}
+            if rng.random() < 0.8:
+                hold["untilEvent"] = until
+            return hold
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
@@ -150,17 +166,131 @@ def _when(rng: random.Random, kind: str, pods: int) -> dict[str, Any]:
     return when
 
 
+def _watch_when(rng: random.Random) -> dict[str, Any]:
+    """Timing of a rule on watches: none but a bound. Its watch is opened when something reopens the scheduler's
+    watches (REOPEN_KINDS), once per resource, so a count of watch requests (`afterMatches`, `every`), a trigger
+    a reopen may come before, or a late window would leave it nothing to act on."""
+    return {"maxInjections": rng.choice([1, 2, 5])}
+
+
 def rule(rng: random.Random, kind: str, pods: int, index: int) -> Rule:
     """One rule of the given kind."""
     match_name, selector = _match_for(rng, kind)
+    on_watches = selector.get("verbs") == ["watch"]
     out: Rule = {"name": f"r{index}-{kind.lower()}-{match_name}"}
     if selector:
         out["match"] = selector
-    if kind not in ("dropEvents", "duplicateEvents", "crashPoint") and rng.random() < 0.4:
+    if kind not in ("dropEvents", "duplicateEvents", "crashPoint") and not on_watches and rng.random() < 0.4:
         out["probability"] = rng.choice([0.5, 0.3, 0.1])
-    out["when"] = _crash_when(rng, pods) if kind == "crashPoint" else _when(rng, kind, pods)
-    out["fault"] = {kind: _fault(rng, kind)}
+    out["when"] = (_crash_when(rng, pods) if kind == "crashPoint" else _watch_when(rng) if on_watches
+                   else _when(rng, kind, pods))
+    out["fault"] = {kind: _fault(rng, kind, match_name)}
     return out
+
+
+def _on_watches(r: Rule) -> bool:
+    return (r.get("match") or {}).get("verbs") == ["watch"]
+
+
+def _relisted(r: Rule) -> bool:
+    """A staleList rule on watches: it acts only on a WatchList, a relist."""
+    return next(iter(r["fault"])) == "staleList" and _on_watches(r)
+
+
+def _reopens(r: Rule, kinds: Sequence[str] = REOPEN_KINDS) -> bool:
+    """A rule of these kinds that surely acts on the load: on Bindings or any request, promptly, every time."""
+    match, when = r.get("match") or {}, r.get("when") or {}
+    return (next(iter(r["fault"])) in kinds and match in ({}, BINDING) and "probability" not in r
+            and not {"afterMatches", "every", "after"} & set(when))
+
+
+def _takes(r: Rule) -> str:
+    """Which of a resource's watch requests a watch rule decides: the relists (WatchList), the resumed watches, any."""
+    kind = next(iter(r["fault"]))
+    return "relist" if kind == "staleList" else "resumed" if kind == "expire" else "any"
+
+
+def _one_per_watch(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules with those on watches kept only where each can decide a request, in draw order. A reopen gives
+    each resource one watch request: a resumed watch (a dropped connection) or a relist (a restart). An `expire`
+    takes the resumed one and makes a relist; a staleList takes a relist; another watch kind takes any, and
+    shadows what comes after it. Ordered so each decides one: per resource the rule on relists, then the one on
+    resumed watches, then the one on any watch (the first rule that matches a request decides it)."""
+    claims = {"relist": {"relist", "any"}, "resumed": {"resumed"}, "any": {"any", "relist"}}
+    claimed: set[tuple[str, str]] = set()
+    kept = []
+    for r in rules:
+        if _on_watches(r):
+            mine = {(res, c) for res in r["match"].get("resources", ["*"]) for c in claims[_takes(r)]}
+            if mine & claimed:
+                continue
+            claimed |= mine
+        kept.append(r)
+    order = {"relist": 0, "resumed": 1, "any": 2}
+    return sorted(kept, key=lambda r: order[_takes(r)] if _on_watches(r) else -1)
+
+
+def _companion(rng: random.Random, kind: str, pods: int, resource: str) -> Rule:
+    """A rule that reopens the scheduler's watches (or, `expire`, turns a resumed one into a relist)."""
+    name = {"resetUpstream": "resetupstream-binding", "outage": "outage-binding", "crashPoint": "crashpoint-binding",
+            "expire": f"expire-{resource[:-1]}-watch"}[kind]
+    if kind == "crashPoint":
+        return {"name": f"r9-{name}", "match": {k: list(v) for k, v in BINDING.items()},
+                **{"when": _crash_when(rng, pods)}, "fault": {"crashPoint": _fault(rng, "crashPoint")}}
+    if kind == "expire":
+        return {"name": f"r9-{name}", "match": {"verbs": ["watch"], "resources": [resource]},
+                "when": {"maxInjections": 1}, "fault": {"expire": {"onlyRewatch": True}}}
+    when: dict[str, Any] = {"maxInjections": 1}
+    if rng.random() < 0.5:  # at the first Binding, or at one a quantile of the load in
+        when["trigger"] = {"match": {k: list(v) for k, v in BINDING.items()},
+                           "count": max(1, round(pods * rng.choice(QUANTILES)))}
+    fault = {"outage": {"seconds": 1.0, "refuse": rng.choice(["close", "refuse"])}} if kind == "outage" else {kind: {}}
+    return {"name": f"r9-{name}", "match": {k: list(v) for k, v in BINDING.items()}, "when": when, "fault": fault}
+
+
+def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
+    """The rules, with what lets a watch rule among them act (drawn from the asked kinds): a rule that reopens the
+    scheduler's watches when none does, a staleList on watches a relist (a restart, or `expire` on the resumed
+    watch), an `expire` a dropped connection. At most 4 rules: the watch rule and its companions are kept, the
+    last others dropped (twice over: what the first companion kept may need one too)."""
+    return _reopened_once(rng, _reopened_once(rng, rules, kinds, pods), kinds, pods)
+
+
+def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
+    """One pass of `reopened`: the first watch rule that cannot act gets its companions."""
+    rules = _one_per_watch(rules)
+    watched = [r for r in rules if _on_watches(r) and next(iter(r["fault"])) != "expire"]
+    expiring = next((r for r in rules if _on_watches(r) and next(iter(r["fault"])) == "expire"), None)
+    if not watched and expiring is None:
+        return rules
+    extra: list[Rule] = []
+    needing = watched[0] if watched else expiring
+    stale = next((r for r in watched if _relisted(r)), None)
+    expires = any(next(iter(r["fault"])) == "expire" for r in rules)
+    resumed = any(_reopens(r, RESUME_KINDS) for r in rules)
+    relists = any(_reopens(r, RELIST_KINDS) for r in rules) or (resumed and expires)
+    relisting = [k for k in RELIST_KINDS if k in kinds]
+    if stale is not None and not relists and (relisting or ("expire" in kinds and "outage" in kinds)):
+        needing, resource = stale, str(stale["match"].get("resources", ["pods"])[0])
+        if relisting and (not ("expire" in kinds and "outage" in kinds) or rng.random() < 0.7):
+            extra = [_companion(rng, rng.choices(relisting, [1 if k == "crashPoint" else 2 for k in relisting])[0],
+                                pods, resource)]
+        else:
+            if not resumed:
+                extra.append(_companion(rng, "outage", pods, resource))
+            if not expires:
+                extra.append(_companion(rng, "expire", pods, resource))
+    elif expiring is not None and not resumed and "outage" in kinds:  # expire acts on a resumed watch: an outage
+        needing, extra = expiring, [_companion(rng, "outage", pods, "pods")]
+    elif not any(_reopens(r) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
+        # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
+        extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods, "pods")]
+    if not extra:
+        return rules
+    helpers = [r for r in rules if r is not needing and (_reopens(r) or next(iter(r["fault"])) == "expire")]
+    others = helpers + [r for r in rules if r is not needing and r not in helpers]
+    kept = {id(r) for r in [needing, *others[:max(0, 3 - len(extra))]]}
+    return [r for r in rules if id(r) in kept] + extra
 
 
 def rule_count(rng: random.Random) -> int:
@@ -172,7 +302,8 @@ def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: S
     """A fresh genome: a swarm subset of kinds, 1-4 rules, maybe a workload action, a workload shape
     (drawn last, and only when there is a choice, so a roomy-only stream is the old one)."""
     enabled = swarm(rng, kinds)
-    rules = tuple(rule(rng, rng.choice(enabled), pods, i + 1) for i in range(rule_count(rng)))
+    rules = tuple(reopened(rng, [rule(rng, rng.choice(enabled), pods, i + 1) for i in range(rule_count(rng))],
+                           kinds, pods))
     action = rng.choice(["touchPods", "touchPods", "deletePods"]) if rng.random() < 0.4 else None
     seed = rng.randrange(1, 2**31)
     shape = rng.choice(list(shapes)) if len(shapes) > 1 else shapes[0]
@@ -206,8 +337,8 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
         rules.pop(rng.randrange(len(rules)))
     elif op == "splice" and other is not None and other.rules and len(rules) < 4:
         rules.append(dict(rng.choice(other.rules)))
-    elif op == "trigger" and rules:
-        i = rng.randrange(len(rules))
+    elif op == "trigger" and (timed := [i for i, r in enumerate(rules) if not _on_watches(r)]):
+        i = rng.choice(timed)  # a rule on watches acts on the watch a reopen opens: no trigger of its own
         when = dict(rules[i].get("when") or {})
         count = max(1, round(parent.pods * rng.choice(QUANTILES)))
         when["trigger"] = {"match": {k: list(v) for k, v in BINDING.items()}, "count": count}
@@ -218,6 +349,7 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
         return parent.with_(seed=rng.randrange(1, 2**31), origin="mutate:seed")
     rules = [r for r in rules if str(next(iter(r["fault"]))) in kinds] or [rule(rng, rng.choice(list(kinds)),
                                                                                    parent.pods, 1)]
+    rules = reopened(rng, rules, kinds, parent.pods)
     return parent.with_(rules=_renamed(rules), origin=f"mutate:{op}")
 
 

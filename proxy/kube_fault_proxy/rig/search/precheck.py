@@ -8,9 +8,19 @@ cannot place it, so pod writes are no match there. A count trigger or `afterMatc
 the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
 likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
 the grammar's rule names) that have run often and never injected are learned as dead too. A crash point
-needs a write the workload makes: one matching no write verb never fires. The schedulers' informers
-(client-go 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires
-on them, one matching watches acts on their WatchList relists."""
+needs a write the workload makes: one matching no write verb never fires.
+
+A watch rule is decided when the watch request arrives, so it acts only on a watch the scheduler opens after
+activation: after a dropped connection or a restart. After a resetUpstream or a restart (crashPoint) the
+schedulers relist every informer through a WatchList; after an outage the clients seen resumed each watch
+from its revision (an `expire` on it makes them relist). Such a watch is opened about once per resource
+and reopen, so a watch rule with a count of watch requests (`afterMatches`, `every`), a late window, or a
+trigger on more Bindings than the last reopen comes at never fires. The schedulers' informers (client-go
+1.35 and 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires on
+them, and one matching watches acts only on a WatchList relist, which a resumed watch is not: it needs a
+reset or a restart, or an `expire` (or a `cut` with the `expired` error) that makes a resumed watch relist.
+YuniKorn asks for protobuf first: a watch whose events a rule edits is asked for in JSON (its Accept allows
+it), but nothing else it sends or reads is JSON, so the proxy knows no revision to serve it a stale view."""
 
 from __future__ import annotations
 
@@ -20,14 +30,20 @@ from typing import Any
 
 from kube_fault_proxy.proxy.faults.crash_point import WRITE_VERBS
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
-from kube_fault_proxy.rig.search.grammar import CONNECTION_KINDS
+from kube_fault_proxy.rig.search.grammar import RELIST_KINDS, REOPEN_KINDS, RESUME_KINDS
 
 RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
 NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
-RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn"})  # client-go 1.36 informers: WatchList, no LIST
+# Schedulers whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset, Accept
+# `application/vnd.kubernetes.protobuf,application/json`; the rig configures kube-scheduler for JSON): the proxy
+# asks for an edited watch in JSON (`watch-as-json`), but, nothing else passing it in JSON on their rig, it knows
+# no revision to serve stale.
+PROTOBUF = frozenset({"yunikorn"})
+READS_JSON = frozenset({"staleList"})
+RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn"})  # client-go 1.35/1.36 informers: WatchList, no LIST
 
 
 def form(rule: Rule) -> str:
@@ -49,10 +65,36 @@ def _late(rule: Rule) -> bool:
     return after not in ("0s", "0")
 
 
+def _bind_count(rule: Rule) -> int:
+    """The Bindings a rule waits for before it acts (its count trigger on Bindings), 0 if none."""
+    trigger = (rule.get("when") or {}).get("trigger") or {}
+    on_binds = "count" in trigger and (trigger.get("match") or {}).get("subresources") == ["binding"]
+    return int(trigger["count"]) if on_binds else 0
+
+
+def _watch_timing_fits(rule: Rule, reopen_at: int | None) -> bool:
+    """A rule on watches acts on the watch a reopen opens (at `reopen_at` Bindings at the latest, None: unknown):
+    no count of watch requests, no late window, no trigger after the last reopen."""
+    when = rule.get("when") or {}
+    if int(when.get("afterMatches", 0)) > 0 or int(when.get("every", 1)) > 1 or _late(rule):
+        return False
+    return reopen_at is None or _bind_count(rule) <= reopen_at
+
+
+def _relists(rule: Rule) -> bool:
+    """Whether the rule makes a resumed watch relist: expire, or a cut ending it with the 410."""
+    fault = rule.get("fault") or {}
+    return "expire" in fault or (fault.get("cut") or {}).get("error") == "expired"
+
+
 def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[str] = (),
-                  scheduler: str | None = None, held: bool = True) -> bool:
-    """Whether one rule can fire on the genome's workload (`held`: another rule holds binds back)."""
+                  scheduler: str | None = None, held: bool = True, reopen_at: int | None = None,
+                  relists: bool = False) -> bool:
+    """Whether one rule can fire on the genome's workload (`held`: another rule holds binds back; `reopen_at`: the
+    last Binding count at which the scheduler's watches reopen; `relists`: its informers relist after it)."""
     if form(rule) in set(dead):
+        return False
+    if scheduler in PROTOBUF and fault_kind(rule) in READS_JSON:
         return False
     if _late(rule) and not held:
         return False
@@ -65,9 +107,12 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
     verbs = set(match.get("verbs") or [])
     if verbs and verbs <= RECONNECT_ONLY and not reconnects:
         return False
+    if verbs and verbs <= RECONNECT_ONLY and scheduler is not None and not _watch_timing_fits(rule, reopen_at):
+        return False
     if fault_kind(rule) == "crashPoint" and verbs and not verbs & WRITE_VERBS:
         return False
-    if fault_kind(rule) == "staleList" and scheduler in RELIST_BY_WATCHLIST and verbs and verbs <= {"list"}:
+    if fault_kind(rule) == "staleList" and scheduler in RELIST_BY_WATCHLIST and verbs and (
+            verbs <= {"list"} or (verbs <= RECONNECT_ONLY and not relists)):
         return False
     when = rule.get("when") or {}
     expected = _expected(match, genome.pods)
@@ -86,13 +131,23 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
 
 
 def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None = None) -> bool:
-    """Whether any rule of the genome can fire (a genome that cannot is a wasted trial)."""
+    """Whether a rule of the genome can fire and every rule on watches can (a genome that cannot is a wasted
+    trial, or one that draws a watch kind it never searches)."""
     dead = set(dead)
     prompt = [r for r in genome.rules if rule_can_fire(r, genome, False, dead, scheduler, held=False)]
     held = any(not (r.get("match") or {}).get("verbs") or "create" in r["match"]["verbs"] for r in prompt)
-    reconnects = any(fault_kind(r) in CONNECTION_KINDS and rule_can_fire(r, genome, False, dead, scheduler, held)
-                     for r in genome.rules)
-    return any(rule_can_fire(r, genome, reconnects, dead, scheduler, held) for r in genome.rules)
+    reopens = [r for r in genome.rules if fault_kind(r) in REOPEN_KINDS
+               and rule_can_fire(r, genome, False, dead, scheduler, held)]
+    reconnects = bool(reopens)
+    reopen_at = max((_bind_count(r) + int((r.get("when") or {}).get("afterMatches", 0)) for r in reopens), default=0)
+    resumed = any(fault_kind(r) in RESUME_KINDS for r in reopens)  # expire acts on a resumed watch only
+    relists = any(fault_kind(r) in RELIST_KINDS for r in reopens) or (
+        resumed and any(_relists(r) for r in genome.rules))
+    fires = [rule_can_fire(r, genome, reconnects and (resumed or fault_kind(r) != "expire"), dead, scheduler, held,
+                           reopen_at, relists) for r in genome.rules]
+    on_watches = [f for r, f in zip(genome.rules, fires, strict=True)
+                  if set((r.get("match") or {}).get("verbs") or []) == {"watch"}]
+    return any(fires) and all(on_watches)
 
 
 def dead_forms(ran: Mapping[str, int], fired: Mapping[str, int]) -> set[str]:

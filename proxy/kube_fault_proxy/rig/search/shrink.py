@@ -13,7 +13,7 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplic
 WEAKER = {"outage": "reset", "resetUpstream": "reset", "reset": "abort", "hang": "abort",
           "commitThenFail": "abort", "throttle": "abort"}  # strong -> weak, ending in abort 500
 SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5, "holdSeconds": 1.0,
-            "commitAfterSeconds": 0.25}  # halving stops here
+            "commitAfterSeconds": 0.25, "maxSeconds": 0.5}  # halving stops here
 MATCH_KEYS_DROPPABLE = ("userAgents", "namespaces", "targetNodes", "names", "paths")
 
 
@@ -112,7 +112,7 @@ def _fault_variants(rule: Rule) -> Iterator[Rule]:
         if key in spec:
             yield {**rule, "fault": {kind: {k: v for k, v in spec.items() if k != key}}}
     for key in ("seconds", "afterEvents", "afterSeconds", "lagSeconds", "lagWrites", "windowSeconds",
-                "holdSeconds", "commitAfterSeconds"):  # shorter
+                "holdSeconds", "commitAfterSeconds", "maxSeconds"):  # shorter
         value = spec.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             smaller = value / 2 if isinstance(value, float) else value // 2

@@ -26,6 +26,8 @@ from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
+# Kinds that edit a watch's events: fired when an event was edited (a `watch-event`), not when the watch was opened.
+EVENT_EDITORS = frozenset({"dropEvents", "duplicateEvents", "delayEvents", "holdEvents", "coalesceEvents"})
 
 
 @dataclass
@@ -216,6 +218,13 @@ def _act(api: Any, action: str, namespace: str) -> str:
     return f"deleted {done} pods"
 
 
+def fired_rules(records: list[dict[str, Any]]) -> set[str]:
+    """The rules that injected (an `inject` record); a rule editing watch events, once it edited one."""
+    edited = {str(r["rule"]) for r in records if r["event"] == "watch-event" and r.get("rule")}
+    return {str(r["rule"]) for r in records if r["event"] == "inject" and r.get("rule")
+            and (r.get("fault") not in EVENT_EDITORS or r["rule"] in edited)}
+
+
 def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, list[str]], set[str]]:
     """Per pod, the collapsed sequence of faulted requests and watch-event edits the journal recorded
     in this trial; and the global phase events (outage, relist-forcing faults)."""
@@ -369,7 +378,7 @@ class _Trial:
         page = self.control.journal_after(self.rig.cursor)
         self.rig.cursor, records = page.next, page.records
         result.injections = sum(1 for r in records if r["event"] == "inject")
-        result.fired = {str(r["rule"]) for r in records if r["event"] == "inject" and r.get("rule")}
+        result.fired = fired_rules(records)
         result.events += [{"event": r["event"], "t": round(float(r["time"]) - self.wall0, 2)} for r in records
                           if r["event"] in ("outage-start", "outage-end")]
         result.events.sort(key=lambda e: float(e["t"]))

@@ -1,0 +1,51 @@
+"""Time travel for a client's informers on a real control plane: its watches dropped (a 1 s outage), its resumed
+pods watch expired, and the WatchList relist that follows served from a past revision by a staleList rule."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import Any
+
+from kube_fault_proxy.proxy.control.client import ControlClient
+from kube_fault_proxy.rig.cluster.control_plane import Cluster
+
+from tests.support.cluster import api_client, create_pods, make_namespace, wait_for
+
+TRIGGER = "kfp-outage-now"  # the ConfigMap the test reads through the proxy to start the outage
+
+
+def relist_through_a_stale_watch_list(c: Cluster, user_agents: str,
+                                      timeout: float = 30) -> tuple[list[dict[str, Any]], bool]:
+    """The staleList records (`inject`) served to the client whose user agent matches, after a 1 s outage drops
+    its connections (its resumed pods watch, if it resumes one, expired), and whether that expire acted; a LIST
+    rule stands by, so a client that relists with a LIST instead of a WatchList is journaled too (`servedAs`).
+    Three pods (of no scheduler) are written through the proxy first: a client on protobuf shows the proxy no
+    pod revision (it reads JSON only), so the served revision comes from these JSON answers."""
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    make_namespace(api_client(c.kubeconfig("admin")), namespace)
+    via = api_client(c.kubeconfig("admin-via-proxy"))
+    create_pods(via, namespace, 3, scheduler="kfp-nobody")  # writes the proxy sees, in JSON
+    pods: dict[str, Any] = {"resources": ["pods"], "userAgents": [user_agents]}
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("time-travel-relist", rules=[
+        {"name": "outage", "match": {"verbs": ["get"], "resources": ["configmaps"], "names": [TRIGGER]},
+         "when": {"maxInjections": 1}, "fault": {"outage": {"seconds": 1}}},
+        {"name": "expire-pod-rewatch", "match": {**pods, "verbs": ["watch"]}, "when": {"maxInjections": 1},
+         "fault": {"expire": {"onlyRewatch": True}}},
+        {"name": "stale-relist", "match": {**pods, "verbs": ["watch"]}, "when": {"maxInjections": 1},
+         "fault": {"staleList": {"lagWrites": 2}}},
+        {"name": "stale-list", "match": {**pods, "verbs": ["list"]}, "when": {"maxInjections": 1},
+         "fault": {"staleList": {"lagWrites": 2}}}])
+    try:
+        with contextlib.suppress(Exception):  # the outage closes this very request's connection
+            via.read_namespaced_config_map(TRIGGER, namespace, _request_timeout=5)
+        wait_for("the client's relist served stale",
+                 lambda: any(r["fault"] == "staleList" for r in control.injections(since)), timeout)
+    finally:
+        control.deactivate()
+    records = control.journal_after(since).records
+    assert any(r["event"] == "outage-start" for r in records), "the outage began"
+    expired = any(r["event"] == "inject" and r["rule"] == "expire-pod-rewatch" for r in records)
+    return [r for r in control.injections(since) if r["fault"] == "staleList"], expired
