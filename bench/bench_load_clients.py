@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 from kube_fault_proxy.kube.kubeapi import Kube, Pod, ensure_namespace
-from kube_fault_proxy.rig.load import LoadSpec, pod_manifest
+from kube_fault_proxy.rig.workloads.load import LoadSpec, pod_manifest
 
 Create = Callable[[dict[str, Any]], Awaitable[bool]]
 

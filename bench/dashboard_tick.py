@@ -42,7 +42,7 @@ for t in threads:
 
 async def measure(profile: str, clients: int, seconds: float = 6.0) -> str:
     rt = Runtime(Library(load_dir(ROOT / "fault_profiles")), Journal(None, time.time), time.monotonic, time.time)
-    rt.activate(profile)
+    rt.activations.activate(profile)
     app = build_app(rt, {})
     feed: Feed = app.state.feed
     ticks: list[float] = []
@@ -70,7 +70,7 @@ async def measure(profile: str, clients: int, seconds: float = 6.0) -> str:
             n += 1
             decision = rt.decide(ident)
             if decision is not None:
-                rt.performed(decision, ident, action="respond 500")
+                rt.counters.performed(decision, ident, action="respond 500")
         before = loop.time()
         await asyncio.sleep(0.005)
         lags.append(loop.time() - before - 0.005)

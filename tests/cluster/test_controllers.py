@@ -18,8 +18,8 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import check_world, judge, unconverged
-from kube_fault_proxy.rig.pod_scheduled import check_scheduled
-from kube_fault_proxy.rig.pod_waits import check_waits
+from kube_fault_proxy.rig.invariants.pod_scheduled import check_scheduled
+from kube_fault_proxy.rig.invariants.pod_waits import check_waits
 from lightkube import Client
 
 from tests.support.cluster import api_client, make_namespace, start_cluster, stop_cluster, wait_for

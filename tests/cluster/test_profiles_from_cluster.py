@@ -25,7 +25,7 @@ import yaml
 from kube_fault_proxy.proxy.crd.source import ACCESS
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
-from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve
+from kube_fault_proxy.rig.cluster.proxy_process import ProxyProcess, start_serve
 
 from tests.support.cluster import kubectl, start_cluster, stop_cluster, wait_for
 from tests.support.crd_examples import REJECTED

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search.genome import fault_kind
 
 from tests.support.cluster import kfp

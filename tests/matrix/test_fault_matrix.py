@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, shapes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
+from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
+from kube_fault_proxy.rig.workloads import load, shapes
 
 from tests.support.cluster import apiserver_requests
 

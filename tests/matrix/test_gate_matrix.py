@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 from kube_fault_proxy.kube.kubeapi import ensure_namespace
-from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.cluster import controller_manager
 from kube_fault_proxy.rig.cluster.control_plane import (
     Cluster,
@@ -30,7 +28,9 @@ from kube_fault_proxy.rig.cluster.control_plane import (
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import judge, unconverged
+from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.pytest_plugin import Faults, ProxyHandle
+from kube_fault_proxy.rig.workloads import load
 
 ROOT = Path(__file__).resolve().parents[2]
 ASYNC = "SchedulerAsyncAPICalls"  # KEP-5229: Beta, off by default in v1.36.3 (the notes' targets-1.36.md)

@@ -144,7 +144,7 @@ def test_a_proxy_the_plugin_starts_from_a_kubeconfig(pytester: pytest.Pytester, 
 
 
 def test_assert_helpers_name_the_broken_invariants() -> None:
-    from kube_fault_proxy.rig.invariants import Report, Violation
+    from kube_fault_proxy.rig.invariants.check import Report, Violation
     from kube_fault_proxy.rig.pytest_plugin import assert_clean, assert_violates
 
     clean = Report(checked=["stranded", "I2"])

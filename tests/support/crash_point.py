@@ -11,8 +11,8 @@ from kube_fault_proxy.kube.kubeapi import Pod, delete_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
-from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, RunResult, Target, run_on
-from kube_fault_proxy.rig.scenario import Scenario
+from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, RunResult, Target, run_on
+from kube_fault_proxy.rig.runs.scenario import Scenario
 
 PODS = 60
 # The 30th Binding sent is held if it commits (else the next that does). Counted as they arrive: YuniKorn

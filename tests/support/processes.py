@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.proxy_process import ProxyProcess, start_serve, stop_child
+from kube_fault_proxy.rig.cluster.proxy_process import ProxyProcess, start_serve, stop_child
 
 ROOT = Path(__file__).resolve().parents[2]
 

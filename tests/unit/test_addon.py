@@ -54,7 +54,7 @@ def run(tmp_path: Path, fault: dict[str, Any] | None, test: Callable[[Proxy], Aw
     """Run a test on the loop, inside a mitmproxy context, with `fault` active on `match` (None: pass-through)."""
     rules = [{"name": "r", "match": match, "fault": fault}] if fault is not None else []
     rt = runtime(tmp_path, profile(*rules, name="p", seed=1))
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
@@ -135,7 +135,7 @@ def test_requests_the_rule_does_not_match_pass_through_untouched(tmp_path: Path)
     async def test(p: Proxy) -> None:
         f = await p.exchange(flow("GET", "/api/v1/namespaces/default/pods/web-1"), answer(200))
         assert f.response is not None and f.response.status_code == 200
-        assert events(p.runtime, "inject") == [] and p.runtime.requests == 1
+        assert events(p.runtime, "inject") == [] and p.runtime.counters.requests == 1
         assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 0}
 
     run(tmp_path, {"abort": {"status": 500}}, test)
@@ -247,7 +247,7 @@ def test_an_outage_fails_every_binding_in_flight_and_drops_what_arrives_during_i
     rules = [{"name": "down", "match": {"verbs": ["get"], "resources": ["nodes"]},
               "fault": {"outage": {"seconds": 30}}}]
     rt = runtime(tmp_path, profile(*rules, name="p", seed=1))
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
@@ -276,7 +276,7 @@ def test_a_request_already_answered_by_another_addon_is_left_alone(tmp_path: Pat
         f = binding()
         f.response = answer(418)
         await flow_hooks([p.addon], f, "request", "response")
-        assert f.response.status_code == 418 and p.runtime.requests == 0
+        assert f.response.status_code == 418 and p.runtime.counters.requests == 0
         assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 0}
 
     run(tmp_path, {"abort": {"status": 500}}, test)

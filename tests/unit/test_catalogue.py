@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from kube_fault_proxy.rig.catalogue import CATALOGUE, INVARIANTS, Violation, label, lookup
+from kube_fault_proxy.rig.invariants.catalogue import CATALOGUE, INVARIANTS, Violation, label, lookup
 
 
 def test_every_invariant_has_a_kebab_case_name_and_a_one_line_meaning() -> None:

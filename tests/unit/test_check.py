@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig.invariants import Report, Snapshot, evaluate, render
-from kube_fault_proxy.rig.safety import SAFETY
+from kube_fault_proxy.rig.invariants.check import Report, Snapshot, evaluate, render
+from kube_fault_proxy.rig.invariants.safety import SAFETY
 
 DATA = Path(__file__).parent / "data"
 NOW = 1796011400.0  # some minutes after both recordings
@@ -188,7 +188,7 @@ def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
 
 
 def test_all_bound_ends_a_wait_early_only_when_the_work_is_done() -> None:
-    from kube_fault_proxy.rig.invariants import all_bound
+    from kube_fault_proxy.rig.invariants.check import all_bound
 
     assert all_bound("default")(snapshot(load("clean")))
     assert not all_bound("default")(snapshot(load("3355")))

@@ -6,7 +6,7 @@ from typing import Any
 
 from kube_fault_proxy.cli.main import parser
 from kube_fault_proxy.cli.workload import judged
-from kube_fault_proxy.rig.invariants import Snapshot
+from kube_fault_proxy.rig.invariants.check import Snapshot
 
 
 def pending(name: str, namespace: str) -> dict[str, Any]:

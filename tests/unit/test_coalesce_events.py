@@ -193,7 +193,7 @@ def test_the_plan_lowers_the_watch_timeout_to_the_window_and_the_schema_is_stric
 def test_the_addon_lowers_the_timeout_and_streams_the_watch_through_the_coalescer(tmp_path: Path) -> None:
     rt = runtime(tmp_path, profile({"name": "c", "match": {"verbs": ["watch"]},
                                     "fault": {"coalesceEvents": {"windowSeconds": 1.5}}}, name="p"))
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig import compare
+from kube_fault_proxy.rig.runs import compare
 
 
 def a_run(scenario: str, seed: int, how: str, before: int, failed: int, committed: int, stranded: int,

@@ -50,7 +50,7 @@ def test_activate_switch_deactivate(client: TestClient, runtime: Runtime) -> Non
     assert got.json()["profile"] == "bind-fail-30pct" and got.json()["seed"] == 5
     assert 59 < got.json()["remainingSeconds"] <= 60
     assert client.put("/v1/active", json={"profile": "bind-slow"}).json()["epoch"] == 2
-    assert runtime.active is not None and runtime.active.engine.profile.name == "bind-slow"
+    assert runtime.activations.active is not None and runtime.activations.active.engine.profile.name == "bind-slow"
     assert client.delete("/v1/active").json() == {"deactivated": "bind-slow", "profile": None,
                                                   "epoch": 2}
 
@@ -117,7 +117,7 @@ def test_stats_journal_and_metrics(client: TestClient, runtime: Runtime) -> None
         ident = bind(pod)
         d = runtime.decide(ident)
         assert d is not None
-        runtime.performed(d, ident, action="respond 503")
+        runtime.counters.performed(d, ident, action="respond 503")
     stats = client.get("/v1/stats").json()
     assert stats["injectionsTotal"] == 2 and stats["rules"]["r"]["matched"] == 2
     page = client.get("/v1/journal", params={"since": 0, "limit": 2}).json()

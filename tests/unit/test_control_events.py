@@ -80,7 +80,7 @@ class Client:
 
 
 def test_stream_format_snapshot_then_ticks(runtime: Runtime) -> None:
-    runtime.activate("bind-fail-30pct", seed=3, ttl_seconds=30)
+    runtime.activations.activate("bind-fail-30pct", seed=3, ttl_seconds=30)
     app = app_for(runtime)
     client = Client(leave_when=lambda frames: len(frames) >= 4)
     asyncio.run(client.run(app))
@@ -117,9 +117,9 @@ def test_many_requests_become_a_few_updates(runtime: Runtime) -> None:
 
     asyncio.run(scenario())
     ticks = [data for event, _, data in client.events() if event == "tick"]
-    assert runtime.requests >= 2000
+    assert runtime.counters.requests >= 2000
     assert 5 <= len(ticks) <= 11, len(ticks)  # ~10 at 0.1 s: a few a second, whatever the request rate
-    assert ticks[-1]["totals"]["requests"] <= runtime.requests
+    assert ticks[-1]["totals"]["requests"] <= runtime.counters.requests
     assert max(t["rates"]["requests"] for t in ticks) > 500
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig.controllers.history import Change, History
 from kube_fault_proxy.rig.controllers.promises import check_world, judge
 from kube_fault_proxy.rig.controllers.world import World
+from kube_fault_proxy.rig.invariants.history import Change, History
 
 Obj = dict[str, Any]
 NS = "w"

@@ -109,7 +109,7 @@ def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAdd
     if when is not None:
         rule["when"] = when
     rt = runtime(tmp_path, profile(rule, name="p", seed=1))
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):

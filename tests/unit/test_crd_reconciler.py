@@ -59,7 +59,7 @@ class World:
         return self.reconciler.sync(self.profiles, self.activations)
 
     def active(self) -> tuple[str, int] | None:
-        a = self.runtime.active
+        a = self.runtime.activations.active
         return None if a is None else (a.engine.profile.name, a.engine.epoch)
 
     def condition(self, name: str) -> tuple[str, str, str]:
@@ -92,7 +92,7 @@ def test_nothing_changes_while_nothing_changes() -> None:
     w.profile("fail", FAIL_BINDS)
     w.activation("act", profile="fail")
     first = w.sync()
-    w.runtime.performed(w.runtime.decide(bind("p")), bind("p"))  # type: ignore[arg-type]
+    w.runtime.counters.performed(w.runtime.decide(bind("p")), bind("p"))  # type: ignore[arg-type]
     again = w.sync()
     assert w.active() == ("fail", 1)
     assert again[("ns", "act")].injections == 1 and first[("ns", "act")].injections == 0
@@ -238,7 +238,7 @@ def test_ttl_counts_from_creation_on_every_proxy_and_after_a_restart() -> None:
     w.profile("fail", FAIL_BINDS)
     w.activation("act", profile="fail", ttlSeconds=60, created=T0 - 20)
     status = w.sync()[("ns", "act")]
-    assert w.runtime.active is not None and w.runtime.active.ttl_seconds == pytest.approx(40)
+    assert w.runtime.activations.active is not None and w.runtime.activations.active.ttl_seconds == pytest.approx(40)
     assert status.expiresAt == rfc3339(T0 + 40)
     w.wall.now = T0 + 41
     w.runtime.decide(bind("p"))  # the runtime's own TTL ends it at the first request past it
@@ -256,12 +256,12 @@ def test_the_control_plane_wins_until_the_cluster_changes_again() -> None:
     w.profile("fail", FAIL_BINDS)
     w.activation("act", profile="fail")
     w.sync()
-    w.runtime.activate("file-profile")  # PUT /v1/active
+    w.runtime.activations.activate("file-profile")  # PUT /v1/active
     status, reason, message = w.condition("act")
     assert w.active() == ("file-profile", 2)
     assert (status, reason) == ("False", "Overridden")
     assert message == "the proxy's control plane switched to profile file-profile (epoch 2) after this activation applied"
-    w.runtime.deactivate()  # DELETE /v1/active
+    w.runtime.activations.deactivate()  # DELETE /v1/active
     w.sync()
     assert w.active() is None
     w.activation("act", generation=2, profile="fail", seed=3)
@@ -302,5 +302,5 @@ def test_transition_times_move_only_when_the_condition_does() -> None:
     first = w.sync()[("ns", "act")].conditions[0].lastTransitionTime
     w.wall.now += 30
     assert w.sync()[("ns", "act")].conditions[0].lastTransitionTime == first
-    w.runtime.deactivate()
+    w.runtime.activations.deactivate()
     assert w.sync()[("ns", "act")].conditions[0].lastTransitionTime == rfc3339(T0 + 30)

@@ -123,7 +123,7 @@ def test_list_apply_and_write_status_as_this_proxy() -> None:
                         {FaultProfileObject: [], FaultActivationObject: []})
 
     async def steps(source: ClusterSource, runtime: Runtime) -> None:
-        await until("applied", lambda: runtime.active is not None and bool(client.patches))
+        await until("applied", lambda: runtime.activations.active is not None and bool(client.patches))
 
     source, _runtime = run(client, steps)
     patch = client.patches[0]
@@ -148,7 +148,7 @@ def test_a_deletion_missed_by_the_watch_is_found_by_the_relist_after_410() -> No
         {FaultProfileObject: [], FaultActivationObject: [[("MODIFIED", {**activation(rv=12)}), EXPIRED]]})
 
     async def steps(source: ClusterSource, runtime: Runtime) -> None:
-        await until("relisted and passing through", lambda: source.counts["relists"] >= 3 and runtime.active is None)
+        await until("relisted and passing through", lambda: source.counts["relists"] >= 3 and runtime.activations.active is None)
 
     source, runtime = run(client, steps)
     assert ("watch", "faultactivations@10") in client.calls and ("watch", "faultactivations@30") in client.calls
@@ -164,7 +164,7 @@ def test_another_error_restarts_the_informer_with_a_relist_and_is_journaled() ->
         {FaultProfileObject: [[FORBIDDEN]], FaultActivationObject: []})
 
     async def steps(source: ClusterSource, runtime: Runtime) -> None:
-        await until("the profile from the second list applied", lambda: runtime.active is not None)
+        await until("the profile from the second list applied", lambda: runtime.activations.active is not None)
 
     source, runtime = run(client, steps)
     assert source.counts["watchErrors"] == 1
@@ -186,7 +186,7 @@ def test_an_invalid_object_from_the_watch_is_reported_and_changes_nothing() -> N
 
     _source, runtime = run(client, steps)
     assert [r["event"] for r in runtime.journal.since(0)] == ["activate", "cluster-profile-invalid"]
-    assert runtime.active is not None and runtime.active.engine.epoch == 1  # the old profile stays
+    assert runtime.activations.active is not None and runtime.activations.active.engine.epoch == 1  # the old profile stays
 
 
 def test_failed_status_writes_are_told_apart_and_retried() -> None:

@@ -34,8 +34,8 @@ def inject_bind(rt: Runtime, pod: str) -> None:
     ident = bind(pod)
     decision = rt.decide(ident)
     assert decision is not None
-    rt.performed(decision, ident, action="respond 500")
-    rt.bind_outcome(500)
+    rt.counters.performed(decision, ident, action="respond 500")
+    rt.counters.bind_outcome(500)
 
 
 def frame_data(frame: bytes) -> tuple[str, dict[str, Any]]:
@@ -52,13 +52,13 @@ def test_one_sample_aggregates_everything_since_the_last_into_rates() -> None:
     sampler = Sampler(rt, wall=lambda: 1.0)
     first = sampler.sample()
     assert first["rates"] == dict.fromkeys(first["rates"], 0.0) and first["seq"] == 1
-    rt.activate("fail", ttl_seconds=60)
+    rt.activations.activate("fail", ttl_seconds=60)
     for i in range(100):
         rt.decide(get_pod(f"g{i}"))
     for _ in range(10):
-        rt.bind_outcome(201)
+        rt.counters.bind_outcome(201)
     for _ in range(3):
-        rt.bind_outcome(429, "1")
+        rt.counters.bind_outcome(429, "1")
     for i in range(5):
         inject_bind(rt, f"p{i}")
     clock.now += 0.5
@@ -79,7 +79,7 @@ def test_journal_tail_is_capped_and_says_how_many_it_skipped() -> None:
     rt, _ = make()
     sampler = Sampler(rt, tail=20)
     for i in range(50):
-        rt.note("upstream-lost", reason=str(i))
+        rt.counters.note("upstream-lost", reason=str(i))
     s = sampler.sample()
     assert [r["reason"] for r in s["journal"]] == [str(i) for i in range(30, 50)]
     assert s["journalSkipped"] == 30 and s["journalSeq"] == 50
@@ -88,16 +88,16 @@ def test_journal_tail_is_capped_and_says_how_many_it_skipped() -> None:
 
 def test_outage_state_and_injected_binds_count_from_before_the_sampler() -> None:
     rt, _ = make()
-    rt.activate("fail")
+    rt.activations.activate("fail")
     inject_bind(rt, "early")
-    rt.note("outage-start", seconds=10, refuse="close", clientConnectionsClosed=3)
+    rt.counters.note("outage-start", seconds=10, refuse="close", clientConnectionsClosed=3)
     sampler = Sampler(rt)
     s = sampler.sample()
     assert s["outage"] == {"active": True, "startedAt": 5.0, "seconds": 10, "refuse": "close",
                            "clientConnectionsClosed": 3}
     assert s["journal"] == []  # what came before the sampler is the snapshot's, not a tick's
     assert s["totals"]["bindsInjected"] == s["totals"]["bindsFailed"] == 1  # counted since the proxy started
-    rt.note("outage-end", clientConnectionsClosed=3, newConnectionsRefused=4, upstreamConnectsFailed=0,
+    rt.counters.note("outage-end", clientConnectionsClosed=3, newConnectionsRefused=4, upstreamConnectsFailed=0,
             clientConnectionsLingering=0)
     ended = sampler.sample()["outage"]
     assert ended["active"] is False and ended["endedAt"] == 5.0 and ended["newConnectionsRefused"] == 4
@@ -105,7 +105,7 @@ def test_outage_state_and_injected_binds_count_from_before_the_sampler() -> None
 
 def test_connection_counters_pass_through_from_the_runtimes_stats(monkeypatch: pytest.MonkeyPatch) -> None:
     rt, _ = make()
-    rt.connections.client_connected()
+    rt.counters.connections.client_connected()
     assert Sampler(rt).sample()["connections"]["clientOpen"] == 1
     conns = {"clientAccepted": 9, "clientOpen": 4, "upstreamOpened": 5, "upstreamOpen": 2}
     plain = rt.stats
@@ -127,7 +127,7 @@ def test_library_fingerprint_changes_when_a_profile_is_replaced() -> None:
 def test_subscribers_get_a_snapshot_then_the_same_tick_bytes() -> None:
     async def scenario() -> None:
         rt, _ = make()
-        rt.activate("fail")
+        rt.activations.activate("fail")
         feed = Feed(rt, interval=3600)  # ticks by hand below
         a, b = feed.subscribe(), feed.subscribe()
         event, snap = frame_data(await a.next())
@@ -163,12 +163,12 @@ def test_sampling_runs_only_while_someone_listens_at_the_interval() -> None:
                 assert frame is not None
                 ticks += 1
         assert 5 <= ticks <= 11, ticks  # 10 expected at 0.05 s; timers on a busy machine run late
-        assert rt.requests > 20 * ticks
+        assert rt.counters.requests > 20 * ticks
         feed.unsubscribe(sub)
         assert feed._task is None
-        seq = rt.requests
+        seq = rt.counters.requests
         await asyncio.sleep(0.15)
-        assert rt.requests == seq and feed.subscribers == 0
+        assert rt.counters.requests == seq and feed.subscribers == 0
 
     asyncio.run(scenario())
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig import journal_tail
-from kube_fault_proxy.rig.journal_tail import JournalTail
+from kube_fault_proxy.rig.runs import journal_tail
+from kube_fault_proxy.rig.runs.journal_tail import JournalTail
 
 
 def line(**record: Any) -> bytes:

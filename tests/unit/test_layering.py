@@ -58,7 +58,7 @@ def test_no_layer_imports_one_above_it(path: Path) -> None:
 
 @pytest.mark.parametrize(("module", "expected"), [
     ("kube_fault_proxy", "top"), ("kube_fault_proxy.shipped", "top"), ("kube_fault_proxy.kube.kubeapi", "kube"),
-    ("kube_fault_proxy.proxy.mitm.addon", "proxy"), ("kube_fault_proxy.rig.load", "rig"),
+    ("kube_fault_proxy.proxy.mitm.addon", "proxy"), ("kube_fault_proxy.rig.workloads.load", "rig"),
     ("kube_fault_proxy.rig", "rig"), ("kube_fault_proxy.cli.main", "cli")])
 def test_layer_of_a_module(module: str, expected: str) -> None:
     assert layer_of(module) == expected

@@ -54,19 +54,19 @@ def families(text: str) -> dict[str, str]:
 def drive(runtime: Runtime, binds: int = 3) -> None:
     """Some traffic: binds failed by the active profile, a GET, Binding outcomes (one succeeded, two
     throttled) and an event."""
-    runtime.activate("mine", seed=1)
+    runtime.activations.activate("mine", seed=1)
     for i in range(binds):
         ident = bind(f"p{i}")
         d = runtime.decide(ident)
         assert d is not None
-        runtime.performed(d, ident, action="respond 500")
-        runtime.bind_outcome(500)
-    runtime.bind_outcome(201)
-    runtime.bind_outcome(429, "1")
-    runtime.bind_outcome(429, "1")
+        runtime.counters.performed(d, ident, action="respond 500")
+        runtime.counters.bind_outcome(500)
+    runtime.counters.bind_outcome(201)
+    runtime.counters.bind_outcome(429, "1")
+    runtime.counters.bind_outcome(429, "1")
     assert runtime.decide(get_pod("x")) is None
-    runtime.note("upstream-lost", connection="c1")
-    conns = runtime.connections
+    runtime.counters.note("upstream-lost", connection="c1")
+    conns = runtime.counters.connections
     for _ in range(3):
         conns.client_connected()
     conns.client_disconnected()
@@ -132,7 +132,7 @@ def test_no_active_profile_means_no_active_sample_and_reset_keeps_counters(
 ) -> None:
     drive(runtime)
     client.post("/v1/stats/reset")
-    runtime.deactivate()
+    runtime.activations.deactivate()
     got = samples(client.get("/metrics").text)
     assert not [k for k in got if k[0] == "kfp_active_profile"]
     assert got[("kfp_injections_total", (("fault", "abort"), ("profile", "mine"), ("rule", "fail")))] == 3
@@ -141,7 +141,7 @@ def test_no_active_profile_means_no_active_sample_and_reset_keeps_counters(
 
 def test_label_values_are_escaped(client: TestClient, runtime: Runtime) -> None:
     odd = 'quote " backslash \\ newline \n end'
-    runtime.note(odd)
+    runtime.counters.note(odd)
     assert samples(client.get("/metrics").text)[("kfp_events_total", (("event", odd),))] == 1
 
 
@@ -197,8 +197,8 @@ def test_the_per_request_path_never_touches_prometheus(
     drive(runtime, binds=500)
     for i in range(500):
         runtime.decide(get_pod(f"g{i}"))
-        runtime.bind_outcome(201)
-        runtime.note("watch-event", n=i)
+        runtime.counters.bind_outcome(201)
+        runtime.counters.note("watch-event", n=i)
     assert calls == []
 
     assert samples(client.get("/metrics").text)[("kfp_requests_total", ())] == 1001

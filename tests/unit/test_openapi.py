@@ -73,7 +73,7 @@ def test_the_feed_is_declared_event_by_event_and_its_frames_match(runtime: Runti
     assert event["properties"]["data"]["contentMediaType"] == "application/json"
     frame_schema = doc["components"]["schemas"]["FeedFrame"]
     sampler = Sampler(runtime)
-    runtime.activate("bind-fail-30pct", 1)
+    runtime.activations.activate("bind-fail-30pct", 1)
     snapshot = {**sampler.sample(), "journal": sampler.recent(), "journalSkipped": 0, "interval": 0.5}
     for frame in (snapshot, sampler.sample()):
         jsonschema.validate(frame, frame_schema)

@@ -34,8 +34,8 @@ def run(tmp_path: Path, test: Callable[[OutageController, Runtime, Any], Awaitab
 def test_the_start_closes_every_client_and_aborts_every_upstream_connection(tmp_path: Path) -> None:
     async def test(outage: OutageController, rt: Runtime, ps: Any) -> None:
         handlers = [live_handler(ps, upstreams=2), live_handler(ps, upstreams=1)]
-        rt.bind_outcome(201)
-        rt.bind_outcome(429, "1")
+        rt.counters.bind_outcome(201)
+        rt.counters.bind_outcome(429, "1")
         assert outage.start(30, "close", rule="r") is True and outage.active
         for h in handlers:
             assert h.client.state is ConnectionState.CLOSED and h.transports[h.client].writer.transport.aborted

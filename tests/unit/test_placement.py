@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig.placement import (
+from kube_fault_proxy.rig.invariants.placement import (
     allocatable,
     amount,
     bind_floor,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.kube.kubeapi import Kube
-from kube_fault_proxy.rig import pod_posts
+from kube_fault_proxy.rig.workloads import pod_posts
 
 ENDPOINT = pod_posts.Endpoint("127.0.0.1", 6443, None, "Bearer t0k", 5.0)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_fault_proxy.rig.pod_scheduled import check_scheduled
+from kube_fault_proxy.rig.invariants.pod_scheduled import check_scheduled
 
 
 def pod(name: str, node: str | None, status: str | None, scheduler: str = "default-scheduler",

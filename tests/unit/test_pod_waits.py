@@ -7,8 +7,8 @@ import datetime
 import itertools
 from typing import Any
 
-from kube_fault_proxy.rig.controllers.history import Change, History
-from kube_fault_proxy.rig.pod_waits import DEFAULT_BOUND, check_waits, judge_waits, waits_from_pods
+from kube_fault_proxy.rig.invariants.history import Change, History
+from kube_fault_proxy.rig.invariants.pod_waits import DEFAULT_BOUND, check_waits, judge_waits, waits_from_pods
 
 Obj = dict[str, Any]
 T0 = 1_800_000_000.0  # the faults end here in every history below

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig import report
+from kube_fault_proxy.rig.runs import report
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -99,7 +99,7 @@ def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
 
 
 def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage() -> None:
-    from kube_fault_proxy.rig.runner import RunResult, bind_outcomes
+    from kube_fault_proxy.rig.runs.runner import RunResult, bind_outcomes
 
     run = RunResult("s", "yunikorn", 3)
     run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsThrottled": 0, "bindsFailed": 1,

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kube_fault_proxy.rig.runner import Timeline, journal_event
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.runs.runner import Timeline, journal_event
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 from tests.support.scenarios import timeline
 

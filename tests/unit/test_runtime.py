@@ -37,15 +37,15 @@ def make(tmp_path: Path, schedule: Callable[..., object] | None = None) -> tuple
 def test_pass_through_until_activated(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
     assert rt.decide(bind("a")) is None
-    rt.activate("fail")
+    rt.activations.activate("fail")
     d = rt.decide(bind("a"))
     assert d is not None and (d.profile, d.epoch, d.seed) == ("fail", 1, 7)
 
 
 def test_seed_override_and_random_seed_is_recorded(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
-    assert rt.activate("fail", seed=99).engine.seed == 99
-    assert rt.activate("other").engine.seed == 1234
+    assert rt.activations.activate("fail", seed=99).engine.seed == 99
+    assert rt.activations.activate("other").engine.seed == 1234
     records = rt.journal.since(0)
     assert [r["event"] for r in records] == ["activate", "deactivate", "activate"]
     assert records[1]["reason"] == "replaced"
@@ -54,21 +54,21 @@ def test_seed_override_and_random_seed_is_recorded(tmp_path: Path) -> None:
 
 def test_unknown_profile_changes_nothing(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
-    rt.activate("fail")
+    rt.activations.activate("fail")
     with pytest.raises(UnknownProfile):
-        rt.activate("nope")
-    assert rt.active is not None and rt.active.engine.profile.name == "fail"
-    assert rt.epoch == 1
+        rt.activations.activate("nope")
+    assert rt.activations.active is not None and rt.activations.active.engine.profile.name == "fail"
+    assert rt.activations.epoch == 1
 
 
 def test_ttl_reverts_lazily_on_the_next_request(tmp_path: Path) -> None:
     rt, clock = make(tmp_path)
-    rt.activate("fail", ttl_seconds=30)
+    rt.activations.activate("fail", ttl_seconds=30)
     clock.now += 29.9
     assert rt.decide(bind("a")) is not None
     clock.now += 0.1
     assert rt.decide(bind("b")) is None
-    assert rt.active is None
+    assert rt.activations.active is None
     assert rt.journal.since(0)[-1] == {"seq": 2, "time": 5.0, "event": "deactivate",
                                        "profile": "fail", "epoch": 1, "reason": "ttl"}
 
@@ -76,32 +76,32 @@ def test_ttl_reverts_lazily_on_the_next_request(tmp_path: Path) -> None:
 def test_ttl_timer_reverts_and_ignores_stale_epochs(tmp_path: Path) -> None:
     timers: list[tuple[float, Callable[[], None]]] = []
     rt, _ = make(tmp_path, schedule=lambda delay, fn: timers.append((delay, fn)))
-    rt.activate("fail", ttl_seconds=10)
-    rt.activate("other", ttl_seconds=20)
+    rt.activations.activate("fail", ttl_seconds=10)
+    rt.activations.activate("other", ttl_seconds=20)
     assert [t[0] for t in timers] == [10, 20]
     timers[0][1]()  # the first activation's timer fires late: must not end the second
-    assert rt.active is not None and rt.active.engine.profile.name == "other"
+    assert rt.activations.active is not None and rt.activations.active.engine.profile.name == "other"
     timers[1][1]()
-    assert rt.active is None
+    assert rt.activations.active is None
 
 
 def test_active_profile_cannot_be_deleted(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
-    rt.activate("fail")
+    rt.activations.activate("fail")
     with pytest.raises(ProfileInUse):
-        rt.delete_profile("fail")
-    assert rt.delete_profile("other") is True
-    assert rt.delete_profile("other") is False
+        rt.activations.delete_profile("fail")
+    assert rt.activations.delete_profile("other") is True
+    assert rt.activations.delete_profile("other") is False
 
 
 def test_stats_and_journal_agree(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
-    rt.activate("fail")
+    rt.activations.activate("fail")
     for pod in ("a", "b", "c"):
         ident = bind(pod)
         d = rt.decide(ident)
         assert d is not None
-        rt.performed(d, ident, action=d.plan.describe())
+        rt.counters.performed(d, ident, action=d.plan.describe())
     stats = rt.stats()
     assert stats["requests"] == 3 and stats["injectionsTotal"] == 3
     assert stats["rules"]["r"]["injected"] == 3
@@ -111,7 +111,7 @@ def test_stats_and_journal_agree(tmp_path: Path) -> None:
     rt.reset_stats()
     zero = rt.stats()
     assert zero["requests"] == 0 and zero["injectionsTotal"] == 0 and zero["rules"]["r"]["injected"] == 0
-    assert rt.injections_total[("fail", "r", "abort")] == 3  # /metrics counters never go back
+    assert rt.counters.injections_total[("fail", "r", "abort")] == 3  # /metrics counters never go back
 
 
 def test_journal_is_flushed_per_record_and_numbering_survives_restart(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_journal_is_flushed_per_record_and_numbering_survives_restart(tmp_path: 
 
 def test_unparsable_requests_are_decided_counted_and_journaled_once_per_kind(tmp_path: Path) -> None:
     rt, _ = make(tmp_path)
-    rt.activate("fail")
+    rt.activations.activate("fail")
     deep = b'{"target": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     decisions = [rt.decide(parse("POST", f"/api/v1/namespaces/default/pods/p{i}/binding", body=body,
                                  content_type="application/json"))

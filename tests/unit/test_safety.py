@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kube_fault_proxy.rig.invariants import Snapshot, evaluate, render
-from kube_fault_proxy.rig.safety import SAFETY, check_safety
+from kube_fault_proxy.rig.invariants.check import Snapshot, evaluate, render
+from kube_fault_proxy.rig.invariants.safety import SAFETY, check_safety
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 Obj = dict[str, Any]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig.invariants import Report, Violation
-from kube_fault_proxy.rig.runner import meets
-from kube_fault_proxy.rig.scenario import Expectation, load_scenario
+from kube_fault_proxy.rig.invariants.check import Report, Violation
+from kube_fault_proxy.rig.runs.runner import meets
+from kube_fault_proxy.rig.runs.scenario import Expectation, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
@@ -115,8 +115,8 @@ def test_a_touch_stops_once_the_run_has_ended() -> None:
     from contextlib import contextmanager
     from typing import Any
 
-    from kube_fault_proxy.rig.runner import Target, _perform
-    from kube_fault_proxy.rig.scenario import Step
+    from kube_fault_proxy.rig.runs.runner import Target, _perform
+    from kube_fault_proxy.rig.runs.scenario import Step
 
     stop = threading.Event()
     patched: list[str] = []

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.proxy.profiles.loader import load_text
-from kube_fault_proxy.rig.catalogue import INVARIANTS
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.grammar import (

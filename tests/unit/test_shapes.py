@@ -10,10 +10,20 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig import load, scenario
 from kube_fault_proxy.rig.cluster.kwok import NodeShape, node_manifest, node_name
-from kube_fault_proxy.rig.safety import check_safety
-from kube_fault_proxy.rig.shapes import POOL_LABEL, SHAPES, SIZES, TAINT_KEY, TIGHT, Workload, generate, node_patches
+from kube_fault_proxy.rig.invariants.safety import check_safety
+from kube_fault_proxy.rig.runs import scenario
+from kube_fault_proxy.rig.workloads import load
+from kube_fault_proxy.rig.workloads.shapes import (
+    POOL_LABEL,
+    SHAPES,
+    SIZES,
+    TAINT_KEY,
+    TIGHT,
+    Workload,
+    generate,
+    node_patches,
+)
 
 SIZES_TABLE = [(5, 60), (20, 200), (3, 20), (1, 20), (7, 23), (20, 20)]
 

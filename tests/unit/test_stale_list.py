@@ -104,7 +104,7 @@ def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAdd
     clock = Clock(1000.0)
     rt = runtime(tmp_path, profile({"name": "stale", "match": match, "fault": {"staleList": fault}}, name="p",
                                    seed=1), clock=clock)
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
@@ -201,7 +201,7 @@ def test_a_watch_edited_by_another_fault_is_read_as_the_apiserver_sent_it(tmp_pa
     rt = runtime(tmp_path, profile({"name": "drop", "match": {"verbs": ["watch"]},
                                     "fault": {"dropEvents": {"events": {"types": ["MODIFIED"]}}}}, name="p"),
                  clock=clock)
-    rt.activate("p")
+    rt.activations.activate("p")
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig import load, wave
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.runs.scenario import load_scenario
+from kube_fault_proxy.rig.workloads import load, wave
 
 from tests.support.scenarios import scenario_file
 

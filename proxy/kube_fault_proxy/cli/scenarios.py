@@ -14,14 +14,14 @@ from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.main import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig import compare
-from kube_fault_proxy.rig import invariants as check
 from kube_fault_proxy.rig.cluster import build, feature_gates
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from kube_fault_proxy.rig.console import show_table
-from kube_fault_proxy.rig.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
-from kube_fault_proxy.rig.runner import Target, run_local, run_on
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.invariants import check
+from kube_fault_proxy.rig.runs import compare
+from kube_fault_proxy.rig.runs.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
+from kube_fault_proxy.rig.runs.runner import Target, run_local, run_on
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
 # runs are clean (docs/records/yunikorn-3355-fixes.md has the verdict for each).

@@ -26,7 +26,7 @@ from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
-from kube_fault_proxy.rig.shapes import SHAPES
+from kube_fault_proxy.rig.workloads.shapes import SHAPES
 
 SCHEDULERS = ("yunikorn", "kube-scheduler")
 

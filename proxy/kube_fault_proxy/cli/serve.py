@@ -230,14 +230,14 @@ def _activate_at_startup(args: argparse.Namespace, runtime: Runtime) -> None:
     """`--profile NAME [--seed N]`: active from the first request."""
     if args.profile:
         try:
-            runtime.activate(args.profile, args.seed, source="startup")
+            runtime.activations.activate(args.profile, args.seed, source="startup")
         except UnknownProfile:
             raise UsageError(f"--profile: no profile named {args.profile!r} in {args.profiles}") from None
 
 
 def _announce(args: argparse.Namespace, runtime: Runtime, library: Library, proxy_url: str, ca_cert: str,
               upstream_url: str, control_url: str, journal_path: Path) -> None:
-    active = runtime.active.engine.profile.name if runtime.active else "none (pass-through)"
+    active = runtime.activations.active.engine.profile.name if runtime.activations.active else "none (pass-through)"
     print(f"kube-fault-proxy {__version__} ready\n"
           f"  proxy:    {proxy_url}  ->  {upstream_url}\n"
           f"  trust CA: {ca_cert}\n"

@@ -12,12 +12,12 @@ from lightkube import ConfigError
 
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube
-from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, pod_scheduled
 from kube_fault_proxy.rig.console import Progress, show_table
 from kube_fault_proxy.rig.controllers.apiserver import snapshot
 from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
+from kube_fault_proxy.rig.invariants import check, pod_scheduled
+from kube_fault_proxy.rig.workloads import load
 
 
 def _kube(args: argparse.Namespace) -> Kube:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -42,55 +41,6 @@ class Runtime:
         self.scheduler_build = scheduler_build
         self.activations = Activations(library, journal, clock, wall, schedule, new_seed, scheduler_build)
         self.counters = Counters(journal)
-        self.connections = self.counters.connections
-        # The parts' own methods under the runtime's names: the request path pays no extra call.
-        self.activate = self.activations.activate
-        self.deactivate = self.activations.deactivate
-        self.delete_profile = self.activations.delete_profile
-        self.answered = self.activations.answered
-        self.performed = self.counters.performed
-        self.bind_outcome = self.counters.bind_outcome
-        self.note = self.counters.note
-
-    @property
-    def active(self) -> Activation | None:
-        """The activation in force, if any."""
-        return self.activations.active
-
-    @property
-    def epoch(self) -> int:
-        """How many activations there have been."""
-        return self.activations.epoch
-
-    @property
-    def requests(self) -> int:
-        """Requests seen since the start (never reset)."""
-        return self.counters.requests
-
-    @property
-    def binds_succeeded(self) -> int:
-        """Binding POSTs whose client got a 2xx (never reset)."""
-        return self.counters.binds_succeeded
-
-    @property
-    def binds_throttled(self) -> int:
-        """Binding POSTs whose client got a 429 with Retry-After, which client-go retries itself (never reset)."""
-        return self.counters.binds_throttled
-
-    @property
-    def binds_failed(self) -> int:
-        """Binding POSTs whose client got another status or no answer (never reset)."""
-        return self.counters.binds_failed
-
-    @property
-    def injections_total(self) -> Counter[tuple[str, str, str]]:
-        """Injections by (profile, rule, fault) since the start (never reset)."""
-        return self.counters.injections_total
-
-    @property
-    def events_total(self) -> Counter[str]:
-        """Proxy events by name since the start (never reset)."""
-        return self.counters.events_total
 
     def decide(self, ident: RequestIdentity) -> Decision | None:
         """Count one request, then the active profile's decision for it (None: pass through); the

@@ -232,7 +232,7 @@ FAULTS_KEY: pytest.StashKey[Faults] = pytest.StashKey()
 
 
 def _start_serve(kubeconfig: Path, profiles: Path, workdir: Path) -> ProxyHandle:
-    from kube_fault_proxy.rig.proxy_process import start_serve
+    from kube_fault_proxy.rig.cluster.proxy_process import start_serve
 
     served = start_serve(["--kubeconfig", str(kubeconfig), "--profiles", str(profiles), "--listen", "127.0.0.1:0",
                           "--control", "127.0.0.1:0", "--journal", str(workdir / "journal.jsonl"),
@@ -296,7 +296,7 @@ def faults(request: pytest.FixtureRequest, kfp_proxy: ProxyHandle, kfp_config: P
 
 def assert_clean(report: Any) -> None:
     """Fail with the invariant table unless the check found nothing."""
-    from kube_fault_proxy.rig.invariants import render
+    from kube_fault_proxy.rig.invariants.check import render
 
     if not report.ok:
         raise AssertionError("invariants violated:\n" + render(report))
@@ -304,8 +304,8 @@ def assert_clean(report: Any) -> None:
 
 def assert_violates(report: Any, *invariants: str) -> None:
     """Fail unless every named invariant is broken (by name, e.g. `no-phantom-allocation`, or alias, `I2`)."""
-    from kube_fault_proxy.rig.catalogue import lookup
-    from kube_fault_proxy.rig.invariants import render
+    from kube_fault_proxy.rig.invariants.catalogue import lookup
+    from kube_fault_proxy.rig.invariants.check import render
 
     broken = {name for name, vs in report.by_invariant().items() if vs}
     missing = {word for word in invariants if lookup(word).key not in broken}
@@ -317,7 +317,7 @@ def assert_violates(report: Any, *invariants: str) -> None:
 def kfp_load(kfp_cluster: Any) -> Any:
     """`kfp_load(count=100, namespace="t", scheduler_name="yunikorn", rate=200)` on the local
     control plane; returns the LoadResult."""
-    from kube_fault_proxy.rig import load
+    from kube_fault_proxy.rig.workloads import load
 
     def run(**spec: Any) -> Any:
         return load.create_pods(kfp_cluster.admin_api(), load.LoadSpec(**spec), progress=False)
@@ -329,7 +329,7 @@ def kfp_load(kfp_cluster: Any) -> Any:
 def kfp_check(kfp_cluster: Any) -> Any:
     """`kfp_check(scheduler_name="yunikorn", namespace="t")`: wait until every pod there runs (or
     nothing changed for `quiet` seconds), then the invariants; returns the Report."""
-    from kube_fault_proxy.rig import invariants as check
+    from kube_fault_proxy.rig.invariants import check
 
     def run(scheduler_name: str = "default-scheduler", namespace: str | None = None, quiet: float = 30.0,
             timeout: float = 240.0, grace: float = 0.0) -> Any:

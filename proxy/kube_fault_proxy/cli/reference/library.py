@@ -10,7 +10,7 @@ import yaml
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.reference.markdown import code, page, table, text
 from kube_fault_proxy.proxy.profiles.loader import load_file
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 # Every event the proxy writes to its journal, with what it means. tests/unit/test_reference.py reads the
 # package's source for the events it journals and fails when one is missing here, or one here is gone.

@@ -15,8 +15,8 @@ from kube_fault_proxy.cli.reference.markdown import code, page, table, text
 from kube_fault_proxy.proxy.faults import KINDS, Fault
 from kube_fault_proxy.proxy.profiles import profile
 from kube_fault_proxy.proxy.schema.strict import format_duration
-from kube_fault_proxy.rig import scenario
-from kube_fault_proxy.rig.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
+from kube_fault_proxy.rig.invariants.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
+from kube_fault_proxy.rig.runs import scenario
 
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
 # (annotated_types class, how it reads, its attribute, the JSON Schema keys that say the same)

@@ -33,9 +33,9 @@ router = APIRouter(prefix="/v1/active", tags=["active"])
 
 def _view(runtime: Runtime) -> dict[str, Any]:
     now = runtime.clock()
-    if runtime.active is None:
-        return {"profile": None, "epoch": runtime.epoch}
-    return runtime.active.describe(now)
+    if runtime.activations.active is None:
+        return {"profile": None, "epoch": runtime.activations.epoch}
+    return runtime.activations.active.describe(now)
 
 
 @router.get("")
@@ -47,12 +47,12 @@ async def get_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
 @router.put("", responses=responses(404))
 async def put_active(body: ActivateRequest, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Activate a profile; effective for the very next request."""
-    runtime.activate(body.profile, body.seed, body.ttlSeconds)
+    runtime.activations.activate(body.profile, body.seed, body.ttlSeconds)
     return _view(runtime)
 
 
 @router.delete("")
 async def delete_active(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Back to pass-through."""
-    ended = runtime.deactivate()
+    ended = runtime.activations.deactivate()
     return {"deactivated": ended.engine.profile.name if ended else None, **_view(runtime)}

@@ -48,7 +48,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
         """Liveness; without a control token also the proxy URL, its CA file and the active profile."""
         if token is not None:
             return {"ok": True}
-        active_name = runtime.active.engine.profile.name if runtime.active else None
+        active_name = runtime.activations.active.engine.profile.name if runtime.activations.active else None
         return {"ok": True, "version": __version__, "active": active_name,
                 "proxyUrl": info.get("proxyUrl"), "caFile": info.get("caFile")}
 
@@ -56,7 +56,7 @@ def build_app(runtime: Runtime, info: dict[str, Any], token: str | None = None,
     async def get_info() -> dict[str, Any]:
         """Version, active profile, where the proxy listens, forwards to and journals, and each library change
         (mitm/patches) as applied or skipped, with the reason."""
-        active_name = runtime.active.engine.profile.name if runtime.active else None
+        active_name = runtime.activations.active.engine.profile.name if runtime.activations.active else None
         return {"version": __version__, "active": active_name, **info}
 
     app.openapi = lambda: openapi.document(app)  # type: ignore[method-assign]

@@ -56,10 +56,10 @@ class Sampler:
         return sum(1 for r in records if r["event"] == "inject" and _is_bind(r))
 
     def _totals(self) -> dict[str, int]:
-        rt = self._runtime
-        return {"requests": rt.requests, "bindsSucceeded": rt.binds_succeeded, "bindsThrottled": rt.binds_throttled,
-                "bindsFailed": rt.binds_failed, "bindsInjected": self._binds_injected,
-                "injections": sum(rt.injections_total.values())}
+        counters = self._runtime.counters
+        return {"requests": counters.requests, "bindsSucceeded": counters.binds_succeeded,
+                "bindsThrottled": counters.binds_throttled, "bindsFailed": counters.binds_failed,
+                "bindsInjected": self._binds_injected, "injections": sum(counters.injections_total.values())}
 
     def sample(self) -> dict[str, Any]:
         """The next update: state, totals, per-second rates since the last sample, new journal records."""
@@ -77,7 +77,9 @@ class Sampler:
             rates = {k: round((totals[k] - before[k]) / (now - then), 3) for k in COUNTED}
         self._previous = (now, totals)
         stats = rt.stats()
-        active = rt.active.describe(now) if rt.active is not None else {"profile": None, "epoch": rt.epoch}
+        activations = rt.activations
+        active = (activations.active.describe(now) if activations.active is not None
+                  else {"profile": None, "epoch": activations.epoch})
         self.seq += 1
         return {
             "seq": self.seq,

@@ -19,14 +19,14 @@ Family = Callable[[Runtime], Metric]
 
 def requests(rt: Runtime) -> Metric:
     """kfp_requests_total."""
-    return CounterMetricFamily("kfp_requests", "Requests seen by the proxy.", value=rt.requests)
+    return CounterMetricFamily("kfp_requests", "Requests seen by the proxy.", value=rt.counters.requests)
 
 
 def injections(rt: Runtime) -> Metric:
     """kfp_injections_total{profile,rule,fault}."""
     m = CounterMetricFamily("kfp_injections", "Faults injected, by profile, rule and fault kind.",
                             labels=("profile", "rule", "fault"))
-    for key, n in sorted(rt.injections_total.items()):
+    for key, n in sorted(rt.counters.injections_total.items()):
         m.add_metric(key, n)
     return m
 
@@ -35,7 +35,7 @@ def events(rt: Runtime) -> Metric:
     """kfp_events_total{event}."""
     m = CounterMetricFamily("kfp_events", "Proxy events that are not injections (e.g. upstream-lost).",
                             labels=("event",))
-    for event, n in sorted(rt.events_total.items()):
+    for event, n in sorted(rt.counters.events_total.items()):
         m.add_metric((event,), n)
     return m
 
@@ -45,8 +45,8 @@ def binds(rt: Runtime) -> Metric:
     m = CounterMetricFamily("kfp_binds", "Binding POSTs by what their client got: succeeded (2xx), throttled "
                             "(429 with Retry-After, which client-go retries itself), failed (any other answer, "
                             "or none).", labels=("outcome",))
-    for outcome, n in (("succeeded", rt.binds_succeeded), ("throttled", rt.binds_throttled),
-                       ("failed", rt.binds_failed)):
+    for outcome, n in (("succeeded", rt.counters.binds_succeeded), ("throttled", rt.counters.binds_throttled),
+                       ("failed", rt.counters.binds_failed)):
         m.add_metric((outcome,), n)
     return m
 
@@ -54,14 +54,14 @@ def binds(rt: Runtime) -> Metric:
 def activation_epoch(rt: Runtime) -> Metric:
     """kfp_activation_epoch."""
     return GaugeMetricFamily("kfp_activation_epoch", "Activation epoch (increments on every activation).",
-                             value=rt.epoch)
+                             value=rt.activations.epoch)
 
 
 def active_profile(rt: Runtime) -> Metric:
     """kfp_active_profile{profile}: one sample, 1, while a profile is active."""
     m = GaugeMetricFamily("kfp_active_profile", "1 for the active profile.", labels=("profile",))
-    if rt.active is not None:
-        m.add_metric((rt.active.engine.profile.name,), 1)
+    if rt.activations.active is not None:
+        m.add_metric((rt.activations.active.engine.profile.name,), 1)
     return m
 
 
@@ -84,7 +84,7 @@ CONNECTIONS = (
 def connection_family(name: str, kind: str, help_text: str, attribute: str) -> Family:
     """kfp_*_connections_*: one of the runtime's connection counters."""
     def family(rt: Runtime) -> Metric:
-        value = getattr(rt.connections, attribute)
+        value = getattr(rt.counters.connections, attribute)
         if kind == "counter":
             return CounterMetricFamily(name, help_text, value=value)
         return GaugeMetricFamily(name, help_text, value=value)

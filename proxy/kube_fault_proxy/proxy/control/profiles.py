@@ -38,7 +38,7 @@ def summary(runtime: Runtime, name: str) -> dict[str, Any]:
     entry = runtime.library.get(name)
     if entry is None:
         raise UnknownProfile(name)
-    active = runtime.active is not None and runtime.active.engine.profile.name == name
+    active = runtime.activations.active is not None and runtime.activations.active.engine.profile.name == name
     meta = entry.profile.metadata
     return {
         "name": name,
@@ -101,6 +101,6 @@ async def put_profile(name: NewName, request: Request, runtime: Runtime = Runtim
 @router.delete("/{name}", responses=responses(404, 409))
 async def delete_profile(name: Name, runtime: Runtime = RuntimeDep) -> dict[str, Any]:
     """Remove a profile; the active profile cannot be removed (409)."""
-    if not runtime.delete_profile(name):
+    if not runtime.activations.delete_profile(name):
         raise UnknownProfile(name)
     return {"deleted": name}

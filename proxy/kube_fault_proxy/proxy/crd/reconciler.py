@@ -145,7 +145,7 @@ class Reconciler:
                 error = None
             except ProfileError as e:
                 profile, error = None, e
-                self.runtime.note("cluster-profile-invalid", object=ref(obj), resourceVersion=rv,
+                self.runtime.counters.note("cluster-profile-invalid", object=ref(obj), resourceVersion=rv,
                                   problems=[str(p) for p in e.problems])
             self._loaded[name] = Loaded(uid, rv, int(meta.get("generation", 0)), profile, error)
             if profile is not None:
@@ -187,7 +187,7 @@ class Reconciler:
                 self._specs[cache_key] = activation_from_object(obj)
             except ProfileError as e:
                 self._specs[cache_key] = e
-                self.runtime.note("cluster-activation-invalid", object=ref(obj),
+                self.runtime.counters.note("cluster-activation-invalid", object=ref(obj),
                                   problems=[str(p) for p in e.problems])
         return self._specs[cache_key]
 
@@ -203,7 +203,7 @@ class Reconciler:
                     self.identity.selected_by(parsed.proxySelector), deadline)
 
     def _is_running(self, applied: Applied | None) -> bool:
-        active = self.runtime.active
+        active = self.runtime.activations.active
         return applied is not None and active is not None and active.engine is applied.engine
 
     def _switch(self, winner: View | None, live: set[Key], now: float) -> None:
@@ -216,7 +216,7 @@ class Reconciler:
             self._activate(winner, winner.spec, profile, now)
             return
         if applied is not None and applied.key not in live and self._is_running(applied):
-            self.runtime.deactivate("cluster", activation=f"{applied.key[0]}/{applied.key[1]}")
+            self.runtime.activations.deactivate("cluster", activation=f"{applied.key[0]}/{applied.key[1]}")
         if applied is not None and applied.key not in live:
             self.applied = None
 
@@ -227,7 +227,7 @@ class Reconciler:
         seed = spec.seed if spec.seed is not None else profile.spec.seed
         seed = seed if seed is not None else uid_seed(view.uid)
         ttl = None if view.deadline is None else max(view.deadline - now, 0.001)
-        activation = self.runtime.activate(
+        activation = self.runtime.activations.activate(
             profile.name, seed, ttl, source="cluster", activation=f"{view.key[0]}/{view.key[1]}",
             generation=view.generation, profileGeneration=loaded.generation)
         self.applied = Applied(view.key, view.uid, view.generation, profile, loaded.generation,
@@ -259,7 +259,7 @@ class Reconciler:
         return "False", "Overridden", self._overridden()
 
     def _overridden(self) -> str:
-        active = self.runtime.active
+        active = self.runtime.activations.active
         now_running = (f"profile {active.engine.profile.name} (epoch {active.engine.epoch})" if active
                        else "pass-through")
         return f"the proxy's control plane switched to {now_running} after this activation applied"

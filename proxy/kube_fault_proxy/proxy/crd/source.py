@@ -128,7 +128,7 @@ class ClusterSource:
             except Exception as e:  # the apiserver gone, a 403, a broken stream: retry, say so
                 self.counts["watchErrors"] += 1
                 self.last_error = f"{resource}: {describe_error(e)}"[:1000]
-                self.runtime.note("cluster-watch-error", resource=resource, error=self.last_error)
+                self.runtime.counters.note("cluster-watch-error", resource=resource, error=self.last_error)
                 if informer.relists > relists:
                     backoff = self.retry_seconds
                 await asyncio.sleep(backoff)

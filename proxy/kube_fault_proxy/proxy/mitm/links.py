@@ -42,10 +42,10 @@ class UpstreamLoss:
         client = f"{data.client.peername[0]}:{data.client.peername[1]}"
         held = self.held.count(data.client.id)
         if not held:
-            self.runtime.note("upstream-lost", reason=why, client=client)
+            self.runtime.counters.note("upstream-lost", reason=why, client=client)
             internals.close(handler, data.client)
             return
-        self.runtime.note("upstream-lost", reason=why, client=client, heldAnswers=held)
+        self.runtime.counters.note("upstream-lost", reason=why, client=client, heldAnswers=held)
         self.held.when_empty(data.client.id, lambda: self._drain(data.client.id, client))
 
     def _drain(self, client_id: str, client: str) -> None:
@@ -65,7 +65,7 @@ class UpstreamLoss:
             await asyncio.sleep(0.05)
         conn = internals.client_of(handler)
         if internals.carries(handler, conn):
-            self.runtime.note("upstream-lost-drained", client=client, goaway=goaway, streamsCut=left)
+            self.runtime.counters.note("upstream-lost-drained", client=client, goaway=goaway, streamsCut=left)
             internals.close(handler, conn)
 
     def server_disconnected(self, data: server_hooks.ServerConnectionHookData) -> None:

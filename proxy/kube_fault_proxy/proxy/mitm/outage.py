@@ -54,9 +54,10 @@ class OutageController:
         # Schedule the end first: nothing below may leave the proxy in an endless outage.
         loop.call_later(seconds, lambda: self._spawn(self._end()))
         # What the scheduler had been told of its binds when the apiserver "died".
-        self.runtime.note("outage-start", seconds=seconds, refuse=mode, **cause,
-                          clientConnectionsClosed=len(handlers), bindsSucceeded=self.runtime.binds_succeeded,
-                          bindsThrottled=self.runtime.binds_throttled, bindsFailed=self.runtime.binds_failed)
+        counters = self.runtime.counters
+        counters.note("outage-start", seconds=seconds, refuse=mode, **cause,
+                      clientConnectionsClosed=len(handlers), bindsSucceeded=counters.binds_succeeded,
+                      bindsThrottled=counters.binds_throttled, bindsFailed=counters.binds_failed)
         aborted = 0
         for h in handlers:
             internals.close_client(h)  # first: the upstream losses below then close no client a second time
@@ -89,7 +90,7 @@ class OutageController:
         self._ended.set()
         # A connection closed at the start must be gone by now; one still here is a proxy bug.
         self.counts["clientConnectionsLingering"] = len(self._closed_ids & internals.client_ids(server))
-        self.runtime.note("outage-end", **self.counts)
+        self.runtime.counters.note("outage-end", **self.counts)
 
     async def _blackhole(self, client: connection.Client) -> None:
         with contextlib.suppress(TimeoutError):

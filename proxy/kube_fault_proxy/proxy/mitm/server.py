@@ -129,7 +129,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         next_layer.NextLayer(),
         PreferHttp2(),  # before TlsConfig, which reads the choice
         tlsconfig.TlsConfig(),
-        ConnectionCounter(runtime.connections),
+        ConnectionCounter(runtime.counters.connections),
         timeouts,
         outage,
         UpstreamLoss(runtime, held),

@@ -111,7 +111,7 @@ class ConnectionTimeouts:
                 if handler is None:
                     continue
                 client = internals.client_of(handler)
-                self.runtime.note("client-timeout", reason=why,
+                self.runtime.counters.note("client-timeout", reason=why,
                                   client=f"{client.peername[0]}:{client.peername[1]}" if client.peername else "")
                 with contextlib.suppress(Exception):
                     internals.close(handler, client)

@@ -38,7 +38,7 @@ from kube_fault_proxy.rig.cluster.processes import (
     spawn,
     stop_groups,
 )
-from kube_fault_proxy.rig.proxy_process import ServeFailed, start_serve
+from kube_fault_proxy.rig.cluster.proxy_process import ServeFailed, start_serve
 
 SCHEDULERS = ("none", "kube-scheduler", "yunikorn")
 # Clients whose kubeconfig may point at the proxy (`--through-proxy`); by default the scheduler alone.

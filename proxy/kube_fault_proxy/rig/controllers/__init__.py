@@ -1,1 +1,1 @@
-"""Workload controllers as the system under test: their history, what they promise, and workloads for them."""
+"""Workload controllers as the system under test: their world, what they promise, and workloads for them."""

@@ -15,8 +15,8 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from kube_fault_proxy.kube.informer import Informer
 from kube_fault_proxy.kube.kubeapi import Kube, Node, Pod
-from kube_fault_proxy.rig.controllers.history import Change, History, slim
 from kube_fault_proxy.rig.controllers.world import World
+from kube_fault_proxy.rig.invariants.history import Change, History, slim
 
 RESOURCES: dict[str, Any] = {
     "Pod": Pod, "Node": Node,

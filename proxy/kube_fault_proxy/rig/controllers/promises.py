@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from kube_fault_proxy.rig.catalogue import CONTROLLER_INVARIANTS, Violation
-from kube_fault_proxy.rig.controllers.history import Change, History
 from kube_fault_proxy.rig.controllers.world import (
     WORKLOADS,
     World,
@@ -30,7 +28,9 @@ from kube_fault_proxy.rig.controllers.world import (
     succeeded,
     uid,
 )
-from kube_fault_proxy.rig.placement import Obj, ref
+from kube_fault_proxy.rig.invariants.catalogue import CONTROLLER_INVARIANTS, Violation
+from kube_fault_proxy.rig.invariants.history import Change, History
+from kube_fault_proxy.rig.invariants.placement import Obj, ref
 
 PROMISES = tuple(i.name for i in CONTROLLER_INVARIANTS)
 SNAPSHOT = tuple(p for p in PROMISES if p != "workload-converges")  # a snapshot has no time to converge in

@@ -13,8 +13,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from kube_fault_proxy.rig.placement import Obj, excluded_by, ref, terminated, tolerated
-from kube_fault_proxy.rig.safety import LIFECYCLE_TAINTS
+from kube_fault_proxy.rig.invariants.placement import Obj, excluded_by, ref, terminated, tolerated
+from kube_fault_proxy.rig.invariants.safety import LIFECYCLE_TAINTS
 
 KINDS = ("Pod", "ReplicaSet", "Deployment", "Job", "StatefulSet", "DaemonSet", "Node")
 WORKLOADS = ("ReplicaSet", "Deployment", "Job", "StatefulSet", "DaemonSet")

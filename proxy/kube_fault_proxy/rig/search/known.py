@@ -19,7 +19,7 @@ from kube_fault_proxy.proxy.profiles.loader import problem_from, read_text
 from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, ProfileError
 from kube_fault_proxy.proxy.profiles.yaml_reader import compose
 from kube_fault_proxy.proxy.schema.strict import StrictModel
-from kube_fault_proxy.rig.catalogue import lookup
+from kube_fault_proxy.rig.invariants.catalogue import lookup
 from kube_fault_proxy.rig.search.findings import kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 

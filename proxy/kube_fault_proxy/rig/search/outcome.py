@@ -13,7 +13,7 @@ from kube_fault_proxy.rig.search.findings import Finding
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.shrink import Shrunk
 from kube_fault_proxy.rig.search.trial import TrialResult
-from kube_fault_proxy.rig.shapes import SHAPES
+from kube_fault_proxy.rig.workloads.shapes import SHAPES
 
 UNFAULTED = "unfaulted"  # the control: the same scheduler and workload without the profile
 

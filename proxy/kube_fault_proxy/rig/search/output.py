@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from kube_fault_proxy import __version__, shipped
-from kube_fault_proxy.rig.catalogue import INVARIANTS, label
-from kube_fault_proxy.rig.report import timeline_svg
-from kube_fault_proxy.rig.safety import SAFETY
-from kube_fault_proxy.rig.scenario import load_scenario
+from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, label
+from kube_fault_proxy.rig.invariants.safety import SAFETY
+from kube_fault_proxy.rig.runs.report import timeline_svg
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search import coverage
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome

@@ -16,13 +16,13 @@ from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, pod_scheduled, pod_waits, shapes
+from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
-from kube_fault_proxy.rig.runner import SCHEDULER_NAMES, timeline_sample
-from kube_fault_proxy.rig.scheduler_kill import CrashPoints
+from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
+from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.known import own_effect
+from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later

@@ -15,10 +15,10 @@ import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kube_fault_proxy.rig.catalogue import Violation
-from kube_fault_proxy.rig.controllers.history import History
-from kube_fault_proxy.rig.placement import Obj, ref
-from kube_fault_proxy.rig.pod_scheduled import condition
+from kube_fault_proxy.rig.invariants.catalogue import Violation
+from kube_fault_proxy.rig.invariants.history import History
+from kube_fault_proxy.rig.invariants.placement import Obj, ref
+from kube_fault_proxy.rig.invariants.pod_scheduled import condition
 
 NAME = "no-pod-waits-past-bound"
 # kube-scheduler retries a schedulable pod it failed within its backoff (podMaxBackoffSeconds, 10 s) and

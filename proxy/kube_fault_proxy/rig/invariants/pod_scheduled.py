@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kube_fault_proxy.rig.catalogue import Violation
-from kube_fault_proxy.rig.placement import Obj, ref, terminated
+from kube_fault_proxy.rig.invariants.catalogue import Violation
+from kube_fault_proxy.rig.invariants.placement import Obj, ref, terminated
 
 NAME = "bound-pod-scheduled"
 

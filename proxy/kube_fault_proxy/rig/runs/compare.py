@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from kube_fault_proxy.rig.report import column_name
+from kube_fault_proxy.rig.runs.report import column_name
 
 # How a run's fault shows in its events: (start event, end event, what to call it).
 METHODS = (("outage-start", "outage-end", "proxy outage"), ("apiserver-killed", "apiserver-restarted",

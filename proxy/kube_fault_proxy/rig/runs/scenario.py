@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, StringConstraints, ValidationError, 
 from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, compose, problem_from, read_text
 from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN
 from kube_fault_proxy.proxy.schema.strict import Duration, StrictModel
-from kube_fault_proxy.rig.catalogue import lookup
+from kube_fault_proxy.rig.invariants.catalogue import lookup
 
 Scheduler = Literal["kube-scheduler", "yunikorn"]
 # An expectation is for a scheduler, or for one build of it: `yunikorn+<patch name>` is YuniKorn

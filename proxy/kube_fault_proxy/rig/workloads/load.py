@@ -24,8 +24,8 @@ from kube_fault_proxy.kube.kubeapi import (
     delete_namespace,
     ensure_namespace,
 )
-from kube_fault_proxy.rig import pod_posts, shapes
 from kube_fault_proxy.rig.console import Progress
+from kube_fault_proxy.rig.workloads import pod_posts, shapes
 
 LOAD_LABEL = "kube-fault-proxy/load"
 TOUCHED = "kube-fault-proxy/touched"

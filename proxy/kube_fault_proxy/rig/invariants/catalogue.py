@@ -48,8 +48,8 @@ CONTROLLER_INVARIANTS = (
               "last changed)"),
 )
 
-# What a scheduler's status writes must leave (rig/pod_scheduled.py, judged by `check`) and how long a pod may
-# wait once the faults end (rig/pod_waits.py); a kube-scheduler search trial judges both.
+# What a scheduler's status writes must leave (pod_scheduled.py, judged by `check`) and how long a pod may
+# wait once the faults end (pod_waits.py); a kube-scheduler search trial judges both.
 CONDITION_INVARIANTS = (
     Invariant("bound-pod-scheduled", "every pod its scheduler bound ends with PodScheduled=True "
                                      "(kubernetes#139602: a failed asynchronous bind left it False)"),

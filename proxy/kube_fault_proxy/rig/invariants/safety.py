@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
-from kube_fault_proxy.rig.catalogue import Violation
-from kube_fault_proxy.rig.placement import (
+from kube_fault_proxy.rig.invariants.catalogue import Violation
+from kube_fault_proxy.rig.invariants.placement import (
     UNSCHEDULABLE_TAINT,
     Obj,
     allocatable,

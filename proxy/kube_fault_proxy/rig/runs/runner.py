@@ -17,15 +17,15 @@ from lightkube import Client
 
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig import invariants as check
-from kube_fault_proxy.rig import load, wave
-from kube_fault_proxy.rig.apiserver_kill import kill_and_restart
+from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
+from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
-from kube_fault_proxy.rig.invariants import Report
-from kube_fault_proxy.rig.journal_tail import JournalTail
-from kube_fault_proxy.rig.scenario import Expectation, Scenario, Step
-from kube_fault_proxy.rig.scheduler_kill import kill_and_restart_scheduler
+from kube_fault_proxy.rig.invariants import check
+from kube_fault_proxy.rig.invariants.check import Report
+from kube_fault_proxy.rig.runs.journal_tail import JournalTail
+from kube_fault_proxy.rig.runs.scenario import Expectation, Scenario, Step
+from kube_fault_proxy.rig.workloads import load, wave
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
 # Journal events a step may wait for that the timeline reads itself, at once: a crashPoint rule's held commit,

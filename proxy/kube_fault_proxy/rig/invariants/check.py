@@ -18,12 +18,12 @@ import httpx
 from lightkube import Client
 
 from kube_fault_proxy.kube.kubeapi import Node, Pod
-from kube_fault_proxy.rig import catalogue
-from kube_fault_proxy.rig.catalogue import INVARIANTS, Violation
-from kube_fault_proxy.rig.placement import quantity
-from kube_fault_proxy.rig.placement import ref as _ref
-from kube_fault_proxy.rig.placement import terminated as _terminated
-from kube_fault_proxy.rig.safety import SAFETY, check_safety
+from kube_fault_proxy.rig.invariants import catalogue
+from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, Violation
+from kube_fault_proxy.rig.invariants.placement import quantity
+from kube_fault_proxy.rig.invariants.placement import ref as _ref
+from kube_fault_proxy.rig.invariants.placement import terminated as _terminated
+from kube_fault_proxy.rig.invariants.safety import SAFETY, check_safety
 
 __all__ = ["INVARIANTS", "TABLE_HEADERS", "Report", "Snapshot", "Violation", "all_bound", "check_generic",
            "check_yunikorn", "evaluate", "fetch", "render", "table_rows", "verdict_line", "wait_quiet"]
