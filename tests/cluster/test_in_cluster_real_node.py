@@ -17,6 +17,7 @@ from tests.container.engine import build_image, set_up
 from tests.support.cluster import api_client, start_cluster, stop_cluster, wait_for
 from tests.support.in_cluster import (
     CONTROLLERS,
+    KUBELET_CHAINS,
     Relay,
     import_image,
     iptables_chains,
@@ -53,6 +54,19 @@ def run_kubectl(c: Cluster, *args: str, stdin: str | None = None, timeout: float
     return r.stdout
 
 
+def rollout(c: Cluster, seconds: int) -> None:
+    """`kubectl rollout status`; if it times out, the pods' state and their containers' logs in the message."""
+    argv = [str(kubernetes("kubectl").binary), "--kubeconfig", str(c.kubeconfig("admin")), "-n", NS]
+    r = subprocess.run([*argv, "rollout", "status", "deployment/kube-fault-proxy", f"--timeout={seconds}s"],
+                       capture_output=True, text=True, timeout=seconds + 10)
+    if r.returncode != 0:
+        seen = [subprocess.run([*argv, *args], capture_output=True, text=True, timeout=30)
+                for args in (["get", "pods", "-o", "wide"], ["get", "events"],
+                             ["logs", "-l", "app.kubernetes.io/name=kube-fault-proxy", "--all-containers",
+                              "--prefix", "--tail=20"])]
+        raise AssertionError("rollout: " + r.stderr + "\n".join(x.stdout + x.stderr for x in seen))
+
+
 def apply(c: Cluster, *objs: dict[str, Any]) -> None:
     run_kubectl(c, "apply", "-f", "-", stdin=yaml.safe_dump_all(objs))
 
@@ -82,8 +96,7 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
             run_kubectl(c, "-n", NS, "create", "secret", "generic", "kube-fault-proxy-ca",
                         f"--from-file=mitmproxy-ca.pem={ca_state / 'ca' / 'mitmproxy-ca.pem'}")
             run_kubectl(c, "apply", "-k", str(kustomization(tmp_path)))
-            run_kubectl(c, "-n", NS, "rollout", "status", "deployment/kube-fault-proxy", "--timeout=90s",
-                        timeout=100)
+            rollout(c, 60)
             replicas = proxy_pods(api)
             assert len(replicas) == 2
             assert {p.spec.node_name for p in replicas} == {"kfp-real-node"}
@@ -118,15 +131,14 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
                 run_kubectl(c, "-n", NS, "delete", "pod", serving[0], "--grace-period=0", "--force", "--wait=false")
                 create_pod(api, "after")
                 wait_for("`after` bound after the kill", lambda: bound(api, "after"), timeout=60)
-                run_kubectl(c, "-n", NS, "rollout", "status", "deployment/kube-fault-proxy", "--timeout=60s",
-                            timeout=70)
+                rollout(c, 60)
                 now = {p.metadata.name for p in proxy_pods(api)}
                 assert serving[0] not in now and len(now) == 2
                 print(json.dumps({"replicas": sorted(now), "relayed": relay.connections}))
     finally:
         with_relay_stopped(relay)
         stop_cluster(c)
-    assert iptables_chains() == chains_before  # kube-proxy's chains removed by --cleanup
+    assert iptables_chains() - KUBELET_CHAINS == chains_before - KUBELET_CHAINS  # kube-proxy's: --cleanup
 
 
 def with_relay_stopped(relay: Relay) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
-from kube_fault_proxy.rig.cluster.processes import spawn, stop_groups
+from kube_fault_proxy.rig.cluster.processes import free_port, spawn, stop_groups
 from kube_fault_proxy.rig.cluster.real_node_config import K8S_NAMESPACE, NODE_IP, NODE_NAME, POD_SUBNET
 
 from tests.support.processes import ROOT
@@ -42,8 +42,13 @@ def kube_proxy() -> build.Component:
     return build.kubernetes("kube-proxy")
 
 
+# The kubelet's own chains (it makes them whatever the proxy; `cluster down` leaves them today).
+KUBELET_CHAINS = frozenset(f"{t}/{n}" for t in ("nat", "filter", "mangle")
+                           for n in ("KUBE-KUBELET-CANARY", "KUBE-FIREWALL", "KUBE-IPTABLES-HINT"))
+
+
 def iptables_chains() -> set[str]:
-    """The KUBE-* chains in the nat and filter tables now."""
+    """The KUBE-* chains in the nat, filter and mangle tables now."""
     chains: set[str] = set()
     for table in ("nat", "filter", "mangle"):
         out = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True, timeout=30).stdout
@@ -121,10 +126,12 @@ def kubernetes_endpoints(port: int) -> dict[str, Any]:
 def running_kube_proxy(c: Cluster, log: Path) -> Iterator[int]:
     """kube-proxy (iptables mode) for the node, as admin; on exit stopped and `--cleanup` run."""
     binary = build.build(kube_proxy())
+    metrics, healthz = free_port(), free_port()
     argv = [str(binary), f"--kubeconfig={c.kubeconfig('admin')}", f"--hostname-override={NODE_NAME}",
             "--proxy-mode=iptables", f"--cluster-cidr={POD_SUBNET}", "--conntrack-max-per-core=0",
-            "--iptables-localhost-nodeports=false", "--metrics-bind-address=127.0.0.1:0",
-            "--healthz-bind-address=127.0.0.1:0", "--v=1"]
+            "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
+            "--iptables-localhost-nodeports=false", f"--metrics-bind-address=127.0.0.1:{metrics}",
+            f"--healthz-bind-address=127.0.0.1:{healthz}", "--v=1"]
     pid = spawn(argv, log)
     try:
         yield pid
