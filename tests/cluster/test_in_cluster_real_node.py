@@ -21,7 +21,6 @@ from tests.support.in_cluster import (
     Relay,
     import_image,
     iptables_chains,
-    kubernetes_endpoints,
     kustomization,
     running_kube_proxy,
     running_scheduler,
@@ -82,7 +81,6 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
         api = api_client(c.kubeconfig("admin"))
         print(f"image imported in {import_image(engine.env, c, tmp_path):.1f}s")
         relay.start()
-        apply(c, kubernetes_endpoints(relay.port))
         with running_kube_proxy(c, c.dir / "logs" / "kube-proxy.log"):
             # 1. deploy/ as deploy/README.md says: the CA Secret, then apply -k.
             ca_state = tmp_path / "ca-state"
@@ -142,7 +140,7 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
 
 
 def with_relay_stopped(relay: Relay) -> None:
-    if relay.port:
+    if relay.started:
         relay.stop()
 
 

@@ -2,9 +2,10 @@
 
 What the rig's control plane lacks for pods that really run, and what is added here (each piece stops
 cleanly): kube-apiserver listens on 127.0.0.1 only, which a pod cannot reach, so a relay on the node's
-bridge address forwards to it and the `kubernetes` Service gets an EndpointSlice naming the relay; no
-kube-proxy runs, so one (the same k8s.io/kubernetes build, iptables mode) makes ClusterIPs work for pods
-and for processes on the host; on `stop` it runs `kube-proxy --cleanup`, which removes its chains.
+bridge address (port 443) forwards to it, and the pods resolve `kubernetes.default.svc` to that address
+(a hostAlias: no cluster DNS; and a pod has no route to a ClusterIP, the CNI bridge gives it none); no
+kube-proxy runs, so one (the same k8s.io/kubernetes build, iptables mode) makes the proxies' Service's
+ClusterIP work for a scheduler on the host; on exit `kube-proxy --cleanup` removes its chains.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ CONTROLLERS = ("namespace-controller,garbage-collector-controller,serviceaccount
                "serviceaccount-token-controller,root-ca-certificate-publisher-controller,node-lifecycle-controller,"
                "taint-eviction-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller,"
                "replicaset-controller,deployment-controller,endpointslice-controller")
-KUBERNETES_SERVICE_IP = "10.0.0.1"  # the first address of the rig's --service-cluster-ip-range
 IMAGE = "localhost/kube-fault-proxy:local"  # what tests/container/engine.py builds
 
 
@@ -60,24 +60,25 @@ def iptables_chains() -> set[str]:
 class Relay:
     """A TCP relay from the node's bridge address to kube-apiserver's loopback port, in a thread."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, port: int = 443) -> None:
         self.target_port = target_port
-        self.port = 0
+        self.port = port
         self.connections = 0
+        self.started = False
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._server: asyncio.Server | None = None
 
     def start(self) -> None:
-        """Listen on NODE_IP (an ephemeral port) and serve until `stop`."""
+        """Listen on NODE_IP:port and serve until `stop`."""
         self._thread.start()
         assert self._ready.wait(10), "the relay did not start"
+        self.started = True
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(self._pipe, NODE_IP, 0))
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._pipe, NODE_IP, self.port))
         self._ready.set()
         self._loop.run_forever()
 
@@ -109,17 +110,6 @@ class Relay:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-
-def kubernetes_endpoints(port: int) -> dict[str, Any]:
-    """The EndpointSlice of the `kubernetes` Service (the rig's apiserver reconciles none): the relay."""
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kubernetes-relay", "namespace": "default",
-                         "labels": {"kubernetes.io/service-name": "kubernetes",
-                                    "endpointslice.kubernetes.io/managed-by": "kfp-test"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
-            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}
 
 
 @contextlib.contextmanager
@@ -159,7 +149,7 @@ def import_image(engine_env: dict[str, str], c: Cluster, work: Path) -> float:
 
 def kustomization(work: Path) -> Path:
     """An overlay of deploy/ as shipped: the image named as imported, pods on the real node, and the
-    name `kubernetes.default.svc` (no cluster DNS here) given its ClusterIP."""
+    name `kubernetes.default.svc` (no cluster DNS here) given the node's address, where the relay listens."""
     overlay = work / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
@@ -170,7 +160,7 @@ def kustomization(work: Path) -> Path:
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kube-fault-proxy"},
             "spec": {"template": {"spec": {
                 "nodeSelector": {"type": "real"},
-                "hostAliases": [{"ip": KUBERNETES_SERVICE_IP, "hostnames": ["kubernetes.default.svc"]}]}}}})}]}))
+                "hostAliases": [{"ip": NODE_IP, "hostnames": ["kubernetes.default.svc"]}]}}}})}]}))
     return overlay
 
 
