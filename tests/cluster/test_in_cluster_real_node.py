@@ -118,14 +118,15 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
                 wait_for("both replicas applied `storm`", lambda: applied(c, "storm") == 2, timeout=30)
                 create_pod(api, "during")
                 wait_for("an injected bind failure", lambda: injected(c, "storm") >= 1, timeout=30)
+                # the replica the scheduler's connection landed on: the one whose status counts injections
+                serving = [p["name"] for p in status(c, "storm") if p.get("injections", 0) > 0]
+                assert len(serving) == 1, status(c, "storm")
                 assert not bound(api, "during")
                 apply(c, activation("calm", "pass"))
                 wait_for("both replicas applied `calm`", lambda: applied(c, "calm") == 2, timeout=30)
                 wait_for("`during` bound once `calm` applies", lambda: bound(api, "during"), timeout=40)
 
                 # 4. the replica serving the scheduler killed: replaced, and the scheduler reconnects
-                serving = [p["name"] for p in status(c, "storm") if p.get("injections", 0) > 0]
-                assert len(serving) == 1, status(c, "storm")
                 run_kubectl(c, "-n", NS, "delete", "pod", serving[0], "--grace-period=0", "--force", "--wait=false")
                 create_pod(api, "after")
                 wait_for("`after` bound after the kill", lambda: bound(api, "after"), timeout=60)
