@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,12 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
                 wait_for("`during` bound once `calm` applies", lambda: bound(api, "during"), timeout=40)
 
                 # 4. the replica serving the scheduler killed: replaced, and the scheduler reconnects
+                address = api.read_namespaced_pod(serving[0], NS).status.pod_ip
                 run_kubectl(c, "-n", NS, "delete", "pod", serving[0], "--grace-period=0", "--force", "--wait=false")
+                # the API object goes at once; the kubelet kills the process a moment later. Only once the
+                # replica's port refuses is the scheduler's connection to it gone, and `after` must reconnect.
+                wait_for("the killed replica's port closed", lambda: not listening(address, 7443), timeout=30,
+                         interval=0.1)
                 create_pod(api, "after")
                 wait_for("`after` bound after the kill", lambda: bound(api, "after"), timeout=60)
                 rollout(c, 60)
@@ -156,6 +162,15 @@ def create_pod(api: Any, name: str) -> None:
         "spec": {"schedulerName": SCHEDULER, "nodeSelector": {"type": "kwok"},
                  "tolerations": [{"operator": "Exists"}],
                  "containers": [{"name": "c", "image": "none"}]}})
+
+
+def listening(address: str, port: int) -> bool:
+    """Whether a TCP connection to address:port is accepted now."""
+    try:
+        socket.create_connection((address, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def bound(api: Any, name: str) -> bool:
