@@ -79,7 +79,7 @@ def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> No
                       "--controllers", CONTROLLERS, "--timeout", "90")
     relay = Relay(int(c.apiserver.rsplit(":", 1)[1]))
     try:
-        api = api_client(c.kubeconfig("admin"))
+        api: Any = api_client(c.kubeconfig("admin"))
         print(f"image imported in {import_image(engine.env, c, tmp_path):.1f}s")
         relay.start()
         with running_kube_proxy(c, c.dir / "logs" / "kube-proxy.log"):
