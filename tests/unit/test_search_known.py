@@ -42,6 +42,23 @@ def test_the_shipped_catalogue_holds_the_known_bugs_with_their_references() -> N
     assert known.shipped().match(["I3", "stranded"], reset, "yunikorn", "yunikorn v1.9.0") is ids["YUNIKORN-3128"]
 
 
+def test_a_confirmed_hit_is_known_by_its_first_run_when_the_replay_took_the_other_face_of_the_race() -> None:
+    """YUNIKORN-3355 under a reset pair on Bindings: the first run booked phantoms (I1, I2), the replay left the
+    pods ignored (I3), as YuniKorn's relist fell; what both broke (I4, stranded) matches no entry by itself."""
+    shipped = known.shipped()
+    only_3355 = known.Catalogue(known=[k for k in shipped.known if k.id != "YUNIKORN-3128"])  # 3128 as new ground
+    resets = Genome(rules=(rule("resetUpstream", BINDING),))
+    first, replay, both = ["I1", "I2", "I4", "stranded"], ["I3", "I4", "stranded"], ["I4", "stranded"]
+    assert only_3355.match(both, resets, "yunikorn", "yunikorn v1.9.0") is None
+    hit = only_3355.match_confirmed(both, first, replay, resets, "yunikorn", "yunikorn v1.9.0")
+    assert hit is not None and hit.id == "YUNIKORN-3355"
+    # A replay outside the entry's signature (here a broken placement) is not that bug's other face: a finding.
+    assert only_3355.match_confirmed(both, first, [*replay, "no-overcommit"], resets, "yunikorn",
+                                     "yunikorn v1.9.0") is None
+    # Nor is a first run that matches nothing.
+    assert only_3355.match_confirmed(both, both, replay, resets, "yunikorn", "yunikorn v1.9.0") is None
+
+
 def test_a_catalogue_error_names_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "mine.yaml"
     bad.write_text("known:\n  - id: X\n    title: t\n    scheduler: yunikorn\n    builds: ['*']\n"

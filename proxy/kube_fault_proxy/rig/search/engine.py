@@ -284,8 +284,8 @@ class Search:
             self.note(f"  t{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
         else:
             hit = self.confirm(number, g, result)
-            entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match(
-                hit.target, g, s.scheduler, build)
+            entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match_confirmed(
+                hit.target, result.broken, hit.replay, g, s.scheduler, build)
             if entry is not None:
                 hit.verdict, hit.known = "known", entry.id
                 tally = out.known.setdefault(entry.id, KnownTally(entry))

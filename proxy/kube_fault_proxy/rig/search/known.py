@@ -85,6 +85,18 @@ class Catalogue(StrictModel):
         """The first entry a hit matches, if any."""
         return next((k for k in self.known if k.applies_to(scheduler, build) and k.matches(broken, genome)), None)
 
+    def match_confirmed(self, target: list[str], first: list[str], replay: list[str] | None, genome: Genome,
+                        scheduler: str, build: str | None) -> KnownFinding | None:
+        """A confirmed hit's entry: the one what both runs broke matches; or else the one its first run matches,
+        when the replay stayed within that entry's signature (a bug whose face is a race: YUNIKORN-3355's pods are
+        booked as phantoms or left ignored as YuniKorn's relist falls before or after the failed binds)."""
+        entry = self.match(target, genome, scheduler, build)
+        if entry is not None or replay is None:
+            return entry
+        entry = self.match(first, genome, scheduler, build)
+        within = entry.signature.within if entry is not None else None
+        return entry if entry is not None and (within is None or set(replay) <= set(within)) else None
+
     def merged(self, other: Catalogue) -> Catalogue:
         """This catalogue and another's entries (an id both have: the other's wins)."""
         ids = {k.id for k in other.known}
