@@ -166,12 +166,11 @@ def run_cell(cluster: Cluster, profile: str, seed: int, namespace: str, judged_a
             with api.client() as client:
                 load.clean(client, namespace)
     binds = {k: binds_after[k] - binds_before[k] for k in binds_after}
-    report = check.evaluate(snap, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
-    broken = frozenset(name for name, vs in report.by_invariant().items() if vs)
-    broken_later = None
-    if later is not None:
-        late = check.evaluate(later, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
-        broken_later = frozenset(name for name, vs in late.by_invariant().items() if vs)
+    def judged(s: check.Snapshot) -> tuple[check.Report, frozenset[str]]:
+        r = check.evaluate(s, {SCHEDULER_NAMES[scheduler]}, grace=0, namespace=namespace)
+        return r, frozenset(name for name, vs in r.by_invariant().items() if vs)
+    report, broken = judged(snap)
+    broken_later = judged(later)[1] if later is not None else None
     if RESULTS is not None:
         with RESULTS.open("a") as f:
             f.write(json.dumps({"scheduler": judged_as, "build": cluster.scheduler_build, "profile": profile,
