@@ -19,7 +19,6 @@ from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.grammar import (
     ALL_KINDS,
-    BINDING,
     VIEW_KINDS,
     WATCH_KINDS,
     mutate,
@@ -30,6 +29,7 @@ from kube_fault_proxy.rig.search.outcome import Hit, Outcome, Settings
 from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable
+from kube_fault_proxy.rig.search.waist import BINDING
 
 
 def genomes(seed: int, n: int, kinds: tuple[str, ...] = ALL_KINDS) -> list[Genome]:

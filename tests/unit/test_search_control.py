@@ -58,7 +58,7 @@ def test_a_control_by_gates_changes_only_what_it_names() -> None:
     (["--feature-gates", f"kube-scheduler:{ASYNC}=true", "--control", f"gates:{ASYNC}=true"],
      "the target already runs with these gates"),
     (["--feature-gates", "kube-controller-manager:StaleControllerConsistencyJob=false"],
-     "kube-controller-manager targets are not searched yet"),
+     "needs --target kube-controller-manager"),
     (["--control", "kube-schedulr"], "one of yunikorn, kube-scheduler, unfaulted, none, or gates:GATE=BOOL"),
 ])
 def test_bad_targets_and_controls_are_usage_errors_naming_them(argv: list[str], said: str, tmp_path: Path,
@@ -70,7 +70,7 @@ def test_bad_targets_and_controls_are_usage_errors_naming_them(argv: list[str], 
 def test_kube_scheduler_gates_need_a_kube_scheduler_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", "--scheduler", "yunikorn", "--budget", "1m", "-o", str(tmp_path),
                  "--feature-gates", f"kube-scheduler:{ASYNC}=true"]) == 2
-    assert "needs --scheduler kube-scheduler" in capsys.readouterr().err
+    assert "needs --target kube-scheduler" in capsys.readouterr().err
 
 
 # --- confirmation against the control by gates, on fake rigs: the gate on breaks no-pod-waits-past-bound
@@ -83,7 +83,8 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, breaks_when: bool | None) -> list
 
     @contextlib.contextmanager
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
-                source: Path | None, gates: Mapping[str, Mapping[str, bool]]) -> Iterator[Any]:
+                source: Path | None, gates: Mapping[str, Mapping[str, bool]],
+                kinds: tuple[str, ...] = ()) -> Iterator[Any]:
         started.append((state_dir.name, {c: dict(g) for c, g in gates.items()}))
         on = gates.get("kube-scheduler", {}).get(ASYNC)
         build = f"kube-scheduler v1.36.3 {ASYNC}={'true' if on else 'false'}"

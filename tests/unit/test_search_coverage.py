@@ -13,10 +13,11 @@ from kube_fault_proxy.cli.search import _kinds
 from kube_fault_proxy.rig.search.coverage import coverage, lines
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING, KNOWN_KINDS, VIEW_KINDS
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS, VIEW_KINDS
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.output import write
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+from kube_fault_proxy.rig.search.waist import BINDING
 
 WATCH = {"verbs": ["watch"], "resources": ["pods"]}
 

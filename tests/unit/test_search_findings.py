@@ -12,11 +12,12 @@ from kube_fault_proxy.rig.search import precheck
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order, signature
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.grammar import ALL_KINDS, BINDING
+from kube_fault_proxy.rig.search.grammar import ALL_KINDS
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Hit, Outcome, Settings
 from kube_fault_proxy.rig.search.output import control_text, write
 from kube_fault_proxy.rig.search.shrink import Shrunk
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+from kube_fault_proxy.rig.search.waist import BINDING
 
 
 def rule(kind: str, match: dict[str, Any] | None = None, name: str | None = None, **when: Any) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from kube_fault_proxy.rig.search import engine, known
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
-from kube_fault_proxy.rig.search.grammar import BINDING
 from kube_fault_proxy.rig.search.outcome import Settings
 from kube_fault_proxy.rig.search.output import write
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+from kube_fault_proxy.rig.search.waist import BINDING
 
 WATCH = {"verbs": ["watch"], "resources": ["pods"]}
 

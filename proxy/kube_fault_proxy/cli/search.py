@@ -19,7 +19,8 @@ from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_sta
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import control as controls
-from kube_fault_proxy.rig.search import known
+from kube_fault_proxy.rig.search import known, waist
+from kube_fault_proxy.rig.search.controller_trial import WORKLOAD_KINDS, plan
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
@@ -28,28 +29,54 @@ from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
 from kube_fault_proxy.rig.workloads.shapes import SHAPES
 
-SCHEDULERS = ("yunikorn", "kube-scheduler")
+SCHEDULERS = ("yunikorn", "kube-scheduler")  # a control by another scheduler is one of these
+DEFAULTS = {"nodes": 20, "pods": 100}  # a scheduler's search rig and load
+CONTROLLER_DEFAULTS = {"nodes": 4, "pods": 40}  # kube-controller-manager's: a DaemonSet pod a node, ~40 pods a trial
 
 
 class UsageError(Exception):
     """Flags that do not fit together."""
 
 
-def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
+def _kinds(args: argparse.Namespace, target: str | None = None) -> tuple[str, ...]:
     asked = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
-    kinds = list(dict.fromkeys(k for a in asked for k in (KNOWN_KINDS if a == "all" else (a,))))  # all: every kind
+    refused = waist.of(target or "").no_kinds
+    kinds = list(dict.fromkeys(k for a in asked for k in (KNOWN_KINDS if a == "all" else (a,))
+                               if a != "all" or k not in refused))  # all: every kind the target's trial runs
     unknown = sorted(set(kinds) - set(KNOWN_KINDS) | set(args.exclude_kinds or []) - set(KNOWN_KINDS))
     if unknown:
         raise UsageError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KINDS)}")
+    if set(kinds) & set(refused):
+        raise UsageError(f"--kinds {', '.join(sorted(set(kinds) & set(refused)))}: not with --target {target} "
+                         f"({waist.of(str(target)).refused})")
     kept = tuple(k for k in kinds if k not in set(args.exclude_kinds or []))
     if not kept:
         raise UsageError("no fault kind left to search")
     return kept
 
 
+def _target(text: str) -> tuple[str, tuple[str, ...]]:
+    """`--target NAME` or `kube-controller-manager:replicaset,job` -> (target, the workload kinds its trial makes)."""
+    name, colon, rest = text.partition(":")
+    if name not in waist.TARGETS:
+        raise UsageError(f"--target {text!r}: one of {', '.join(waist.TARGETS)}")
+    if colon and name != waist.CONTROLLER_MANAGER:
+        raise UsageError(f"--target {text!r}: only {waist.CONTROLLER_MANAGER} takes workload kinds after a colon")
+    kinds = tuple(k.strip() for k in rest.split(",") if k.strip()) if colon else WORKLOAD_KINDS
+    try:
+        plan(CONTROLLER_DEFAULTS["pods"], kinds)
+    except ValueError as e:
+        raise UsageError(f"--target {text!r}: {e}") from None
+    return name, kinds
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     if args.scheduler is None or args.budget is None or args.output is None:
-        raise UsageError("search needs --scheduler, --budget and -o DIR (or: search replay DIR)")
+        raise UsageError("search needs --target (or --scheduler), --budget and -o DIR (or: search replay DIR)")
+    args.scheduler, workloads = _target(args.scheduler)
+    defaults = CONTROLLER_DEFAULTS if args.scheduler == waist.CONTROLLER_MANAGER else DEFAULTS
+    args.nodes = defaults["nodes"] if args.nodes is None else args.nodes
+    args.pods = defaults["pods"] if args.pods is None else args.pods
     if args.control == args.scheduler:
         raise UsageError(f"--control must be another scheduler than --scheduler (or {UNFAULTED}: the same one "
                          f"without the profile, or {controls.GATES}GATE=BOOL,...: the same build with other gates)")
@@ -87,13 +114,13 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--include-known: no known finding {', '.join(sorted(set(as_new) - set(ids)))} "
                          f"(known: {', '.join(ids)}; or `all`)")
     return Settings(scheduler=args.scheduler, control=control, budget=budget, seed=args.seed,
-                    kinds=_kinds(args), out=args.output, state_dir=state, profiles_dir=args.profiles,
+                    kinds=_kinds(args, args.scheduler), out=args.output, state_dir=state, profiles_dir=args.profiles,
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, shrink_total=shrink_total,
                     replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
-                    fresh=args.fresh, feature_gates=gates)
+                    fresh=args.fresh, feature_gates=gates, workloads=workloads)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -103,6 +130,9 @@ def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
     if asked == "none":
         return None
     if asked is not None:
+        if asked in SCHEDULERS and scheduler == waist.CONTROLLER_MANAGER:
+            raise ValueError(f"--control {asked}: a scheduler is no control for {scheduler} (use {UNFAULTED}, "
+                             f"none or {controls.GATES}GATE=BOOL,...)")
         if asked not in (*SCHEDULERS, UNFAULTED) and not controls.is_gates(asked):
             raise ValueError(f"--control {asked!r}: one of {', '.join(SCHEDULERS)}, {UNFAULTED}, none, or "
                              f"{controls.GATES}GATE=BOOL,... (e.g. {controls.GATES}SchedulerAsyncAPICalls=false)")
@@ -116,7 +146,8 @@ def _search(args: argparse.Namespace) -> int:
     s = _settings(args)
     yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
     build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
-                     *(["kube-scheduler"] if "kube-scheduler" in (s.scheduler, s.control) else [])],
+                     *(["kube-scheduler"] if {"kube-scheduler", waist.CONTROLLER_MANAGER} & {s.scheduler, s.control}
+                       else [])],
                     overrides={"yunikorn-scheduler": yunikorn})
     console = stderr_console()
     with Progress("search trials", None, console=console) as bar:
@@ -175,7 +206,9 @@ def _replay(args: argparse.Namespace) -> int:
                            f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
     note = stderr_console().print
     gates = doc.get("featureGates") or {}  # the target's gates: the build it broke
-    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates) as rig:
+    kinds = tuple(doc.get("workloads") or WORKLOAD_KINDS)  # kube-controller-manager's: the workloads it made
+    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates,
+                     kinds) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
@@ -203,7 +236,10 @@ def run(args: argparse.Namespace) -> int:
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The `search` subcommand."""
     p = sub.add_parser("search", help="search fault profiles for one that breaks an invariant; shrink it")
-    p.add_argument("--scheduler", choices=SCHEDULERS, help="the scheduler under test")
+    p.add_argument("--target", "--scheduler", dest="scheduler", metavar="TARGET",
+                   help=f"what is under test: {', '.join(waist.TARGETS)}; kube-controller-manager may name the "
+                        f"workload kinds its trials make (kube-controller-manager:replicaset,job; default all of "
+                        f"{','.join(WORKLOAD_KINDS)}). --scheduler is the same option")
     p.add_argument("--feature-gates", type=feature_gate, action="append", default=[], metavar="COMPONENT:GATE=BOOL",
                    help="the target's feature gates (repeatable; components kube-scheduler, with --scheduler "
                         "kube-scheduler, and kube-apiserver), e.g. kube-scheduler:SchedulerAsyncAPICalls=true; "
@@ -227,8 +263,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "all: every kind, these included)")
     p.add_argument("--exclude-kinds", metavar="K", action="append", help="leave this kind out (repeatable)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the report and minimal profile go")
-    p.add_argument("--nodes", type=int, default=20, help="fake nodes of the search rig (default 20)")
-    p.add_argument("--pods", type=int, default=100, help="pods per search trial (default 100)")
+    p.add_argument("--nodes", type=int, help="fake nodes of the search rig (default 20; kube-controller-manager 4)")
+    p.add_argument("--pods", type=int, help="pods per search trial (default 100; kube-controller-manager about 40)")
     p.add_argument("--shrink-budget", default="10m", metavar="DURATION",
                    help="time for shrinking each distinct finding (default 10m)")
     p.add_argument("--shrink-total", default="30m", metavar="DURATION",

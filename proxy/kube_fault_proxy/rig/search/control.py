@@ -15,7 +15,12 @@ from kube_fault_proxy.rig.cluster import feature_gates
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 
 GATES = "gates:"
-SEARCHABLE = ("kube-apiserver", "kube-scheduler")  # the components a search trial runs (a scheduler's rig)
+SEARCHABLE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")  # components whose gates a search sets
+TARGETED = ("kube-scheduler", "kube-controller-manager")  # gates set only when the component is the target
+# kube-controller-manager v1.36.3's stale-controller consistency (KEP-5647: Beta, on by default): a search of it with
+# no gates of its own is controlled by the same build with all four off.
+STALE_CONTROLLER_GATES = ("StaleControllerConsistencyDaemonSet", "StaleControllerConsistencyJob",
+                          "StaleControllerConsistencyReplicaSet", "StaleControllerConsistencyStatefulSet")
 
 
 def is_gates(control: str | None) -> bool:
@@ -28,10 +33,9 @@ def target_gates(settings: Iterable[tuple[str, str, bool]], scheduler: str) -> G
     gates = feature_gates.collect(settings)
     for component in gates:
         if component not in SEARCHABLE:
-            raise ValueError(f"--feature-gates {component}:...: a search runs only "
-                             f"{' and '.join(SEARCHABLE)} (kube-controller-manager targets are not searched yet)")
-    if "kube-scheduler" in gates and scheduler != "kube-scheduler":
-        raise ValueError("--feature-gates kube-scheduler:... needs --scheduler kube-scheduler")
+            raise ValueError(f"--feature-gates {component}:...: a search runs only {', '.join(SEARCHABLE)}")
+        if component in TARGETED and scheduler != component:
+            raise ValueError(f"--feature-gates {component}:... needs --target {component}")
     return gates
 
 
@@ -46,7 +50,7 @@ def parse(control: str, scheduler: str) -> Gates:
     except ValueError as e:
         raise ValueError(f"--control {control!r}: {e}") from None
     for component in gates:
-        if component not in SEARCHABLE or (component == "kube-scheduler" and scheduler != "kube-scheduler"):
+        if component not in SEARCHABLE or (component in TARGETED and scheduler != component):
             raise ValueError(f"--control {control!r}: a search of {scheduler} cannot set {component}'s gates")
     return gates
 
@@ -60,7 +64,10 @@ def merged(target: Mapping[str, Mapping[str, bool]], changes: Mapping[str, Mappi
 
 
 def flipped(target: Mapping[str, Mapping[str, bool]], scheduler: str) -> str | None:
-    """The default control of a search with gates: each of them the other way (None: no gates)."""
+    """The default control of a search with gates: each of them the other way (None: no gates); of a
+    kube-controller-manager search without gates: its stale-controller gates off."""
+    if not target and scheduler == "kube-controller-manager":
+        return GATES + ",".join(f"{g}=false" for g in STALE_CONTROLLER_GATES)
     parts = [f"{g}={'false' if on else 'true'}" if c == scheduler else f"{c}:{g}={'false' if on else 'true'}"
              for c, gs in sorted(target.items()) for g, on in sorted(gs.items())]
     return GATES + ",".join(parts) if parts else None

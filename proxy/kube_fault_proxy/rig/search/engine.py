@@ -18,7 +18,7 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
 from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
-from kube_fault_proxy.rig.search import precheck, resume
+from kube_fault_proxy.rig.search import precheck, resume, waist
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
@@ -64,6 +64,7 @@ class Search:
         self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
+        self.waist = waist.of(settings.scheduler)  # where the grammar draws the target's rules
 
     def scheduler_of(self, key: str) -> str:
         """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` control the target's build."""
@@ -89,7 +90,7 @@ class Search:
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
             self.rigs[key] = self._rigs.enter_context(Rig.running(
                 left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
-                self.s.yunikorn_source, self.gates_of(key)))
+                self.s.yunikorn_source, self.gates_of(key), self.s.workloads))
             self.builds[key] = self.rigs[key].build
         self.pids[key] = {n: p.pid for n, p in self.rigs[key].cluster.processes.items()}
         return self.rigs[key]
@@ -154,9 +155,9 @@ class Search:
                 f"kfp-search:{self.s.seed}:{number}:{attempt}")
             if corpus and rng.random() >= FRESH_SHARE:
                 parent, other = rng.choice(list(corpus)), rng.choice(list(corpus))
-                g = mutate(rng, parent, self.s.kinds, other, self.s.shapes)
+                g = mutate(rng, parent, self.s.kinds, other, self.s.shapes, self.waist)
             else:
-                g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes)
+                g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes, self.waist)
             if not valid(g):  # never expected: the grammar only builds loader-valid rules
                 raise AssertionError(f"the grammar built an invalid profile: {g.canonical()}")
             if precheck.can_inject(g, dead, self.s.scheduler):
@@ -176,7 +177,7 @@ class Search:
 
     def canary(self, number: int, out: Outcome) -> None:
         """A fault-free trial of a drawn workload: what breaks here is the rig's or the workload's, never a finding."""
-        g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes)
+        g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes, self.waist)
         result = self.trial(self.s.scheduler, g.with_(rules=(), action=None, origin="canary"), f"c{number}", CANARY)
         out.canaries.append(result)
         if result.broken:
@@ -387,7 +388,8 @@ class Search:
         t0 = time.monotonic()
         self.note(f"shrinking trial {found.first.trial}'s hit (keeping {', '.join(found.target)} broken; "
                   f"budget {self.s.shrink_budget:.0f}s)")
-        found.shrunk = shrink(found.first.genome.with_(origin="confirmed"), still_fails, self.s.shrink_budget)
+        found.shrunk = shrink(found.first.genome.with_(origin="confirmed"), still_fails, self.s.shrink_budget,
+                              node_sizes=() if self.s.scheduler == waist.CONTROLLER_MANAGER else (5, 2, 1))
         found.shrink_seconds = time.monotonic() - t0
         minimal = found.shrunk.genome
         self.note(f"minimal: {len(minimal.rules)} rules, {minimal.pods} pods, {minimal.nodes or self.s.nodes} nodes, "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
-from kube_fault_proxy.rig.search.grammar import MATCHES
+from kube_fault_proxy.rig.search.waist import CONTROLLERS, SCHEDULER
 
 if TYPE_CHECKING:
     from kube_fault_proxy.rig.search.outcome import Hit
@@ -23,9 +23,9 @@ Signature = tuple[str, ...]
 
 
 def match_name(rule: Rule) -> str:
-    """The grammar's name for a rule's match (`binding`, `pod-watch`, ...), else the match as JSON."""
+    """The grammar's name for a rule's match (`binding`, `pod-watch`, `pod-create`, ...), else the match as JSON."""
     match = rule.get("match") or {}
-    for name, selector, _, _ in MATCHES:
+    for name, selector, _, _ in SCHEDULER.matches + CONTROLLERS.matches:
         if {k: list(v) for k, v in selector.items()} == match:
             return name
     return json.dumps(match, sort_keys=True, separators=(",", ":"))

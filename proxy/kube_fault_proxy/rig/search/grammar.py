@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kube_fault_proxy.rig.search.genome import Genome, Rule
+from kube_fault_proxy.rig.search.waist import SCHEDULER, Waist
 
 REQUEST_KINDS = ("abort", "throttle", "delay", "hang", "reset", "commitThenFail")
 WATCH_KINDS = ("expire", "cut", "dropEvents", "duplicateEvents")
@@ -20,12 +21,9 @@ ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds u
 # before they came.
 VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint", "delayEvents", "failThenCommit", "holdEvents")
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
-# Where each view kind fires: schedulers on client-go 1.35/1.36 relist through WatchList (a watch with
-# sendInitialEvents), never a LIST, so staleList is drawn on watches (it acts on their WatchList relists);
-# delayEvents and holdEvents on the watches; a write kind on the writes a trial's workload makes.
-VIEW_MATCHES = {"staleList": ("pod-watch", "node-watch"), "coalesceEvents": ("pod-watch", "node-watch"),
-                "crashPoint": ("binding", "pod-write"), "delayEvents": ("pod-watch", "node-watch"),
-                "failThenCommit": ("binding", "pod-write"), "holdEvents": ("node-watch", "pod-watch")}
+# Where each kind is drawn (which requests, which count a trigger counts) is the target's waist (waist.py): a
+# scheduler's Bindings, or kube-controller-manager's pod creates. Every function below takes the waist; its
+# default is a scheduler's, so a seeded scheduler search draws the very trials it drew before there were two.
 # A trial switches its profile on after the scheduler has started and opened its watches, and a watch rule
 # acts on a watch opened after that (its request decides it): these kinds make the scheduler open its
 # watches again.
@@ -35,19 +33,6 @@ REOPEN_KINDS = ("resetUpstream", "outage", "crashPoint")
 # their watches from their revision, which an `expire` turns into a relist.
 RELIST_KINDS = ("resetUpstream", "crashPoint")
 RESUME_KINDS = ("outage",)
-
-BINDING: dict[str, Any] = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
-# (name, selector, weight, is a watch); the weights follow notes/fault-search.md §4.1.
-MATCHES: tuple[tuple[str, dict[str, Any], int, bool], ...] = (
-    ("binding", BINDING, 30, False),
-    ("pod-watch", {"verbs": ["watch"], "resources": ["pods"]}, 20, True),
-    ("pod-list", {"verbs": ["list"], "resources": ["pods"]}, 8, False),
-    ("node-watch", {"verbs": ["watch"], "resources": ["nodes"]}, 6, True),
-    ("node-list", {"verbs": ["list"], "resources": ["nodes"]}, 4, False),
-    ("pod-write", {"verbs": ["patch", "update"], "resources": ["pods"]}, 10, False),
-    ("events", {"resources": ["events"]}, 5, False),
-    ("any", {}, 5, False),
-)
 QUANTILES = (0.01, 0.05, 0.2, 0.5, 0.9)  # of the load's pods: where a count trigger arms a rule
 
 
@@ -57,20 +42,20 @@ def swarm(rng: random.Random, kinds: Sequence[str]) -> list[str]:
     return chosen or [rng.choice(list(kinds))]
 
 
-def _match_for(rng: random.Random, kind: str) -> tuple[str, dict[str, Any]]:
-    if kind in VIEW_MATCHES:
-        options = [m for m in MATCHES if m[0] in VIEW_MATCHES[kind]]
+def _match_for(rng: random.Random, kind: str, waist: Waist) -> tuple[str, dict[str, Any]]:
+    if kind in waist.view_matches:
+        options = [m for m in waist.matches if m[0] in waist.view_matches[kind]]
     elif kind in WATCH_KINDS:
-        options = [m for m in MATCHES if m[3]]
+        options = [m for m in waist.matches if m[3]]
     elif kind in REQUEST_KINDS:
-        options = [m for m in MATCHES if not m[3] and (kind != "commitThenFail" or m[0] in ("binding", "pod-write"))]
+        options = [m for m in waist.matches if not m[3] and (kind != "commitThenFail" or m[0] in waist.writes)]
     else:
-        options = list(MATCHES)
+        options = list(waist.matches)
     name, selector, _, _ = rng.choices(options, weights=[m[2] for m in options])[0]
     return name, {k: list(v) for k, v in selector.items()}
 
 
-def _fault(rng: random.Random, kind: str, match_name: str = "") -> dict[str, Any]:
+def _fault(rng: random.Random, kind: str, match_name: str = "", waist: Waist = SCHEDULER) -> dict[str, Any]:
     """One fault kind's settings, from the ranges in notes/fault-search.md §4.1 (kept short)."""
     match kind:
         case "abort":
@@ -127,8 +112,7 @@ def _fault(rng: random.Random, kind: str, match_name: str = "") -> dict[str, Any
             first: dict[str, Any] = {"status": 504} if rng.random() < 0.8 else {"reset": True}
             return {**first, "commitAfterSeconds": float(rng.choice([0.5, 1, 3]))}
         case "holdEvents":  # skew: one watch held until the other resource's watch passes an event (or a time)
-            until: dict[str, Any] = ({"resource": "pods", "events": {"types": ["MODIFIED"], "hasNodeName": True}}
-                                     if match_name == "node-watch" else {"resource": "nodes"})
+            until = waist.hold_until.get(match_name) or next(iter(waist.hold_until.values()))
             hold: dict[str, Any] = {"maxSeconds": float(rng.choice([1, 2, 5]))}
             if rng.random() < 0.8:
                 hold["untilEvent"] = until
@@ -136,19 +120,24 @@ def _fault(rng: random.Random, kind: str, match_name: str = "") -> dict[str, Any
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
-def _crash_when(rng: random.Random, pods: int) -> dict[str, Any]:
+def _anchor(waist: Waist) -> dict[str, Any]:
+    """A copy of the waist's anchor match (a count trigger's, a companion's)."""
+    return {k: list(v) for k, v in waist.anchor.items()}
+
+
+def _crash_when(rng: random.Random, pods: int, waist: Waist = SCHEDULER) -> dict[str, Any]:
     """A crash point: at the Nth Binding sent (a quantile of the load), once it commits. Arrivals, not 2xx
     answers: YuniKorn sends a scheduling cycle's Bindings together, before the first answer comes back."""
     count = max(1, round(pods * rng.choice(QUANTILES)))
-    return {"trigger": {"match": {k: list(v) for k, v in BINDING.items()}, "count": count}, "maxInjections": 1}
+    return {"trigger": {"match": _anchor(waist), "count": count}, "maxInjections": 1}
 
 
-def _when(rng: random.Random, kind: str, pods: int) -> dict[str, Any]:
+def _when(rng: random.Random, kind: str, pods: int, waist: Waist = SCHEDULER) -> dict[str, Any]:
     """Timing; always bounded (maxInjections or a window) so every fault is over before the check."""
     when: dict[str, Any] = {}
     if rng.random() < 0.45:
         count = max(1, round(pods * rng.choice(QUANTILES)))
-        when["trigger"] = {"match": {k: list(v) for k, v in BINDING.items()}, "count": count}
+        when["trigger"] = {"match": _anchor(waist), "count": count}
         if rng.random() < 0.5:
             when["trigger"]["answered"] = True
     if rng.random() < 0.2:
@@ -173,18 +162,18 @@ def _watch_when(rng: random.Random) -> dict[str, Any]:
     return {"maxInjections": rng.choice([1, 2, 5])}
 
 
-def rule(rng: random.Random, kind: str, pods: int, index: int) -> Rule:
+def rule(rng: random.Random, kind: str, pods: int, index: int, waist: Waist = SCHEDULER) -> Rule:
     """One rule of the given kind."""
-    match_name, selector = _match_for(rng, kind)
+    match_name, selector = _match_for(rng, kind, waist)
     on_watches = selector.get("verbs") == ["watch"]
     out: Rule = {"name": f"r{index}-{kind.lower()}-{match_name}"}
     if selector:
         out["match"] = selector
     if kind not in ("dropEvents", "duplicateEvents", "crashPoint") and not on_watches and rng.random() < 0.4:
         out["probability"] = rng.choice([0.5, 0.3, 0.1])
-    out["when"] = (_crash_when(rng, pods) if kind == "crashPoint" else _watch_when(rng) if on_watches
-                   else _when(rng, kind, pods))
-    out["fault"] = {kind: _fault(rng, kind, match_name)}
+    out["when"] = (_crash_when(rng, pods, waist) if kind == "crashPoint" else _watch_when(rng) if on_watches
+                   else _when(rng, kind, pods, waist))
+    out["fault"] = {kind: _fault(rng, kind, match_name, waist)}
     return out
 
 
@@ -197,10 +186,11 @@ def _relisted(r: Rule) -> bool:
     return next(iter(r["fault"])) == "staleList" and _on_watches(r)
 
 
-def _reopens(r: Rule, kinds: Sequence[str] = REOPEN_KINDS) -> bool:
-    """A rule of these kinds that surely acts on the load: on Bindings or any request, promptly, every time."""
+def _reopens(r: Rule, kinds: Sequence[str] = REOPEN_KINDS, waist: Waist = SCHEDULER) -> bool:
+    """A rule of these kinds that surely acts on the load: on the waist's anchor (Bindings) or any request,
+    promptly, every time."""
     match, when = r.get("match") or {}, r.get("when") or {}
-    return (next(iter(r["fault"])) in kinds and match in ({}, BINDING) and "probability" not in r
+    return (next(iter(r["fault"])) in kinds and match in ({}, waist.anchor) and "probability" not in r
             and not {"afterMatches", "every", "after"} & set(when))
 
 
@@ -230,33 +220,35 @@ def _one_per_watch(rules: Sequence[Rule]) -> list[Rule]:
     return sorted(kept, key=lambda r: order[_takes(r)] if _on_watches(r) else -1)
 
 
-def _companion(rng: random.Random, kind: str, pods: int, resource: str) -> Rule:
-    """A rule that reopens the scheduler's watches (or, `expire`, turns a resumed one into a relist)."""
-    name = {"resetUpstream": "resetupstream-binding", "outage": "outage-binding", "crashPoint": "crashpoint-binding",
-            "expire": f"expire-{resource[:-1]}-watch"}[kind]
+def _companion(rng: random.Random, kind: str, pods: int, resources: Sequence[str], waist: Waist = SCHEDULER) -> Rule:
+    """A rule that reopens the target's watches (or, `expire`, turns a resumed one into a relist)."""
+    at = waist.matches[0][0]  # the anchor's name (binding, pod-create)
+    name = {"resetUpstream": f"resetupstream-{at}", "outage": f"outage-{at}", "crashPoint": f"crashpoint-{at}",
+            "expire": f"expire-{resources[0][:-1] if len(resources) == 1 else 'workload'}-watch"}[kind]
     if kind == "crashPoint":
-        return {"name": f"r9-{name}", "match": {k: list(v) for k, v in BINDING.items()},
-                **{"when": _crash_when(rng, pods)}, "fault": {"crashPoint": _fault(rng, "crashPoint")}}
+        return {"name": f"r9-{name}", "match": _anchor(waist),
+                **{"when": _crash_when(rng, pods, waist)}, "fault": {"crashPoint": _fault(rng, "crashPoint")}}
     if kind == "expire":
-        return {"name": f"r9-{name}", "match": {"verbs": ["watch"], "resources": [resource]},
+        return {"name": f"r9-{name}", "match": {"verbs": ["watch"], "resources": list(resources)},
                 "when": {"maxInjections": 1}, "fault": {"expire": {"onlyRewatch": True}}}
     when: dict[str, Any] = {"maxInjections": 1}
     if rng.random() < 0.5:  # at the first Binding, or at one a quantile of the load in
-        when["trigger"] = {"match": {k: list(v) for k, v in BINDING.items()},
-                           "count": max(1, round(pods * rng.choice(QUANTILES)))}
+        when["trigger"] = {"match": _anchor(waist), "count": max(1, round(pods * rng.choice(QUANTILES)))}
     fault = {"outage": {"seconds": 1.0, "refuse": rng.choice(["close", "refuse"])}} if kind == "outage" else {kind: {}}
-    return {"name": f"r9-{name}", "match": {k: list(v) for k, v in BINDING.items()}, "when": when, "fault": fault}
+    return {"name": f"r9-{name}", "match": _anchor(waist), "when": when, "fault": fault}
 
 
-def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
+def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int,
+             waist: Waist = SCHEDULER) -> list[Rule]:
     """The rules, with what lets a watch rule among them act (drawn from the asked kinds): a rule that reopens the
     scheduler's watches when none does, a staleList on watches a relist (a restart, or `expire` on the resumed
     watch), an `expire` a dropped connection. At most 4 rules: the watch rule and its companions are kept, the
     last others dropped (twice over: what the first companion kept may need one too)."""
-    return _reopened_once(rng, _reopened_once(rng, rules, kinds, pods), kinds, pods)
+    return _reopened_once(rng, _reopened_once(rng, rules, kinds, pods, waist), kinds, pods, waist)
 
 
-def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int) -> list[Rule]:
+def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int,
+                   waist: Waist) -> list[Rule]:
     """One pass of `reopened`: the first watch rule that cannot act gets its companions."""
     rules = _one_per_watch(rules)
     watched = [r for r in rules if _on_watches(r) and next(iter(r["fault"])) != "expire"]
@@ -267,27 +259,29 @@ def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[st
     needing = watched[0] if watched else expiring
     stale = next((r for r in watched if _relisted(r)), None)
     expires = any(next(iter(r["fault"])) == "expire" for r in rules)
-    resumed = any(_reopens(r, RESUME_KINDS) for r in rules)
-    relists = any(_reopens(r, RELIST_KINDS) for r in rules) or (resumed and expires)
+    resumed = any(_reopens(r, RESUME_KINDS, waist) for r in rules)
+    relists = any(_reopens(r, RELIST_KINDS, waist) for r in rules) or (resumed and expires)
     relisting = [k for k in RELIST_KINDS if k in kinds]
     if stale is not None and not relists and (relisting or ("expire" in kinds and "outage" in kinds)):
-        needing, resource = stale, str(stale["match"].get("resources", ["pods"])[0])
+        needing, resources = stale, [str(r) for r in stale["match"].get("resources", ["pods"])]
         if relisting and (not ("expire" in kinds and "outage" in kinds) or rng.random() < 0.7):
             extra = [_companion(rng, rng.choices(relisting, [1 if k == "crashPoint" else 2 for k in relisting])[0],
-                                pods, resource)]
+                                pods, resources, waist)]
         else:
             if not resumed:
-                extra.append(_companion(rng, "outage", pods, resource))
+                extra.append(_companion(rng, "outage", pods, resources, waist))
             if not expires:
-                extra.append(_companion(rng, "expire", pods, resource))
+                extra.append(_companion(rng, "expire", pods, resources, waist))
     elif expiring is not None and not resumed and "outage" in kinds:  # expire acts on a resumed watch: an outage
-        needing, extra = expiring, [_companion(rng, "outage", pods, "pods")]
-    elif not any(_reopens(r) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
+        needing, extra = expiring, [_companion(rng, "outage", pods, ["pods"], waist)]
+    elif not any(_reopens(r, waist=waist) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
         # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
-        extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods, "pods")]
+        extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods,
+                            ["pods"], waist)]
     if not extra:
         return rules
-    helpers = [r for r in rules if r is not needing and (_reopens(r) or next(iter(r["fault"])) == "expire")]
+    helpers = [r for r in rules if r is not needing and (_reopens(r, waist=waist)
+                                                           or next(iter(r["fault"])) == "expire")]
     others = helpers + [r for r in rules if r is not needing and r not in helpers]
     kept = {id(r) for r in [needing, *others[:max(0, 3 - len(extra))]]}
     return [r for r in rules if id(r) in kept] + extra
@@ -298,12 +292,13 @@ def rule_count(rng: random.Random) -> int:
     return min(4, 1 + sum(1 for _ in range(3) if rng.random() < 0.45))
 
 
-def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: Sequence[str] = ("roomy",)) -> Genome:
+def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: Sequence[str] = ("roomy",),
+                  waist: Waist = SCHEDULER) -> Genome:
     """A fresh genome: a swarm subset of kinds, 1-4 rules, maybe a workload action, a workload shape
     (drawn last, and only when there is a choice, so a roomy-only stream is the old one)."""
     enabled = swarm(rng, kinds)
-    rules = tuple(reopened(rng, [rule(rng, rng.choice(enabled), pods, i + 1) for i in range(rule_count(rng))],
-                           kinds, pods))
+    rules = tuple(reopened(rng, [rule(rng, rng.choice(enabled), pods, i + 1, waist)
+                                 for i in range(rule_count(rng))], kinds, pods, waist))
     action = rng.choice(["touchPods", "touchPods", "deletePods"]) if rng.random() < 0.4 else None
     seed = rng.randrange(1, 2**31)
     shape = rng.choice(list(shapes)) if len(shapes) > 1 else shapes[0]
@@ -320,7 +315,7 @@ def _renamed(rules: Sequence[Rule]) -> tuple[Rule, ...]:
 
 
 def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Genome | None = None,
-           shapes: Sequence[str] = ("roomy",)) -> Genome:
+           shapes: Sequence[str] = ("roomy",), waist: Waist = SCHEDULER) -> Genome:
     """One mutation of a corpus entry: change a rule, add one, drop one, splice, move a trigger; with a
     choice of shapes, one in ten changes the workload shape instead."""
     if len(shapes) > 1 and rng.random() < 0.1:
@@ -330,9 +325,9 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
     op = rng.choice(["regen", "add", "drop", "splice", "trigger", "action", "seed"])
     if op == "regen" and rules:
         i = rng.randrange(len(rules))
-        rules[i] = rule(rng, rng.choice(list(kinds)), parent.pods, i + 1)
+        rules[i] = rule(rng, rng.choice(list(kinds)), parent.pods, i + 1, waist)
     elif op == "add" and len(rules) < 4:
-        rules.append(rule(rng, rng.choice(list(kinds)), parent.pods, len(rules) + 1))
+        rules.append(rule(rng, rng.choice(list(kinds)), parent.pods, len(rules) + 1, waist))
     elif op == "drop" and len(rules) > 1:
         rules.pop(rng.randrange(len(rules)))
     elif op == "splice" and other is not None and other.rules and len(rules) < 4:
@@ -341,15 +336,15 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
         i = rng.choice(timed)  # a rule on watches acts on the watch a reopen opens: no trigger of its own
         when = dict(rules[i].get("when") or {})
         count = max(1, round(parent.pods * rng.choice(QUANTILES)))
-        when["trigger"] = {"match": {k: list(v) for k, v in BINDING.items()}, "count": count}
+        when["trigger"] = {"match": _anchor(waist), "count": count}
         rules[i] = {**rules[i], "when": when}
     elif op == "action":
         return parent.with_(action=rng.choice([None, "touchPods", "deletePods"]), origin=f"mutate:{op}")
     else:
         return parent.with_(seed=rng.randrange(1, 2**31), origin="mutate:seed")
     rules = [r for r in rules if str(next(iter(r["fault"]))) in kinds] or [rule(rng, rng.choice(list(kinds)),
-                                                                                   parent.pods, 1)]
-    rules = reopened(rng, rules, kinds, parent.pods)
+                                                                                   parent.pods, 1, waist)]
+    rules = reopened(rng, rules, kinds, parent.pods, waist)
     return parent.with_(rules=_renamed(rules), origin=f"mutate:{op}")
 
 

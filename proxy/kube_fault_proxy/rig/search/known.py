@@ -54,7 +54,8 @@ class KnownFinding(StrictModel):
 
     id: str = Field(min_length=1, description="a short name: the upstream issue (YUNIKORN-3355) or a slug")
     title: str = Field(min_length=1, description="one line: what goes wrong")
-    scheduler: Literal["yunikorn", "kube-scheduler"] = Field(description="the scheduler it is a bug of")
+    scheduler: Literal["yunikorn", "kube-scheduler", "kube-controller-manager"] = Field(
+        description="the target it is a bug of (a scheduler, or kube-controller-manager)")
     builds: list[str] = Field(min_length=1, description="build patterns it applies to (`yunikorn v1.9.0*`)")
     fixed_in: list[str] = Field(default_factory=list, alias="fixedIn",
                                 description="build patterns where it is fixed (checked before `builds`)")

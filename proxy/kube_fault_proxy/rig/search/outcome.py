@@ -48,6 +48,8 @@ class Settings:
     fresh: bool = False  # start from trial 0 even when the output directory holds this search's trials.jsonl
     # The target's feature gates (component -> gate -> on); a `gates:` control runs the same build with others.
     feature_gates: dict[str, dict[str, bool]] = field(default_factory=dict)
+    # kube-controller-manager as the target: the workload kinds a trial makes (controller_trial.WORKLOAD_KINDS).
+    workloads: tuple[str, ...] = ("replicaset", "deployment", "job", "statefulset", "daemonset")
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:

@@ -24,6 +24,7 @@ from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
 from kube_fault_proxy.rig.search.report_known import known_lines
+from kube_fault_proxy.rig.search.waist import CONTROLLER_MANAGER
 
 MINIMAL = "search-minimal"
 INVARIANT_NAMES = ("stranded", "missing-node", *SAFETY, "I1", "I2", "I3", "I4", "I5")
@@ -99,6 +100,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
         "build": out.builds.get(s.scheduler), "controlBuild": out.builds.get(s.control or ""),
         "featureGates": s.feature_gates,
+        "workloads": list(s.workloads) if s.scheduler == CONTROLLER_MANAGER else None,
         "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
@@ -126,11 +128,12 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
     minimal = out.shrunk.genome if out.shrunk is not None else None
     if minimal is not None:
         (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
-        scenario = d / "replay-scenario.yaml"
-        scenario.write_text(yaml.safe_dump(scenario_doc(minimal, s.scheduler, s.control, out.target,
-                                                        minimal.nodes or s.nodes),
-                                           sort_keys=False))
-        load_scenario(scenario)  # it must load, as `scenario run` will load it
+        if s.scheduler != CONTROLLER_MANAGER:  # a scenario's load is pods for a scheduler; `search replay` is all
+            scenario = d / "replay-scenario.yaml"  # kube-controller-manager's workloads have
+            scenario.write_text(yaml.safe_dump(scenario_doc(minimal, s.scheduler, s.control, out.target,
+                                                            minimal.nodes or s.nodes),
+                                               sort_keys=False))
+            load_scenario(scenario)  # it must load, as `scenario run` will load it
         doc.update(minimal=json.loads(minimal.canonical()), replays=out.replays, reproduced=out.reproduced,
                    minimalControl=out.minimal_control,
                    shrinkSteps=[st.as_dict() for st in out.shrunk.steps] if out.shrunk else [])
@@ -258,10 +261,11 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
                   f"{', '.join(out.target)} (runs: {'; '.join(', '.join(r) or 'clean' for r in out.replays)}); "
                   f"{control_text(s.control, out.minimal_control)} under it", "",
                   "Reproduce:", "", "```sh", f"kube-fault-proxy search replay {s.out}",
-                  f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
-                  f"--scheduler {s.scheduler} --seed {minimal.seed}"
-                  + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")
-                  + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else ""), "```", "",
+                  *([] if s.scheduler == CONTROLLER_MANAGER else [
+                      f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
+                      f"--scheduler {s.scheduler} --seed {minimal.seed}"
+                      + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")
+                      + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else "")]), "```", "",
                   "## Minimal profile (`minimal-profile.yaml`)", "", "```yaml",
                   (s.out / "minimal-profile.yaml").read_text().rstrip(), "```", "",
                   "What each invariant means: " + "; ".join(f"{label(i)}: {INVARIANTS[i].meaning}"

@@ -37,13 +37,15 @@ NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
-# Schedulers whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset, Accept
-# `application/vnd.kubernetes.protobuf,application/json`; the rig configures kube-scheduler for JSON): the proxy
+# Targets whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset and
+# kube-controller-manager's, Accept `application/vnd.kubernetes.protobuf,application/json`; the rig configures
+# kube-scheduler for JSON): the proxy
 # asks for an edited watch in JSON (`watch-as-json`), but, nothing else passing it in JSON on their rig, it knows
 # no revision to serve stale.
-PROTOBUF = frozenset({"yunikorn"})
+PROTOBUF = frozenset({"yunikorn", "kube-controller-manager"})
 READS_JSON = frozenset({"staleList"})
-RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn"})  # client-go 1.35/1.36 informers: WatchList, no LIST
+# client-go 1.35/1.36 informers relist by WatchList, never a LIST
+RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn", "kube-controller-manager"})
 
 
 def form(rule: Rule) -> str:

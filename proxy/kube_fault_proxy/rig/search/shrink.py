@@ -181,8 +181,9 @@ Oracle = Callable[[Genome], tuple[bool, list[list[str]]]]  # (still fails, broke
 
 
 def shrink(start: Genome, still_fails: Oracle, budget: float, clock: Callable[[], float] = time.monotonic,
-           load_sizes: Sequence[int] = (50, 20)) -> Shrunk:
-    """ddmin over the rules, then greedy passes to a fixpoint; stops when the budget is spent."""
+           load_sizes: Sequence[int] = (50, 20), node_sizes: Sequence[int] = (5, 2, 1)) -> Shrunk:
+    """ddmin over the rules, then greedy passes to a fixpoint; stops when the budget is spent. `node_sizes`: the
+    schedulable node counts tried (none for a target whose trial does not cordon nodes)."""
     deadline = clock() + budget
     result = Shrunk(start)
     tried: dict[str, bool] = {}
@@ -212,7 +213,7 @@ def shrink(start: Genome, still_fails: Oracle, budget: float, clock: Callable[[]
     progress = True
     while progress and clock() < deadline:
         progress = False
-        for what, cand in candidates(current, load_sizes):
+        for what, cand in candidates(current, load_sizes, node_sizes):
             if simplicity(cand) >= simplicity(current) or not valid(cand):
                 continue
             if attempt(what, cand):

@@ -17,9 +17,12 @@ from lightkube.types import PatchType
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints
+from kube_fault_proxy.rig.cluster import controller_manager
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
+from kube_fault_proxy.rig.search import controller_trial
+from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.known import own_effect
 from kube_fault_proxy.rig.workloads import load, shapes
@@ -55,34 +58,45 @@ def confirm_tier(scheduler: str) -> Tier:
 
 @dataclass
 class Rig:
-    """A local control plane with the proxy and one scheduler, reused by every trial."""
+    """A local control plane with the proxy and the target, reused by every trial: a scheduler through the proxy,
+    or kube-controller-manager's workload controllers through it (kube-scheduler direct)."""
 
     cluster: Cluster
-    scheduler: str
+    scheduler: str  # the target: yunikorn, kube-scheduler or kube-controller-manager
     trials: int = 0
     cursor: int = 0  # the proxy journal's last record seen
     schedulable: int | None = None  # nodes left schedulable (the rest cordoned); None: every node
     cordoned: dict[str, float] = field(default_factory=dict)  # node -> when the rig knew it cordoned (epoch s)
     shaped: tuple[shapes.NodeSpec, ...] = ()  # the node specs last applied to the first nodes (by name)
+    kinds: tuple[str, ...] = WORKLOAD_KINDS  # kube-controller-manager as the target: the workload kinds a trial makes
 
     @classmethod
     @contextlib.contextmanager
     def running(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
                 yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
-                feature_gates: Mapping[str, Mapping[str, bool]] | None = None) -> Iterator[Rig]:
+                feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
+                kinds: tuple[str, ...] = WORKLOAD_KINDS) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
         patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
-        kube-scheduler rig, the other components' to every rig."""
+        kube-scheduler rig, the other components' to every rig. A kube-controller-manager rig runs its workload
+        controllers through the proxy and kube-scheduler direct."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
         gates = {c: dict(g) for c, g in (feature_gates or {}).items() if c != "kube-scheduler" or scheduler == c}
-        with running(Options(state_dir=state_dir, nodes=nodes, scheduler=scheduler, proxy=True,
+        extra: dict[str, Any] = {}
+        if scheduler == CONTROLLER_MANAGER:
+            extra = {"through_proxy": (CONTROLLER_MANAGER,),
+                     "controllers": controller_manager.CONTROLLERS + controller_manager.WORKLOAD_CONTROLLERS}
+        with running(Options(state_dir=state_dir, nodes=nodes,
+                             scheduler="kube-scheduler" if scheduler == CONTROLLER_MANAGER else scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
-                             feature_gates=gates)) as c:
-            yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes)  # control_plane's default NodeShape
+                             feature_gates=gates, **extra)) as c:
+            yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes, kinds=kinds)  # the default NodeShape
 
     @property
     def build(self) -> str:
-        """The scheduler's exact build, as `cluster status` names it."""
+        """The target's exact build (with its gates), as `cluster status` names it."""
+        if self.scheduler == CONTROLLER_MANAGER:
+            return self.cluster.targets.get(CONTROLLER_MANAGER) or CONTROLLER_MANAGER
         return self.cluster.scheduler_build or self.scheduler
 
     @property
@@ -199,25 +213,6 @@ def set_schedulable(api: Any, keep: int | None, cordoned: dict[str, float] | Non
     return len(nodes) if keep is None else min(keep, len(nodes))
 
 
-def _act(api: Any, action: str, namespace: str) -> str:
-    """The workload action: an informer update for every pod, or delete a fifth of them; what it did."""
-    pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
-    done = 0
-    if action == "touchPods":
-        for p in pods:
-            with contextlib.suppress(ApiError):
-                load.touch_pod(api, p["metadata"]["name"], namespace)
-                done += 1
-        return f"touched {done} pods"
-    if action != "deletePods":
-        raise ValueError(f"unknown workload action {action!r}")
-    for p in pods[::5]:
-        with contextlib.suppress(ApiError):
-            api.delete(Pod, p["metadata"]["name"], namespace=namespace, grace_period=0)
-            done += 1
-    return f"deleted {done} pods"
-
-
 def fired_rules(records: list[dict[str, Any]]) -> set[str]:
     """The rules that injected (an `inject` record); a rule editing watch events, once it edited one."""
     edited = {str(r["rule"]) for r in records if r["event"] == "watch-event" and r.get("rule")}
@@ -252,6 +247,23 @@ def _history(records: list[dict[str, Any]], namespace: str) -> tuple[dict[str, l
         elif r["event"] in ("outage-start", "outage-end", "upstream-lost", "crash-point"):
             phases.add(r["event"])
     return per_pod, phases
+
+
+def read_journal(rig: Rig, control: ControlClient, result: TrialResult, namespace: str, wall0: float,
+                 final: Mapping[str, str]) -> None:
+    """What the proxy's journal says of the trial: its injections, the rules that fired, outages on the timeline,
+    each pod's history, and the novelty tokens (each pod's history ending in its `final` state, the phase events,
+    the invariants broken)."""
+    page = control.journal_after(rig.cursor)
+    rig.cursor, records = page.next, page.records
+    result.injections = sum(1 for r in records if r["event"] == "inject")
+    result.fired = fired_rules(records)
+    result.events += [{"event": r["event"], "t": round(float(r["time"]) - wall0, 2)} for r in records
+                      if r["event"] in ("outage-start", "outage-end")]
+    result.events.sort(key=lambda e: float(e["t"]))
+    result.history, phases = _history(records, namespace)
+    result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
+    result.tokens |= {f"broken:{b}" for b in result.broken}
 
 
 class _Trial:
@@ -355,7 +367,7 @@ class _Trial:
         _, quiet1 = self.settle(done)
         if self.genome.action is not None:
             self.result.steps.append({"t": round(time.time() - self.wall0, 2),
-                                      "did": _act(self.api, self.genome.action, self.namespace)})
+                                      "did": load.act_on_pods(self.api, self.genome.action, self.namespace)})
         self.control.deactivate()  # every fault is over before the check
         self.faults_end = time.time()
         self.result.events.append({"event": "deactivate", "t": round(time.time() - self.wall0, 2)})
@@ -375,18 +387,9 @@ class _Trial:
                                                        self.faults_end or self.wall0, snap.now)
         result.check = report.as_dict()
         result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
-        page = self.control.journal_after(self.rig.cursor)
-        self.rig.cursor, records = page.next, page.records
-        result.injections = sum(1 for r in records if r["event"] == "inject")
-        result.fired = fired_rules(records)
-        result.events += [{"event": r["event"], "t": round(float(r["time"]) - self.wall0, 2)} for r in records
-                          if r["event"] in ("outage-start", "outage-end")]
-        result.events.sort(key=lambda e: float(e["t"]))
-        result.history, phases = _history(records, self.namespace)
         final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
                  for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
-        result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
-        result.tokens |= {f"broken:{b}" for b in result.broken}
+        read_journal(self.rig, self.control, result, self.namespace, self.wall0, final)
         result.own_effect = own_effect(result.check, result.history, self.genome.action)
         if result.tokens and self.genome.shape != "roomy":
             result.tokens.add(f"shape:{self.genome.shape}")
@@ -405,6 +408,11 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
     """Run one trial; never raises for what the scheduler or the faults do (errors are recorded). Anything else
     (an interruption) ends it at once, uncleaned: the control plane is going down."""
     t0 = time.monotonic()
+    if rig.scheduler == CONTROLLER_MANAGER:
+        result = _controller_trial(rig, genome, name, tier, note)
+        result.seconds = time.monotonic() - t0
+        _note(note, result)
+        return result
     with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
         trial = _Trial(rig, genome, name, tier, control, api)
         result = trial.result
@@ -418,7 +426,32 @@ def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
             result.error = f"{type(e).__name__}: {e}"
         trial.clean()
     result.seconds = time.monotonic() - t0
+    _note(note, result)
+    return result
+
+
+def _note(note: Callable[[str], None] | None, result: TrialResult) -> None:
     if note is not None:
-        note(f"  {name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "
+        note(f"  {result.name}: {', '.join(result.broken) or 'clean'} ({result.injections} injections, "
              f"{result.seconds:.0f}s){' ERROR ' + result.error if result.error else ''}")
+
+
+def _controller_trial(rig: Rig, genome: Genome, name: str, tier: Tier,
+                      note: Callable[[str], None] | None) -> TrialResult:
+    """A trial of kube-controller-manager's workload controllers (controller_trial.py), its journal read as a
+    scheduler trial's is (each pod's final state: live or gone)."""
+    rig.trials += 1
+    namespace, profile = f"s-{name}-{rig.trials}"[:63].rstrip("-"), f"search-{name}"[:63].rstrip("-")
+    result = TrialResult(name, rig.scheduler, genome)
+    with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
+        trial = ControllerTrial(rig, genome, tier, control, api, result, namespace, profile, rig.kinds)
+        controller_trial.run(trial)
+        with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, ApiError):
+            pods = {p["metadata"]["name"]: "live" for p in api.list(Pod, namespace=namespace)}
+            read_journal(rig, control, result, namespace, trial.wall0, pods)
+        with contextlib.suppress(httpx.HTTPError, ControlError):
+            control.deactivate()
+            control.delete_profile(profile)
+        with contextlib.suppress(ApiError, HTTPError):
+            load.clean(api, namespace)
     return result

@@ -38,6 +38,26 @@ def touch_pod(api: Client, name: str, namespace: str) -> None:
               patch_type=PatchType.MERGE)
 
 
+def act_on_pods(api: Client, action: str, namespace: str) -> str:
+    """A search trial's workload action on a namespace's pods: an informer update for every pod (`touchPods`), or
+    every fifth pod by name deleted at once (`deletePods`); what it did."""
+    pods = sorted(api.list(Pod, namespace=namespace), key=lambda p: p["metadata"]["name"])
+    done = 0
+    if action == "touchPods":
+        for p in pods:
+            with contextlib.suppress(ApiError):
+                touch_pod(api, p["metadata"]["name"], namespace)
+                done += 1
+        return f"touched {done} pods"
+    if action != "deletePods":
+        raise ValueError(f"unknown workload action {action!r}")
+    for p in pods[::5]:
+        with contextlib.suppress(ApiError):
+            api.delete(Pod, p["metadata"]["name"], namespace=namespace, grace_period=0)
+            done += 1
+    return f"deleted {done} pods"
+
+
 @dataclass(frozen=True)
 class LoadSpec:
     """What to create."""
