@@ -96,7 +96,7 @@ def settings_of(tmp_path: Path, target: str, *more: str) -> Settings:
 
 def test_the_command_line_takes_kube_controller_manager_with_its_workload_kinds(tmp_path: Path) -> None:
     s = settings_of(tmp_path, f"{KCM}:replicaset,job")
-    assert (s.scheduler, s.workloads, s.nodes, s.pods) == (KCM, ("replicaset", "job"), 4, 40)
+    assert (s.scheduler, s.workloads, s.nodes, s.pods, s.shapes) == (KCM, ("replicaset", "job"), 4, 40, ("roomy",))
     assert s.control == "gates:" + ",".join(f"{g}=false" for g in STALE)  # the KEP-5647 code off: the control
     assert "crashPoint" not in s.kinds and set(s.kinds) <= set(KNOWN_KINDS)
     s = settings_of(tmp_path, KCM, "--feature-gates", f"{KCM}:StaleControllerConsistencyReplicaSet=false",
@@ -112,6 +112,7 @@ def test_the_command_line_takes_kube_controller_manager_with_its_workload_kinds(
     (["kube-schedular"], "one of yunikorn, kube-scheduler, kube-controller-manager"),
     ([KCM, "--kinds", "crashPoint,abort"], "crashPoint: not with --target kube-controller-manager"),
     ([KCM, "--control", "kube-scheduler"], "a scheduler is no control for kube-controller-manager"),
+    ([KCM, "--shapes", "tainted"], "--shapes shape a scheduler's pods"),
     ([KCM, "--feature-gates", "kube-scheduler:SchedulerAsyncAPICalls=true"], "needs --target kube-scheduler"),
     (["kube-scheduler", "--feature-gates", f"{KCM}:StaleControllerConsistencyJob=false"],
      "needs --target kube-controller-manager"),

@@ -93,6 +93,11 @@ def _settings(args: argparse.Namespace) -> Settings:
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
     if not shapes or set(shapes) - set(SHAPES):
         raise UsageError(f"--shapes takes some of {', '.join(SHAPES)}")
+    if args.scheduler == waist.CONTROLLER_MANAGER:  # its workloads are the plan's (controller_trial.plan)
+        if args.shapes:
+            raise UsageError("--shapes shape a scheduler's pods; kube-controller-manager's trials make workloads "
+                             "(name their kinds: --target kube-controller-manager:replicaset,job)")
+        shapes = ("roomy",)
     if args.canary_every < 0:
         raise UsageError("--canary-every must be 0 (no canaries) or more")
     try:
