@@ -195,15 +195,17 @@ def test_a_search_stops_on_sigint_and_sigterm_tears_down_reports_and_resumes(tmp
 
 
 def test_a_kube_controller_manager_search_runs_its_workloads_through_the_proxy_and_judges_them(tmp_path: Path) -> None:
-    """kube-controller-manager's workload controllers as the target (one small control plane, kube-scheduler direct):
-    seed 4 draws, for trial 0, a resetUpstream at the controllers' first pod create and a delayEvents rule on the pod
-    watch it reopens; trial 1 is a fault-free canary. Both make the ReplicaSet and the Deployment of the plan and are
-    judged on the history recorded straight from the apiserver; the canary keeps every promise."""
+    """kube-controller-manager's workload controllers as the target (one small control plane, kube-scheduler direct,
+    so only protobuf clients pass the proxy): seed 3 draws, for trial 0, a resetUpstream at the controllers' 20th pod
+    create and a staleList hiding their last pod write from the WatchList relist that follows; trial 1 is a
+    fault-free canary. The stale view can only be served from revisions read in the controllers' protobuf answers.
+    Both trials make the ReplicaSet and the Deployment of the plan and are judged on the history recorded straight
+    from the apiserver; the canary keeps every promise."""
     out, state = tmp_path / "out", tmp_path / "state"
     target = "kube-controller-manager"
     try:
-        r = kfp("search", "--target", f"{target}:replicaset,deployment", "--kinds", "delayEvents,resetUpstream",
-                "--seed", "4", "--budget", "5m", "--max-trials", "2", "--canary-every", "2", "--control", "none",
+        r = kfp("search", "--target", f"{target}:replicaset,deployment", "--kinds", "staleList,resetUpstream",
+                "--seed", "3", "--budget", "5m", "--max-trials", "2", "--canary-every", "2", "--control", "none",
                 "--shrink-budget", "1s", "--replays", "1", "-o", str(out), "--state-dir", str(state), timeout=900)
     finally:
         if (state / target / "cluster.json").exists():
@@ -215,9 +217,8 @@ def test_a_kube_controller_manager_search_runs_its_workloads_through_the_proxy_a
     print(f"t0: broke {faulted['broken']}, {faulted['injections']} injections, fired {faulted['fired']}, "
           f"{faulted['seconds']}s; canary {canary['broken']}, {canary['seconds']}s")
     assert all(t["scheduler"] == target and t["error"] is None for t in trials), trials
-    assert [fault_kind(rule) for rule in json.loads(faulted["genome"])["rules"]] == ["resetUpstream", "delayEvents"]
-    assert faulted["injections"] >= 2 and set(faulted["fired"]) == {"r1-resetupstream-pod-create",
-                                                                    "r2-delayevents-pod-watch"}, faulted
+    assert [fault_kind(rule) for rule in json.loads(faulted["genome"])["rules"]] == ["resetUpstream", "staleList"]
+    assert set(faulted["fired"]) == {"r1-resetupstream-pod-create", "r2-stalelist-pod-watch"}, faulted
     assert canary["broken"] == [] and canary["injections"] == 0, canary  # no false positive without faults
     for t in (faulted, canary):  # a ReplicaSet, a Deployment and its ReplicaSets, their pods: all in the history
         assert t["counts"]["workloads"] >= 3 and t["counts"]["changes"] >= 30, t["counts"]

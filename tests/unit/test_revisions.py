@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from kube_fault_proxy.proxy import revisions
-from kube_fault_proxy.proxy.revisions import Choice, RevisionLog, WatchScanner, first_revision
+from kube_fault_proxy.proxy.counters import Counters
+from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.requests.identity import parse
+from kube_fault_proxy.proxy.revisions import Choice, RevisionLog, WatchScanner, first_revision, proto_revision
+from kube_fault_proxy.proxy.stale_views import Answer, StaleViews
 
 PODS = ("", "pods")
 CMS = ("", "configmaps")
@@ -31,6 +36,34 @@ def pod(name: str, rv: int, event_type: str | None = None, **extra: object) -> b
 ])
 def test_first_revision_is_the_objects_own(body: bytes, expected: int | None) -> None:
     assert first_revision(body) == expected
+
+
+PROTOBUF = Path(__file__).with_name("data") / "protobuf"  # answers of kube-apiserver v1.36.3, Accept protobuf
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("create-configmap", 3656),  # a POST's answer: the object, ObjectMeta.resourceVersion (field 6)
+    ("list-nodes", 3656),  # a LIST's: ListMeta.resourceVersion (field 2)
+    ("delete-configmap", None),  # a DELETE's Status: no revision
+    ("notfound", None),  # a 404's Status
+])
+def test_a_protobuf_answers_revision_is_read_from_its_metadata(name: str, expected: int | None) -> None:
+    body = (PROTOBUF / f"{name}.pb").read_bytes()
+    assert proto_revision(body) == expected
+    assert first_revision(body) is None  # no JSON in it
+
+
+@pytest.mark.parametrize("body", [
+    b"", b"k8s\x00", b"k8s\x00\x12\x05ab", b"k8s\x00\x12\x80", b"{\"kind\":\"Pod\"}", b"k8s\x00\x0b\x01\x02",
+    b"k8s\x00\x12\x06\x0a\x04\x32\x02x1",  # a resourceVersion that is not digits
+])
+def test_bytes_that_are_not_such_an_answer_give_no_revision(body: bytes) -> None:
+    assert proto_revision(body) is None
+
+
+def test_every_cut_of_a_protobuf_answer_gives_its_revision_or_none() -> None:
+    body = (PROTOBUF / "create-configmap.pb").read_bytes()
+    assert {proto_revision(body[:n]) for n in range(len(body))} <= {None, 3656}
 
 
 def test_lag_seconds_picks_the_newest_revision_seen_at_least_that_long_ago() -> None:
@@ -156,3 +189,19 @@ def test_the_watch_scanner_gives_up_on_a_line_without_a_revision_in_its_head() -
         scanner.feed(long_line[i:i + 1000])
     scanner.feed(pod("a", 10, "ADDED"))
     assert got == [(10, True)]
+
+
+def test_a_protobuf_clients_writes_are_revisions_the_stale_views_can_serve_from() -> None:
+    """A protobuf client (kube-controller-manager creating pods) shows the proxy its writes' revisions: `hide 1`
+    serves the revision before the create, and a DELETE's Status counts as one more write after it."""
+    views = StaleViews(Counters(Journal(None, lambda: 100.0)), lambda: 100.0)
+    pb = "application/vnd.kubernetes.protobuf"
+    create = parse("POST", "/api/v1/namespaces/default/configmaps")
+    views.answered(create, Answer(201, pb, False, (PROTOBUF / "create-configmap.pb").read_bytes()), None)
+    assert views.log.newest(CMS) == 3656
+    assert views.log.choose_writes(CMS, 1, 100.0) == Choice(3655, None, 1, 3656)
+    delete = parse("DELETE", "/api/v1/namespaces/default/configmaps/kfp-pb-fixture")
+    views.answered(delete, Answer(200, pb, False, (PROTOBUF / "delete-configmap.pb").read_bytes()), None)
+    assert views.log.choose_writes(CMS, 2, 100.0) == Choice(3655, None, 2, 3656)
+    views.answered(create, Answer(201, pb, True, b"\x1f\x8b gzip"), None)  # encoded: not read, counted
+    assert views.log.choose_writes(CMS, 3, 100.0) == Choice(3655, None, 3, 3656)

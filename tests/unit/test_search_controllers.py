@@ -123,16 +123,17 @@ def test_bad_controller_targets_are_usage_errors_naming_them(argv: list[str], sa
     assert said in capsys.readouterr().err
 
 
-def test_stale_list_is_not_drawn_to_fire_on_the_controllers_protobuf_watches() -> None:
+def test_stale_list_is_drawn_to_fire_on_the_controllers_whose_pod_creates_show_revisions() -> None:
     rule = {"name": "r1-stalelist-pod-watch", "match": {"verbs": ["watch"], "resources": ["pods"]},
             "when": {"maxInjections": 1}, "fault": {"staleList": {"lagWrites": 5}}}
     reset = {"name": "r2-resetupstream-pod-create", "match": dict(POD_CREATE), "when": {"maxInjections": 1},
              "fault": {"resetUpstream": {}}}
     g = Genome(rules=(rule, reset), pods=40)
     assert precheck.can_inject(g, (), "kube-scheduler")  # a JSON client's relist: it can
-    assert not precheck.can_inject(g, (), KCM)  # no revision passes the proxy in JSON: it cannot
+    assert precheck.can_inject(g, (), KCM)  # protobuf, but its pod creates' answers carry their revision
+    assert not precheck.can_inject(g, (), "yunikorn")  # Bindings answered with a Status: no revision to serve
     lag = {**rule, "name": "r1-delayevents-pod-watch", "fault": {"delayEvents": {"seconds": 1.0}}}
-    assert precheck.can_inject(Genome(rules=(lag, reset), pods=40), (), KCM)  # an edited watch is asked in JSON
+    assert precheck.can_inject(Genome(rules=(lag, reset), pods=40), (), "yunikorn")  # an edited watch: asked in JSON
 
 
 def test_kubernetes_129795_is_known_with_the_replicaset_gate_off_only() -> None:

@@ -6,12 +6,14 @@ LIST of any namespace can be served at any revision the proxy saw. Two rings per
   revisions only growing — for `lagSeconds`;
 - *writes*: the revisions of writes (watch events' objects, write answers), sorted, deduplicated (a
   create's answer and its ADDED event are one write) — for `lagWrites`. A 2xx write whose answer
-  carries no revision (a DELETE or a Binding answered with a `Status`, an answer in protobuf) counts
+  carries no revision (a DELETE or a Binding answered with a `Status`, an encoded answer) counts
   too, as `F + 0.5` where F is the newest revision seen when its answer came: it committed after F.
   Such an answer and a watch event nobody answered for (the same write, seen twice) pair up within
   `PAIR_SECONDS`, whichever comes first, so one write counts once.
 Revisions are read with a byte scan (`"resourceVersion":"N"`, the first in an object or an event
 line: metadata comes before spec and status), never a JSON parse, so watching costs a find per event.
+A protobuf answer (client-go's default: kube-controller-manager's, YuniKorn's) is read as far as its
+metadata, which is the object's first field (`proto_revision`): a handful of varints, never the object.
 """
 
 from __future__ import annotations
@@ -46,6 +48,74 @@ def first_revision(data: bytes, start: int = 0, end: int | None = None) -> int |
     hi = data.find(b'"', lo, lo + 24)
     digits = data[lo:hi] if hi > lo else b""
     return int(digits) if digits.isdigit() else None
+
+
+PROTOBUF = b"k8s\x00"  # the apiserver's protobuf envelope: this magic, then a runtime.Unknown message
+OBJECT_META_RESOURCE_VERSION = 6  # ObjectMeta.resourceVersion's field number (k8s.io/apimachinery generated.proto)
+LIST_META_RESOURCE_VERSION = 2  # ListMeta.resourceVersion's
+
+
+def _varint(data: bytes, i: int, end: int) -> tuple[int, int] | None:
+    """A protobuf varint at i: (value, the index after it), or None if it runs past end or 10 bytes."""
+    value = shift = 0
+    while i < end and shift < 70:
+        b = data[i]
+        value |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            return value, i
+        shift += 7
+    return None
+
+
+def _field(data: bytes, start: int, end: int, number: int) -> tuple[int, int] | None:
+    """The bounds of the first length-delimited field `number` of the message in data[start:end], or None
+    (absent, or the bytes are not a message). Other fields are skipped by their wire type."""
+    i = start
+    while i < end:
+        tag = _varint(data, i, end)
+        if tag is None:
+            return None
+        key, i = tag
+        wire = key & 7
+        if wire == 2:
+            size = _varint(data, i, end)
+            if size is None or size[1] + size[0] > end:
+                return None
+            if key >> 3 == number:
+                return size[1], size[1] + size[0]
+            i = size[1] + size[0]
+        elif wire == 0:
+            skipped = _varint(data, i, end)
+            if skipped is None:
+                return None
+            i = skipped[1]
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:  # groups (3, 4) and the rest: not in a Kubernetes object
+            return None
+    return None
+
+
+def proto_revision(body: bytes) -> int | None:
+    """The resourceVersion of a protobuf answer (`k8s\\0` + runtime.Unknown{typeMeta: 1, raw: 2}): the raw
+    object's first field is its ObjectMeta (a List's: its ListMeta), which holds it; None for a Status, an
+    empty one, or bytes that are not such an answer."""
+    if not body.startswith(PROTOBUF):
+        return None
+    end = len(body)
+    type_meta, raw = _field(body, 4, end, 1), _field(body, 4, end, 2)
+    if raw is None:
+        return None
+    kind_at = _field(body, *type_meta, 2) if type_meta is not None else None
+    kind = body[kind_at[0]:kind_at[1]] if kind_at is not None else b""
+    if kind == b"Status":
+        return None
+    meta = _field(body, *raw, 1)
+    number = LIST_META_RESOURCE_VERSION if kind.endswith(b"List") else OBJECT_META_RESOURCE_VERSION
+    found = _field(body, *meta, number) if meta is not None else None
+    digits = body[found[0]:found[1]] if found is not None else b""
+    return int(digits) if digits.isdigit() and len(digits) <= 20 else None
 
 
 @dataclass(frozen=True, slots=True)

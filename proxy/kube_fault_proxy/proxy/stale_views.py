@@ -1,9 +1,9 @@
 """Stale views: the revisions the proxy sees pass, and what `staleList` sends instead of a request.
 
-Every JSON answer of a resource request and every JSON watch stream is read, never changed: the first
-`resourceVersion` of an answer (a list's own, or the object's) and of each watch event goes into the
-revision log; a 2xx write whose answer has none (a `Status`, protobuf) is counted as a write all the
-same. A `staleList` decision picks its revision there as the request leaves: the addon sends the
+Every answer of a resource request (JSON, or protobuf as far as its metadata) and every JSON watch stream
+is read, never changed: the first `resourceVersion` of an answer (a list's own, or the object's) and of each
+watch event goes into the revision log; a 2xx write whose answer has none (a `Status`) is counted as a write
+all the same. A `staleList` decision picks its revision there as the request leaves: the addon sends the
 rewritten request this returns, and for a GET puts the object this reads back in place of the LIST.
 Plain data in and out; the addon alone touches flows.
 """
@@ -30,7 +30,14 @@ from kube_fault_proxy.proxy.faults.stale_list import (
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import TICK
-from kube_fault_proxy.proxy.revisions import Choice, Key, RevisionLog, WatchScanner, first_revision
+from kube_fault_proxy.proxy.revisions import (
+    Choice,
+    Key,
+    RevisionLog,
+    WatchScanner,
+    first_revision,
+    proto_revision,
+)
 from kube_fault_proxy.proxy.watch_signals import LineReader, WatchSignals
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
@@ -173,12 +180,13 @@ class StaleViews:
         if not ident.is_resource or not 200 <= answer.status < 300:
             return None
         write = ident.verb in WRITES
-        readable = answer.json and not answer.encoded and answer.body
-        revision = first_revision(answer.body) if readable and answer.body and (write or ident.verb in READS) else None
+        revision = None
+        if answer.body and not answer.encoded and (write or ident.verb in READS):
+            revision = first_revision(answer.body) if answer.json else proto_revision(answer.body)
         key: Key = (ident.group, ident.resource)
         if revision is not None:
             self.log.seen(key, revision, self.clock(), write)
-        elif write:  # committed all the same (a DELETE's or a Binding's Status, a protobuf answer)
+        elif write:  # committed all the same (a DELETE's or a Binding's Status)
             self.log.unrevisioned(key, self.clock())
         return None
 

@@ -37,12 +37,12 @@ NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
-# Targets whose requests and watches are protobuf (YuniKorn v1.9.0's client-go v0.35.5 clientset and
-# kube-controller-manager's, Accept `application/vnd.kubernetes.protobuf,application/json`; the rig configures
-# kube-scheduler for JSON): the proxy
-# asks for an edited watch in JSON (`watch-as-json`), but, nothing else passing it in JSON on their rig, it knows
-# no revision to serve stale.
-PROTOBUF = frozenset({"yunikorn", "kube-controller-manager"})
+# Targets whose requests and watches are protobuf and that the proxy knows no revision of: YuniKorn v1.9.0
+# (client-go v0.35.5, Accept `application/vnd.kubernetes.protobuf,application/json`) writes Bindings, answered
+# with a revision-less Status. kube-controller-manager asks for protobuf too, but the pods its controllers create
+# are answered with the pod, whose revision the proxy reads in protobuf (`revisions.proto_revision`): a staleList
+# can hide its own last writes. (The rig configures kube-scheduler for JSON.)
+PROTOBUF = frozenset({"yunikorn"})
 READS_JSON = frozenset({"staleList"})
 # client-go 1.35/1.36 informers relist by WatchList, never a LIST
 RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn", "kube-controller-manager"})
