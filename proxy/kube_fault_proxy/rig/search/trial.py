@@ -28,6 +28,7 @@ from kube_fault_proxy.rig.search.known import own_effect
 from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
+VIOLATIONS_KEPT = 5  # a trial's first violations, as messages, in trials.jsonl (what a record quotes)
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
 # Kinds that edit a watch's events: fired when an event was edited (a `watch-event`), not when the watch was opened.
 EVENT_EDITORS = frozenset({"dropEvents", "duplicateEvents", "delayEvents", "holdEvents", "coalesceEvents"})
@@ -158,7 +159,8 @@ class TrialResult:
                 "fired": sorted(self.fired), "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
-                "tokens": sorted(self.tokens), "ownEffect": self.own_effect}
+                "tokens": sorted(self.tokens), "ownEffect": self.own_effect,
+                "violations": [v["message"] for v in (self.check.get("violations") or [])[:VIOLATIONS_KEPT]]}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], genome: Genome) -> TrialResult:
