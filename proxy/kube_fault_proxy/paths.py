@@ -38,12 +38,20 @@ def _narrow(fd: int) -> None:
 
 
 def write_private(path: Path, data: bytes | str) -> Path:
-    """Write a file that is 0600 from its first byte (an existing file is narrowed too)."""
+    """Write a file that is 0600 from its first byte, whole or not at all: the bytes go to a temporary file
+    beside it, which then replaces it in one rename, so an interruption (Ctrl-C during a search's state save)
+    leaves the old file, never an empty one."""
     raw = data.encode() if isinstance(data, str) else data
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        _narrow(f.fileno())
-        f.write(raw)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _narrow(f.fileno())
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
