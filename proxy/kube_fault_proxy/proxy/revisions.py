@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC, field
+
 BUCKET_SECONDS = 0.25
 SEEN_KEPT = 2400  # 600 s of history at one entry a bucket (the longest lagSeconds)
 WRITES_KEPT = 1001  # the longest lagWrites, plus the revision served
@@ -50,72 +52,29 @@ def first_revision(data: bytes, start: int = 0, end: int | None = None) -> int |
     return int(digits) if digits.isdigit() else None
 
 
-PROTOBUF = b"k8s\x00"  # the apiserver's protobuf envelope: this magic, then a runtime.Unknown message
 OBJECT_META_RESOURCE_VERSION = 6  # ObjectMeta.resourceVersion's field number (k8s.io/apimachinery generated.proto)
 LIST_META_RESOURCE_VERSION = 2  # ListMeta.resourceVersion's
-
-
-def _varint(data: bytes, i: int, end: int) -> tuple[int, int] | None:
-    """A protobuf varint at i: (value, the index after it), or None if it runs past end or 10 bytes."""
-    value = shift = 0
-    while i < end and shift < 70:
-        b = data[i]
-        value |= (b & 0x7F) << shift
-        i += 1
-        if not b & 0x80:
-            return value, i
-        shift += 7
-    return None
-
-
-def _field(data: bytes, start: int, end: int, number: int) -> tuple[int, int] | None:
-    """The bounds of the first length-delimited field `number` of the message in data[start:end], or None
-    (absent, or the bytes are not a message). Other fields are skipped by their wire type."""
-    i = start
-    while i < end:
-        tag = _varint(data, i, end)
-        if tag is None:
-            return None
-        key, i = tag
-        wire = key & 7
-        if wire == 2:
-            size = _varint(data, i, end)
-            if size is None or size[1] + size[0] > end:
-                return None
-            if key >> 3 == number:
-                return size[1], size[1] + size[0]
-            i = size[1] + size[0]
-        elif wire == 0:
-            skipped = _varint(data, i, end)
-            if skipped is None:
-                return None
-            i = skipped[1]
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:  # groups (3, 4) and the rest: not in a Kubernetes object
-            return None
-    return None
 
 
 def proto_revision(body: bytes) -> int | None:
     """The resourceVersion of a protobuf answer (`k8s\\0` + runtime.Unknown{typeMeta: 1, raw: 2}): the raw
     object's first field is its ObjectMeta (a List's: its ListMeta), which holds it; None for a Status, an
-    empty one, or bytes that are not such an answer."""
-    if not body.startswith(PROTOBUF):
+    empty one, or bytes that are not such an answer. Read through views: the answer is never copied."""
+    if not body.startswith(PROTOBUF_MAGIC):
         return None
-    end = len(body)
-    type_meta, raw = _field(body, 4, end, 1), _field(body, 4, end, 2)
-    if raw is None:
+    try:
+        unknown = memoryview(body)[len(PROTOBUF_MAGIC):]
+        type_meta, raw = field(unknown, 1), field(unknown, 2)
+        kind = bytes(field(type_meta, 2) or b"") if type_meta is not None else b""
+        if raw is None or kind == b"Status":
+            return None
+        meta = field(raw, 1)
+        number = LIST_META_RESOURCE_VERSION if kind.endswith(b"List") else OBJECT_META_RESOURCE_VERSION
+        found = field(meta, number) if meta is not None else None
+    except ValueError:  # a truncated or unknown field: not such an answer
         return None
-    kind_at = _field(body, *type_meta, 2) if type_meta is not None else None
-    kind = body[kind_at[0]:kind_at[1]] if kind_at is not None else b""
-    if kind == b"Status":
-        return None
-    meta = _field(body, *raw, 1)
-    number = LIST_META_RESOURCE_VERSION if kind.endswith(b"List") else OBJECT_META_RESOURCE_VERSION
-    found = _field(body, *meta, number) if meta is not None else None
-    digits = body[found[0]:found[1]] if found is not None else b""
-    return int(digits) if digits.isdigit() and len(digits) <= 20 else None
+    digits = bytes(found) if found is not None and len(found) <= 20 else b""
+    return int(digits) if digits.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)

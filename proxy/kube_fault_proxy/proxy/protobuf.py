@@ -1,0 +1,51 @@
+"""Kubernetes protobuf, read as far as a caller needs: the `k8s\\0` envelope and one field of a message at a time.
+Shared by the Binding reader (its target node) and the revision log (an answer's resourceVersion). Given a
+memoryview, a field is a view too: nothing is copied, however large the message."""
+
+from __future__ import annotations
+
+PROTOBUF_MAGIC = b"k8s\x00"  # the apiserver's envelope: this magic, then a runtime.Unknown{typeMeta: 1, raw: 2}
+Buf = bytes | memoryview
+
+
+def _varint(buf: Buf, pos: int) -> tuple[int, int]:
+    """Decode one protobuf varint at pos; returns (value, next position)."""
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def field(buf: Buf, number: int) -> Buf | None:
+    """The first length-delimited field `number` of a protobuf message, or None; unknown fields,
+    groups (wire types 3 and 4, which Go's generated decoders skip) included, are skipped."""
+    pos = groups = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            if pos + length > len(buf):
+                raise ValueError("truncated field")
+            if key >> 3 == number and not groups:
+                return buf[pos : pos + length]
+            pos += length
+        elif wire == 3:
+            groups += 1
+        elif wire == 4 and groups:
+            groups -= 1
+        else:
+            raise ValueError(f"unsupported wire type {wire}" if wire != 4 else "end of a group never begun")
+    return None
