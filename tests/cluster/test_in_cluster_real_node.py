@@ -14,7 +14,7 @@ import yaml
 from kube_fault_proxy.rig.cluster.build import kubernetes
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.container.engine import build_image, set_up
+from tests.container.engine import built_image
 from tests.support.cluster import api_client, start_cluster, stop_cluster, wait_for
 from tests.support.in_cluster import (
     CONTROLLERS,
@@ -72,8 +72,9 @@ def apply(c: Cluster, *objs: dict[str, Any]) -> None:
 
 
 def test_deploy_on_the_real_node_switched_by_kubectl_apply(tmp_path: Path) -> None:
-    engine = set_up()
-    print(f"image built in {build_image(engine):.1f}s")
+    built = built_image()
+    engine = built.engine
+    print(f"image built {built.where} in {built.seconds:.1f}s")
     chains_before = iptables_chains()
     c = start_cluster(tmp_path / "state", "--nodes", "1", "--real-node", "--scheduler", "kube-scheduler",
                       "--controllers", CONTROLLERS, "--timeout", "90")

@@ -8,17 +8,16 @@ from collections.abc import Iterator
 import pytest
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
-from tests.container.engine import Engine, build_image, set_up
+from tests.container.engine import Engine, built_image
 from tests.support.cluster import start_cluster, stop_cluster
 
 
 @pytest.fixture(scope="package")
 def engine() -> Engine:
     """podman set up by the project's script, the image built from the Dockerfile on the debootstrap base."""
-    e = set_up()
-    seconds = build_image(e)
-    print(f"image built in {seconds:.1f}s", file=sys.stderr)
-    return e
+    built = built_image()
+    print(f"image built {built.where} in {built.seconds:.1f}s", file=sys.stderr)
+    return built.engine
 
 
 @pytest.fixture(scope="package")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import ssl
 import subprocess
 import time
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from kube_fault_proxy.rig.cluster.control_plane import Cluster
 
 from tests.support.processes import ROOT
 
-# scripts/container-setup makes this base (Debian 13, Python 3.13) with debootstrap; the tests build on it.
+# scripts/container-setup makes this base (Debian 13, Python 3.13) with debootstrap; scripts/container-image and
+# docker-compose.yunikorn-local.yaml build on it.
 BASE_IMAGE = "localhost/kube-fault-proxy-base:trixie-1"
 # The tag docker-compose.yaml names (podman keeps local images under localhost/).
 IMAGE = "localhost/kube-fault-proxy:local"
@@ -53,29 +53,40 @@ class Engine:
         return (r.stdout + r.stderr)[-3000:]
 
 
-def set_up() -> Engine:
-    """scripts/container-setup (installs nothing and builds nothing once done) and the engine it configured."""
-    r = subprocess.run([str(ROOT / "scripts" / "container-setup")], capture_output=True, text=True, timeout=1200)
-    assert r.returncode == 0, f"scripts/container-setup: exit {r.returncode}\n{r.stderr[-3000:]}"
-    return Engine({**os.environ, "CONTAINERS_CONF": r.stdout.strip().splitlines()[-1]})
+@dataclass(frozen=True)
+class Built:
+    """The engine scripts/container-setup configured and the image scripts/container-image built."""
+
+    engine: Engine
+    image_id: str
+    seconds: float
+    where: str  # "in the background" (scripts/test) or "now"
 
 
-def host_ca_bundle() -> Path:
-    """The CA bundle this host's pip trusts (here it includes a TLS-inspecting egress's CA)."""
-    return Path(os.environ.get("PIP_CERT") or ssl.get_default_verify_paths().cafile
-                or "/etc/ssl/certs/ca-certificates.crt")
-
-
-def build_image(engine: Engine) -> float:
-    """The Dockerfile, built on the local base, tagged as docker-compose.yaml names it; returns the seconds.
-
-    The build's pip trusts the host's CA bundle (mounted over the image's for the build only)."""
-    t0 = time.monotonic()
-    engine.podman("build", "--network", "host", "--build-arg", f"BASE={BASE_IMAGE}",
-                  "--volume", f"{host_ca_bundle()}:/etc/ssl/certs/ca-certificates.crt:ro",
-                  "-t", IMAGE, "-f", str(ROOT / "Dockerfile"), str(ROOT), timeout=1200)
-    engine.podman("image", "prune", "-f")  # the image this build untagged: CI builds on every run
-    return time.monotonic() - t0
+def built_image() -> Built:
+    """podman set up by the project's script and the image built from the Dockerfile on the debootstrap base:
+    by scripts/container-image, which scripts/test runs in the background while the unit tests run
+    ($KFP_IMAGE_BUILD: the directory its output, exit status and seconds go to; waited for here), or now, when
+    these tests run alone. Either way the tag must still name the image that run built."""
+    background = os.environ.get("KFP_IMAGE_BUILD")
+    if background:
+        where = Path(background)
+        deadline = time.monotonic() + 1800
+        while not (where / "rc").exists():
+            assert time.monotonic() < deadline, f"scripts/container-image did not finish (in {where})"
+            time.sleep(1)
+        rc, out = int((where / "rc").read_text()), (where / "out").read_text()
+        err, seconds = (where / "err").read_text(), float((where / "seconds").read_text())
+    else:
+        t0 = time.monotonic()
+        r = subprocess.run([str(ROOT / "scripts" / "container-image")], capture_output=True, text=True, timeout=1800)
+        rc, out, err, seconds = r.returncode, r.stdout, r.stderr, time.monotonic() - t0
+    assert rc == 0, f"scripts/container-image: exit {rc}\n{err[-3000:]}"
+    conf, image_id = out.strip().splitlines()[-2:]
+    engine = Engine({**os.environ, "CONTAINERS_CONF": conf})
+    tagged = engine.podman("image", "inspect", "--format", "{{.Id}}", IMAGE).strip()
+    assert tagged == image_id, f"{IMAGE} is {tagged}, not the {image_id} scripts/container-image built"
+    return Built(engine, image_id, seconds, "in the background" if background else "now")
 
 
 def journal(path: Path) -> list[dict[str, Any]]:
