@@ -63,3 +63,30 @@ def test_the_engine_and_the_addon_import_no_particular_kind() -> None:
     for source in [package / "engine.py", *sorted((package / "mitm").glob("*.py"))]:
         text = source.read_text()
         assert not [m for m in kind_modules if f"from {m} import" in text or f"import {m}" in text], source
+
+
+def test_every_kind_carries_its_search_grammar_and_the_grammar_follows_the_registry() -> None:
+    """Each kind says where the search draws it, draws settings the strict loader accepts, and names a registered
+    kind as its weaker form; the grammar's groups are the registry's, in its order, every kind in exactly one."""
+    import random
+
+    from kube_fault_proxy.proxy.faults.base import SEARCH_GROUPS, Draw
+    from kube_fault_proxy.rig.search import grammar
+    from kube_fault_proxy.rig.search.waist import CONTROLLERS, SCHEDULER
+
+    names = [k.kind for k in KINDS]
+    assert tuple(names) == grammar.KNOWN_KINDS, "the search draws kinds in the registry's order"
+    assert set(grammar.ALL_KINDS).isdisjoint(grammar.VIEW_KINDS)
+    for kind in KINDS:
+        assert kind.search_group in SEARCH_GROUPS, kind
+        assert kind.weaker is None or kind.weaker in names, kind
+        if kind.weaker:
+            Fault.model_validate({kind.weaker: KINDS[names.index(kind.weaker)].weakest()})
+        drawn = set()
+        for seed in range(200):
+            for waist in (SCHEDULER, CONTROLLERS):
+                match_name = waist.matches[seed % len(waist.matches)][0]
+                settings = kind.draw(random.Random(seed), Draw(match_name, waist.hold_until))
+                Fault.model_validate({kind.kind: settings})  # the strict loader's model: raises if not accepted
+                drawn.add(repr(sorted(settings.items())))
+        assert drawn, kind

@@ -12,7 +12,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from kube_fault_proxy.cli.reference.markdown import code, page, table, text
-from kube_fault_proxy.proxy.faults import KINDS, Fault
+from kube_fault_proxy.proxy.faults import KINDS, Fault, FaultSpec
 from kube_fault_proxy.proxy.profiles import profile
 from kube_fault_proxy.proxy.schema.strict import format_duration
 from kube_fault_proxy.rig.invariants.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
@@ -149,12 +149,19 @@ def _model_args(annotation: Any) -> Iterator[type[BaseModel]]:
         yield from _model_args(arg)
 
 
+def _searched(kind: type[FaultSpec]) -> str:
+    """The kind's part of the search grammar, in words: its group, when it is drawn, what a shrink weakens it to."""
+    drawn = "drawn unless `--kinds` says otherwise" if kind.searched_by_default else "drawn when named in `--kinds`"
+    weaker = f"; a shrink tries {code(kind.weaker)} in its place" if kind.weaker else ""
+    return f"{kind.search_group}: {drawn}{weaker}"
+
+
 def fault_kinds_page() -> str:
     """docs/reference/fault-kinds.md: every fault kind and its settings."""
     links = {m.__name__: f"#{m.__name__.lower()}" for m in KINDS}
     links |= {m.__name__: f"#{m.__name__.lower()}" for m in nested(list(KINDS))}
-    sections = [table(("kind", "what it does"),
-                      [(f"[{code(k.kind)}](#{k.kind.lower()})", text(doc(k))) for k in KINDS])]
+    sections = [table(("kind", "what it does", "in the fault search"),
+                      [(f"[{code(k.kind)}](#{k.kind.lower()})", text(doc(k)), _searched(k)) for k in KINDS])]
     for kind in KINDS:
         sections.append(f"## {kind.kind}\n\n{text(doc(kind))} Written `{kind.kind}: {{…}}` under a rule's "
                         f"`fault`.\n\n{field_table(kind, links)}")

@@ -27,11 +27,13 @@ from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.schema.strict import StrictModel, exactly_one_of
 
+# In the order of their search groups (FaultSpec.search_group): the fault search draws kinds in this order, so
+# a kind added at the end of its group leaves a seeded search's earlier draws as they were.
 KINDS: tuple[type[FaultSpec], ...] = (
-    Abort, Throttle, Delay, Hang, Reset, CommitThenFail, FailThenCommit,  # requests
+    Abort, Throttle, Delay, Hang, Reset, CommitThenFail,  # requests
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
-    StaleList, CoalesceEvents, CrashPoint, DelayEvents, HoldEvents,  # views
+    StaleList, CoalesceEvents, CrashPoint, DelayEvents, FailThenCommit, HoldEvents,  # views
 )
 
 

@@ -24,11 +24,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
@@ -182,12 +182,19 @@ class CoalesceEvents(FaultSpec):
     """Each `windowSeconds`, the watch's events held so far are delivered as each object's latest state."""
 
     kind: ClassVar[str] = "coalesceEvents"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     windowSeconds: Annotated[float, Field(gt=0, le=600)] = Field(
         description="how long events are held; the watch's timeoutSeconds is lowered to it (rounded up)")
     maxHeldObjects: Annotated[int, Field(ge=1, le=10_000)] = Field(
         1000, description="objects (and events of unselected objects) held at most; one more delivers the "
                           "window early (journaled with reason full)")
     objects: ObjectSelector = Field(ObjectSelector(), description="whose events are coalesced (unset: every object)")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """A watch lasts a window: short ones, so a trial sees several."""
+        return {"windowSeconds": float(rng.choice([0.5, 1, 2, 5]))}
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import random
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.abort import Abort
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.hang import Hang
 from kube_fault_proxy.proxy.faults.plan import Plan
 from kube_fault_proxy.proxy.faults.reset import Reset
@@ -21,9 +21,17 @@ class CommitThenFail(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("abort", "reset", "hang"))
     kind: ClassVar[str] = "commitThenFail"
+    search_group: ClassVar[str] = "request"
+    weaker: ClassVar[str | None] = "abort"
     abort: Abort | None = Field(None, description="after the commit, answer this error instead")
     reset: Reset | None = Field(None, description="after the commit, reset the stream instead of answering")
     hang: Hang | None = Field(None, description="after the commit, hold the answer back")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        inner = rng.choice(["abort", "reset", "hang"])
+        return {inner: {"status": rng.choice([500, 504])} if inner == "abort" else
+                {"seconds": 1.0} if inner == "hang" else {}}
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -11,11 +11,11 @@ A non-2xx answer committed nothing: it passes at once and the rule's turn is giv
 from __future__ import annotations
 
 import random
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import HoldAnswer, Plan
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
@@ -27,9 +27,16 @@ class CrashPoint(FaultSpec):
     client is gone). Bounded: without `when.maxInjections` a rule holds one answer."""
 
     kind: ClassVar[str] = "crashPoint"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     default_max_injections: ClassVar[int | None] = 1
     holdSeconds: Annotated[float, Field(gt=0, le=600)] = Field(
         30.0, description="how long the committed answer is held before it is relayed (0-600 s)")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """The trial kills the scheduler at once, and its answer is dropped with it."""
+        return {"holdSeconds": float(rng.choice([2, 5, 10]))}
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.is_resource and ident.verb in WRITE_VERBS

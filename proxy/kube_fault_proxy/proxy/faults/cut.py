@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from typing import Annotated, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan, Step
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import watch_error_event
@@ -66,12 +66,20 @@ class Cut(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("afterEvents", "afterSeconds"))
     kind: ClassVar[str] = "cut"
+    search_group: ClassVar[str] = "watch"
     afterEvents: Annotated[int, Field(ge=1)] | None = Field(
         None, description="end the watch at this event boundary (with error: the ERROR event, else the connection)")
     afterSeconds: Annotated[int, Field(ge=1, le=86400)] | None = Field(
         None, description="lower the watch's timeoutSeconds to this, so the apiserver ends the stream cleanly")
     error: Literal["none", "expired", "internal"] = Field(
         "none", description="the ERROR event sent as the watch ends: none, a 410 Expired or a 500 InternalError")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        cut: dict[str, Any] = ({"afterEvents": rng.choice([1, 10, 100])} if rng.random() < 0.6
+                               else {"afterSeconds": rng.choice([1, 5])})
+        cut["error"] = rng.choice(["none", "expired", "internal"])
+        return cut
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Wait
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
@@ -16,11 +16,17 @@ class Delay(FaultSpec):
     """seconds ± jitterSeconds (uniform, never below zero); other requests are not held up."""
 
     kind: ClassVar[str] = "delay"
+    search_group: ClassVar[str] = "request"
     seconds: Annotated[float, Field(gt=0, le=3600, description="how long the request or its answer waits")]
     jitterSeconds: Annotated[float, Field(ge=0, le=3600)] = Field(
         0.0, description="plus or minus this much, drawn uniformly from the rule's seeded stream")
     phase: Literal["request", "response"] = Field(
         "request", description="request: wait before forwarding; response: wait before returning the answer")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        seconds = round(0.05 * (60 ** rng.random()), 3)  # log-uniform over 0.05-3 s
+        return {"seconds": seconds, "phase": rng.choice(["request", "response"])}
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         seconds = self.seconds

@@ -14,11 +14,11 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
@@ -89,6 +89,8 @@ class DelayEvents(FaultSpec):
     order; the rest of the stream keeps its place behind them."""
 
     kind: ClassVar[str] = "delayEvents"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     seconds: Annotated[float, Field(gt=0, le=600)] = Field(
         description="how much later than it arrived each selected event is delivered")
     jitterSeconds: Annotated[float, Field(ge=0, le=600)] = Field(
@@ -100,6 +102,14 @@ class DelayEvents(FaultSpec):
     maxHeldEvents: Annotated[int, Field(ge=1, le=100_000)] = Field(
         10_000, description="events held at most per watch; one more releases the oldest early (journaled "
                             "as action delay-cap)")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """A lagging watch cache: seconds, as HA apiservers lag."""
+        lag: dict[str, Any] = {"seconds": float(rng.choice([0.5, 1, 2, 5]))}
+        if rng.random() < 0.3:
+            lag["jitterSeconds"] = float(rng.choice([0.5, 1]))
+        return lag
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
@@ -44,10 +44,23 @@ class DropEvents(FaultSpec):
     """Events of the watch that match `events` are dropped with `probability`."""
 
     kind: ClassVar[str] = "dropEvents"
+    search_group: ClassVar[str] = "watch"
     editor: ClassVar[type[DropEditor]] = DropEditor
     events: EventSelector = Field(EventSelector(), description="which events of the watch (unset: every event)")
     probability: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         1.0, description="chance per selected event, drawn from the stream's own seeded source")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        events: dict[str, Any] = {}
+        if rng.random() < 0.7:
+            events["types"] = sorted(rng.sample(["ADDED", "MODIFIED", "DELETED"], rng.randint(1, 2)))
+        if rng.random() < 0.4:
+            events["hasNodeName"] = rng.random() < 0.5
+        spec: dict[str, Any] = {"probability": rng.choice([0.05, 0.2, 0.5, 1.0])}
+        if events:
+            spec["events"] = events
+        return spec
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

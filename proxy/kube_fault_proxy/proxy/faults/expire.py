@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Respond
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import JSON, Reply, status_reply, watch_error_event
@@ -23,12 +23,18 @@ class Expire(FaultSpec):
     """Upstream never sees the watch; the client gets 200 + one ERROR event (or HTTP 410)."""
 
     kind: ClassVar[str] = "expire"
+    search_group: ClassVar[str] = "watch"
     form: Literal["auto", "event", "status"] = Field(
         "auto", description="auto: the ERROR event for JSON watches, HTTP 410 for protobuf ones")
     onlyRewatch: bool = Field(False, description="only watches that resume from a resourceVersion")
     resourceVersion: str | None = Field(None, description="only watches resuming from exactly this one")
     failRelist: bool = Field(False, description="also answer the client's next relist of it (a LIST, or a "
                                                 "watch with sendInitialEvents) with 410")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        choice: dict[str, Any] = rng.choice([{}, {"onlyRewatch": True}, {"failRelist": True}])
+        return choice
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         if not ident.watch or ident.initial_events:

@@ -12,11 +12,11 @@ and journals the apiserver's answer (`late-commit`): committed, or refused (a 40
 from __future__ import annotations
 
 import random
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import CommitLater, Plan, ResetStream, Respond
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
@@ -31,12 +31,20 @@ class FailThenCommit(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("status", "reset"))
     kind: ClassVar[str] = "failThenCommit"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     status: Annotated[int, Field(ge=400, le=599)] | None = Field(
         None, description="the error the client gets first, as a Status with the apiserver's reason for it "
                           "(504: Timeout, as kube-apiserver's own request timeout)")
     reset: bool | None = Field(None, description="true: the client's stream is reset instead of answered")
     commitAfterSeconds: Annotated[float, Field(ge=0, le=300)] = Field(
         description="how long after the client's error the proxy sends the write to the apiserver")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """The apiserver's own request-timeout answer, the write landing after it."""
+        first: dict[str, Any] = {"status": 504} if rng.random() < 0.8 else {"reset": True}
+        return {**first, "commitAfterSeconds": float(rng.choice([0.5, 1, 3]))}
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

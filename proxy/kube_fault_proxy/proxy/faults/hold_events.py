@@ -16,11 +16,11 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
@@ -113,10 +113,22 @@ class HoldEvents(FaultSpec):
     or maxSeconds, then delivered in order."""
 
     kind: ClassVar[str] = "holdEvents"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     maxSeconds: Annotated[float, Field(gt=0, le=600)] = Field(
         description="a hold ends at the latest this long after its first event")
     untilEvent: UntilEvent | None = Field(
         None, description="a hold ends earlier when such an event passes on a watch of that resource")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """Skew: this watch held until the other resource's watch passes an event (the waist's choice for this
+        match), or a time."""
+        until = where.hold_until.get(where.match_name) or next(iter(where.hold_until.values()))
+        hold: dict[str, Any] = {"maxSeconds": float(rng.choice([1, 2, 5]))}
+        if rng.random() < 0.8:
+            hold["untilEvent"] = until
+        return hold
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

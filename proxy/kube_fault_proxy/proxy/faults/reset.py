@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import random
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, ResetStream
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
@@ -14,6 +14,12 @@ class Reset(FaultSpec):
     """No settings: `reset: {}`."""
 
     kind: ClassVar[str] = "reset"
+    search_group: ClassVar[str] = "request"
+    weaker: ClassVar[str | None] = "abort"
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        return {}
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         return Plan(before=(ResetStream(),))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 from urllib.parse import urlencode
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kube_fault_proxy.proxy.faults.base import FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, ServeStale
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import JSON, Reply, status_reply
@@ -32,10 +32,19 @@ class StaleList(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("lagSeconds", "lagWrites"))
     kind: ClassVar[str] = "staleList"
+    search_group: ClassVar[str] = "view"
+    searched_by_default: ClassVar[bool] = False
     lagSeconds: Annotated[float, Field(gt=0, le=600)] | None = Field(
         None, description="the newest revision the proxy saw at least this many seconds ago")
     lagWrites: Annotated[int, Field(ge=1, le=1000)] | None = Field(
         None, description="the revision that hides the last N writes of the resource the proxy saw")
+
+    @classmethod
+    def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
+        """Within the history the rig's etcd keeps (10 minutes) and the writes a trial makes."""
+        if rng.random() < 0.5:
+            return {"lagSeconds": float(rng.choice([1, 2, 5, 10]))}
+        return {"lagWrites": rng.choice([1, 5, 20, 100])}
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -9,17 +9,28 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw
 from kube_fault_proxy.rig.search.genome import Genome, Rule
 from kube_fault_proxy.rig.search.waist import SCHEDULER, Waist
 
-REQUEST_KINDS = ("abort", "throttle", "delay", "hang", "reset", "commitThenFail")
-WATCH_KINDS = ("expire", "cut", "dropEvents", "duplicateEvents")
-CONNECTION_KINDS = ("outage", "resetUpstream")
+# Each kind carries its part of the grammar (proxy/faults/: its group, whether it is drawn unless named, the
+# ranges of its settings); the groups below follow the registry's order.
+SPECS: dict[str, type[FaultSpec]] = {k.kind: k for k in KINDS}
+
+
+def _group(group: str, default: bool) -> tuple[str, ...]:
+    return tuple(k.kind for k in KINDS if k.search_group == group and k.searched_by_default == default)
+
+
+REQUEST_KINDS = _group("request", True)  # abort, throttle, delay, hang, reset, commitThenFail
+WATCH_KINDS = _group("watch", True)  # expire, cut, dropEvents, duplicateEvents
+CONNECTION_KINDS = _group("connection", True)  # outage, resetUpstream
 ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds unless told (--kinds)
 # Perturbed views (Sieve's stale and unobserved states, and crashes at a point): known to the grammar,
 # searched when named with --kinds. Not in the default set, so a seeded search draws the very trials it drew
 # before they came.
-VIEW_KINDS = ("staleList", "coalesceEvents", "crashPoint", "delayEvents", "failThenCommit", "holdEvents")
+VIEW_KINDS = tuple(k.kind for k in KINDS if not k.searched_by_default)
 KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
 # Where each kind is drawn (which requests, which count a trigger counts) is the target's waist (waist.py): a
 # scheduler's Bindings, or kube-controller-manager's pod creates. Every function below takes the waist; its
@@ -56,68 +67,11 @@ def _match_for(rng: random.Random, kind: str, waist: Waist) -> tuple[str, dict[s
 
 
 def _fault(rng: random.Random, kind: str, match_name: str = "", waist: Waist = SCHEDULER) -> dict[str, Any]:
-    """One fault kind's settings, from the ranges in notes/fault-search.md §4.1 (kept short)."""
-    match kind:
-        case "abort":
-            spec: dict[str, Any] = {"status": rng.choice([500, 503, 504, 409, 404, 403])}
-            if rng.random() < 0.3:
-                spec["retryAfterSeconds"] = rng.choice([1, 5])
-            return spec
-        case "throttle":
-            return {"retryAfterSeconds": rng.choice([1, 2, 5]), "form": rng.choice(["apf", "status"])}
-        case "delay":
-            seconds = round(0.05 * (60 ** rng.random()), 3)  # log-uniform over 0.05-3 s
-            return {"seconds": seconds, "phase": rng.choice(["request", "response"])}
-        case "hang":
-            return {"seconds": float(rng.choice([1, 3, 5])), "then": rng.choice(["timeout", "reset"])}
-        case "reset" | "resetUpstream":
-            return {}
-        case "commitThenFail":
-            inner = rng.choice(["abort", "reset", "hang"])
-            return {inner: {"status": rng.choice([500, 504])} if inner == "abort" else
-                    {"seconds": 1.0} if inner == "hang" else {}}
-        case "expire":
-            return rng.choice([{}, {"onlyRewatch": True}, {"failRelist": True}])
-        case "cut":
-            cut: dict[str, Any] = ({"afterEvents": rng.choice([1, 10, 100])} if rng.random() < 0.6
-                                   else {"afterSeconds": rng.choice([1, 5])})
-            cut["error"] = rng.choice(["none", "expired", "internal"])
-            return cut
-        case "dropEvents" | "duplicateEvents":
-            events: dict[str, Any] = {}
-            if rng.random() < 0.7:
-                events["types"] = sorted(rng.sample(["ADDED", "MODIFIED", "DELETED"], rng.randint(1, 2)))
-            if rng.random() < 0.4:
-                events["hasNodeName"] = rng.random() < 0.5
-            spec = {"probability": rng.choice([0.05, 0.2, 0.5, 1.0])}
-            if events:
-                spec["events"] = events
-            return spec
-        case "outage":
-            return {"seconds": float(rng.choice([1, 2, 3])), "refuse": rng.choice(["close", "refuse", "blackhole"])}
-        case "staleList":  # within the history the rig's etcd keeps (10 minutes) and the writes a trial makes
-            if rng.random() < 0.5:
-                return {"lagSeconds": float(rng.choice([1, 2, 5, 10]))}
-            return {"lagWrites": rng.choice([1, 5, 20, 100])}
-        case "coalesceEvents":  # a watch lasts a window: short ones, so a trial sees several
-            return {"windowSeconds": float(rng.choice([0.5, 1, 2, 5]))}
-        case "crashPoint":  # the trial kills the scheduler at once, and its answer is dropped with it
-            return {"holdSeconds": float(rng.choice([2, 5, 10]))}
-        case "delayEvents":  # a lagging watch cache: seconds, as HA apiservers lag
-            lag: dict[str, Any] = {"seconds": float(rng.choice([0.5, 1, 2, 5]))}
-            if rng.random() < 0.3:
-                lag["jitterSeconds"] = float(rng.choice([0.5, 1]))
-            return lag
-        case "failThenCommit":  # the apiserver's own request-timeout answer, the write landing after it
-            first: dict[str, Any] = {"status": 504} if rng.random() < 0.8 else {"reset": True}
-            return {**first, "commitAfterSeconds": float(rng.choice([0.5, 1, 3]))}
-        case "holdEvents":  # skew: one watch held until the other resource's watch passes an event (or a time)
-            until = waist.hold_until.get(match_name) or next(iter(waist.hold_until.values()))
-            hold: dict[str, Any] = {"maxSeconds": float(rng.choice([1, 2, 5]))}
-            if rng.random() < 0.8:
-                hold["untilEvent"] = until
-            return hold
-    raise ValueError(f"unknown fault kind {kind!r}")
+    """One fault kind's settings, drawn by the kind itself (`FaultSpec.draw`)."""
+    spec = SPECS.get(kind)
+    if spec is None:
+        raise ValueError(f"unknown fault kind {kind!r}")
+    return spec.draw(rng, Draw(match_name, waist.hold_until))
 
 
 def _anchor(waist: Waist) -> dict[str, Any]:

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplicity, valid
+from kube_fault_proxy.rig.search.grammar import SPECS
 
-WEAKER = {"outage": "reset", "resetUpstream": "reset", "reset": "abort", "hang": "abort",
-          "commitThenFail": "abort", "throttle": "abort"}  # strong -> weak, ending in abort 500
 SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5, "holdSeconds": 1.0,
             "commitAfterSeconds": 0.25, "maxSeconds": 0.5}  # halving stops here
 MATCH_KEYS_DROPPABLE = ("userAgents", "namespaces", "targetNodes", "names", "paths")
@@ -121,11 +120,12 @@ def _fault_variants(rule: Rule) -> Iterator[Rule]:
     p = spec.get("probability")
     if isinstance(p, float) and p < 1:
         yield {**rule, "fault": {kind: {**spec, "probability": 1.0}}}
-    if kind in WEAKER:
-        weaker = WEAKER[kind]
-        yield {**rule, "fault": {weaker: {"status": 500} if weaker == "abort" else {}}}
-    if kind == "abort" and spec.get("status") != 500:
-        yield {**rule, "fault": {"abort": {"status": 500}}}
+    own = SPECS[kind]
+    if own.weaker is not None:  # strong to weak (FaultSpec.weaker), ending in abort 500
+        yield {**rule, "fault": {own.weaker: SPECS[own.weaker].weakest()}}
+    weakest = own.weakest()
+    if weakest and any(spec.get(k) != v for k, v in weakest.items()):
+        yield {**rule, "fault": {kind: weakest}}
 
 
 def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
