@@ -346,3 +346,22 @@ def test_yunikorns_protobuf_watches_are_edited_as_json_but_take_no_stale_view() 
         g = Genome(rules=(rule(kind, WATCH, f"r1-{kind.lower()}-pod-watch"), crash))
         assert precheck.can_inject(g, scheduler="kube-scheduler"), kind
         assert precheck.can_inject(g, scheduler="yunikorn") is (kind != "staleList"), kind
+
+
+def test_a_rewritten_report_leaves_no_directory_of_a_finding_renamed_since(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Findings are renumbered and renamed as they come and shrink: an earlier writing's directory for a name no
+    finding has now goes; a directory that is not one of the search's own stays."""
+    monkeypatch.setattr(Search, "trial", fake_trial)
+    out = Search(settings(tmp_path, max_trials=30, shrink_total=0.0), lambda _: None).run()
+    assert out.findings
+    stale = tmp_path / "findings" / "7-stranded-abort-on-binding"
+    stale.mkdir(parents=True)
+    (stale / "report.md").write_text("an earlier writing")
+    (stale / "search.json").write_text("{}")
+    mine = tmp_path / "findings" / "notes"
+    mine.mkdir()
+    (mine / "report.md").write_text("the user's own")
+    write(out, ["search"])
+    assert sorted(d.name for d in (tmp_path / "findings").iterdir()) == sorted(
+        [f.slug(i) for i, f in enumerate(out.findings, 1)] + ["notes"])

@@ -6,6 +6,7 @@ for each distinct finding."""
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 from dataclasses import replace
@@ -87,10 +88,25 @@ def finding_view(out: Outcome, found: Finding, index: int) -> Outcome:
 
 
 def write(out: Outcome, argv: list[str]) -> Path:
-    """Write every file, each finding's directory first; returns the top report.md's path."""
+    """Write every file, each finding's directory first; returns the top report.md's path. A finding's directory is
+    named by its place and signature, both of which change as findings come, merge and shrink while the report is
+    rewritten: a directory an earlier writing made for a name no finding has now goes (only one of this search's
+    own: `<n>-<signature>` holding its report.md and search.json)."""
+    current = {found.slug(i) for i, found in enumerate(out.findings, 1)}
     for i, found in enumerate(out.findings, 1):
         _write_one(finding_view(out, found, i), argv, index=False)
+    _remove_stale_findings(out.settings.out / "findings", current)
     return _write_one(out, argv, index=True)
+
+
+def _remove_stale_findings(where: Path, current: set[str]) -> None:
+    if not where.is_dir():
+        return
+    for d in where.iterdir():
+        ours = d.is_dir() and d.name.split("-", 1)[0].isdigit() and all(
+            (d / f).is_file() for f in ("report.md", "search.json"))
+        if ours and d.name not in current:
+            shutil.rmtree(d)
 
 
 def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
