@@ -1,11 +1,12 @@
 """`kube-fault-proxy search` on the real control plane.
 
-YuniKorn v1.9.0 under test, kube-scheduler as the control, `abort` and `resetUpstream`, every workload shape:
-from one run it must count YUNIKORN-3355 as known (confirmed once, never shrunk) and find, confirm, shrink and
-replay YUNIKORN-3128, searched as new ground (`--include-known YUNIKORN-3128`), with a clean canary. The search
-starts its own two control planes (one per scheduler) and stops them; run it alone in its module, since
-YuniKorn's REST port is fixed. Seed 2 is fixed so the run is repeatable: the grammar draws the same trials from
-it every time, what YuniKorn does with them is up to YuniKorn.
+YuniKorn v1.9.0 under test, kube-scheduler as the control, `abort` only, every workload shape: from one run it
+must count a known finding (confirmed once, never shrunk) and find, confirm, shrink and replay YUNIKORN-3128,
+searched as new ground (`--include-known YUNIKORN-3128`), with a clean canary. Both hits are failed Bindings,
+which YuniKorn v1.9.0 never retries: every run breaks the same invariants (the fault matrix's bind-fail cells).
+The search starts its own two control planes (one per scheduler) and stops them; run it alone in its module,
+since YuniKorn's REST port is fixed. Seed 348 is fixed so the run is repeatable: the grammar draws the same trials
+from it every time, and each trial's faults fire on the same requests (the profile's seed).
 
 Then a kube-scheduler search (one small control plane) stopped by SIGINT, resumed, and stopped by SIGTERM."""
 
@@ -27,19 +28,36 @@ from kube_fault_proxy.rig.search.genome import fault_kind
 from tests.support.cluster import kfp
 from tests.support.processes import ROOT
 
-KINDS = ("abort", "resetUpstream")
+KINDS = ("abort",)
+# The known finding: the test's own catalogue (`--known`), for a hit that is deterministic. Until 3481ecc this test
+# counted YUNIKORN-3355, drawn by a resetUpstream pair on Bindings; whether YuniKorn then books phantoms (3355) or
+# ignores the pods (3128) is a race its relist decides, and CI saw the other face in about 1 run in 8.
+KNOWN = """\
+known:
+  - id: binding-aborts-beside-event-aborts
+    title: YUNIKORN-3128's stranded pods when Event writes fail too (this test's entry)
+    scheduler: yunikorn
+    builds: ["yunikorn v1.9.0"]
+    signature:
+      breaks: [no-ignored-pod]
+      within: [stranded, no-ignored-pod, shim-cache-agrees]
+      provokedBy: ["abort on events"]
+    upstream: https://issues.apache.org/jira/browse/YUNIKORN-3128
+"""
+
 
 
 def test_search_counts_a_known_yunikorn_bug_shrinks_a_new_one_and_runs_a_clean_canary(tmp_path: Path) -> None:
-    out, state = tmp_path / "out", tmp_path / "state"
+    out, state, mine = tmp_path / "out", tmp_path / "state", tmp_path / "known.yaml"
+    mine.write_text(KNOWN)
     try:
-        # Three trials, the third a fault-free canary. Seed 2 draws, on the anti-affinity shape, a resetUpstream
-        # pair on Bindings (trial 0) and then Binding and list aborts (trial 1): YUNIKORN-3355's phantoms (known:
-        # confirmed once, counted, not shrunk) and YUNIKORN-3128's ignored pods (searched as new ground here, so it
-        # is confirmed, shrunk and replayed as a finding the catalogue does not know would be).
-        r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "5m", "--seed", "2",
+        # Three trials, the third a fault-free canary. Seed 348 draws, on the tainted shape, Binding aborts and
+        # Event aborts (trial 0), then Binding aborts alone (trial 1): the first is the test's known finding
+        # (confirmed once, counted, not shrunk), the second YUNIKORN-3128's ignored pods (searched as new ground
+        # here, so it is confirmed, shrunk and replayed as a finding the catalogue does not know would be).
+        r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "5m", "--seed", "348",
                 "--max-trials", "3", "--canary-every", "3", "--kinds", ",".join(KINDS), "--shrink-budget", "60s",
-                "--replays", "2", "--include-known", "YUNIKORN-3128",
+                "--replays", "2", "--include-known", "YUNIKORN-3128", "--known", str(mine),
                 "-o", str(out), "--state-dir", str(state), timeout=1500)
     finally:  # a search that timed out leaves its control planes up (and YuniKorn's fixed port taken): stop them
         for scheduler in ("yunikorn", "kube-scheduler"):
@@ -53,15 +71,15 @@ def test_search_counts_a_known_yunikorn_bug_shrinks_a_new_one_and_runs_a_clean_c
     # anti-affinity pair together: its own violation, reported apart).
     assert confirmed and all(not set(h["control"] or []) & set(h["broken"]) & set(h["replay"] or [])
                              for h in confirmed), doc["hits"]
-    # YUNIKORN-3355 is known: its first hit confirmed once (replayed, controlled), every hit counted, none shrunk.
-    phantom = next(k for k in doc["known"] if k["id"] == "YUNIKORN-3355")
-    assert phantom["confirmedAt"] == phantom["trials"][0] and "YUNIKORN-3355" in phantom["upstream"], phantom
-    assert {h["trial"] for h in doc["hits"] if h["known"] == "YUNIKORN-3355"} == set(phantom["trials"])
+    # The test's known finding: its first hit confirmed once (replayed, controlled), every hit counted, none shrunk.
+    ours = next(k for k in doc["known"] if k["id"] == "binding-aborts-beside-event-aborts")
+    assert ours["confirmedAt"] == ours["trials"][0] == 0 and "YUNIKORN-3128" in ours["upstream"], ours
+    assert {h["trial"] for h in doc["hits"] if h["known"] == ours["id"]} == set(ours["trials"])
     report = (out / "report.md").read_text()
-    assert "**known: YUNIKORN-3355**" in report and "budget (search steps" in report
-    assert doc["budgetShares"]["known"]["trials"] == len(phantom["trials"])
+    assert f"**known: {ours['id']}**" in report and "budget (search steps" in report
+    assert doc["budgetShares"]["known"]["trials"] == len(ours["trials"])
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
-    assert not [t["name"] for t in trials if any(t["name"].startswith(f"{p}-t{n}-") for n in phantom["trials"]
+    assert not [t["name"] for t in trials if any(t["name"].startswith(f"{p}-t{n}-") for n in ours["trials"]
                                                  for p in ("shrink", "minimal"))], "a known bug is never shrunk"
     # Every other confirmed hit is filed under exactly one finding, the first of which is the top-level case.
     findings = doc["findings"]

@@ -18,7 +18,8 @@ from tests.support.processes import ROOT
 
 # scripts/container-setup makes this base (Debian 13, Python 3.13) with debootstrap; scripts/container-image and
 # docker-compose.yunikorn-local.yaml build on it.
-BASE_IMAGE = "localhost/kube-fault-proxy-base:trixie-1"
+BASE_IMAGE = subprocess.run([str(ROOT / "scripts" / "container-setup"), "--base-image"], capture_output=True,
+                            text=True, check=True).stdout.strip()
 # The tag docker-compose.yaml names (podman keeps local images under localhost/).
 IMAGE = "localhost/kube-fault-proxy:local"
 

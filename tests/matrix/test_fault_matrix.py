@@ -28,8 +28,8 @@ PROFILES = ["pass-through", "bind-fail-30pct", "bind-fail-first-attempt", "bind-
 # schedulers; docs/records/fault-matrix-2026-12.md, and the 42-cell re-check of
 # docs/records/matrix-quiet-windows-2026-12-03.md). KFP_MATRIX_SEEDS=1,2 (by hand) runs every cell under each
 # seed named, one after the other, each judged alone: what a changed profile or scheduler build reruns.
-SEED_LIST = tuple(int(s) for s in os.environ.get("KFP_MATRIX_SEEDS", "1").split(","))
-SEEDS = {"kube-scheduler": SEED_LIST, "yunikorn": SEED_LIST}
+SEEDS = tuple(int(s) for s in os.environ.get("KFP_MATRIX_SEEDS", "1").split(","))
+SCHEDULERS = ("kube-scheduler", "yunikorn")
 PODS = 250  # more than the 200 Bindings the outage profile waits for
 NODES = 50
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
@@ -106,7 +106,7 @@ QUIET, OUTAGE_QUIET = 20.0, 40.0
 RECHECK = float(os.environ["KFP_MATRIX_RECHECK"]) if os.environ.get("KFP_MATRIX_RECHECK") else None
 
 
-@pytest.fixture(scope="module", params=list(SEEDS))
+@pytest.fixture(scope="module", params=SCHEDULERS)
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
             kfp_config: PluginConfig) -> Iterator[Cluster]:
     """One control plane per scheduler; YuniKorn is the build --kube-fault-proxy-yunikorn-patch (or
@@ -221,7 +221,7 @@ def judged_as(cluster: Cluster) -> str:
 def test_cell(cluster: Cluster, profile: str) -> None:
     """Each profile under the scheduler's seeds, one after the other on its control plane."""
     who = judged_as(cluster)
-    for seed in SEEDS[cluster.scheduler]:
+    for seed in SEEDS:
         cell = run_cell(cluster, profile, seed, f"m-{profile[:40]}-{seed}".replace(".", "-"), who)
         judge(cluster, cell, EXPECTED.get((who, profile)), who, profile, seed)
 

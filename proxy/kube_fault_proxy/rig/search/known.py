@@ -88,15 +88,19 @@ class Catalogue(StrictModel):
 
     def match_confirmed(self, target: list[str], first: list[str], replay: list[str] | None, genome: Genome,
                         scheduler: str, build: str | None) -> KnownFinding | None:
-        """A confirmed hit's entry: the one what both runs broke matches; or else the one its first run matches,
-        when the replay stayed within that entry's signature (a bug whose face is a race: YUNIKORN-3355's pods are
-        booked as phantoms or left ignored as YuniKorn's relist falls before or after the failed binds)."""
+        """A confirmed hit's entry: the one what both runs broke matches; or else the one either run matches (the
+        first run's tried first) when the other run stayed within that entry's signature (a bug whose face is a
+        race: YUNIKORN-3355's pods are booked as phantoms or left ignored as YuniKorn's relist falls before or after
+        the failed binds, in the first run or in the replay)."""
         entry = self.match(target, genome, scheduler, build)
         if entry is not None or replay is None:
             return entry
-        entry = self.match(first, genome, scheduler, build)
-        within = entry.signature.within if entry is not None else None
-        return entry if entry is not None and (within is None or set(replay) <= set(within)) else None
+        for one, other in ((first, replay), (replay, first)):
+            entry = self.match(one, genome, scheduler, build)
+            within = entry.signature.within if entry is not None else None
+            if entry is not None and (within is None or set(other) <= set(within)):
+                return entry
+        return None
 
     def merged(self, other: Catalogue) -> Catalogue:
         """This catalogue and another's entries (an id both have: the other's wins)."""
