@@ -98,9 +98,10 @@ def test_a_stranded_pod_whose_own_added_was_dropped_is_the_faults_effect(
 
 
 def settings(tmp_path: Path, **more: Any) -> Settings:
-    return Settings(scheduler="yunikorn", control="kube-scheduler", budget=3600, seed=3,
-                    kinds=("abort", "dropEvents"), out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path, pods=40,
-                    shrink_budget=30, replays=2, canary_every=0, max_trials=24, **more)
+    return Settings(**{"scheduler": "yunikorn", "control": "kube-scheduler", "budget": 3600, "seed": 3,
+                       "kinds": ("abort", "dropEvents"), "out": tmp_path, "state_dir": tmp_path,
+                       "profiles_dir": tmp_path, "pods": 40, "shrink_budget": 30, "replays": 2, "canary_every": 0,
+                       "max_trials": 24, **more})
 
 
 class Trials:
@@ -185,3 +186,32 @@ def test_one_known_bug_searched_as_new_ground_is_shrunk_and_keeps_its_name(tmp_p
     strand = next(f for f in out.findings if f.target == ["I3", "stranded"])
     assert strand.known == "YUNIKORN-3128" and strand.shrunk is not None
     assert "(known: YUNIKORN-3128)" in write(out, ["search"]).read_text()
+
+
+def test_a_later_hit_known_only_by_its_replay_is_counted_and_the_first_confirmation_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """YUNIKORN-3355's two faces under resets on Bindings (3128 searched as new ground): the first hit books
+    phantoms; the second leaves the pods ignored and only its replay books them, so it is replayed to be known,
+    and counted; the bug stays confirmed at the first hit (the 2026-12-04 short search logged it twice)."""
+    trials = Trials(monkeypatch)
+    hits: list[str] = []
+    phantom, ignored = ["I1", "I2", "I4", "stranded"], ["I3", "I4", "stranded"]
+
+    def run_trial(rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
+        trials.ran.append(name)
+        result = TrialResult(name, rig.scheduler, genome, injections=3 if genome.rules else 0, seconds=2.0)
+        if rig.scheduler == "yunikorn" and "resetUpstream on binding" in kinds_on_matches(genome):
+            hits.append(name)
+            second = sum(1 for n in hits if not n.endswith("-replay")) == 2
+            result.broken = (ignored if not name.endswith("-replay") else phantom) if second else phantom
+        return result
+
+    monkeypatch.setattr(engine, "run_trial", run_trial)
+    out = Search(settings(tmp_path, kinds=("resetUpstream",), known_as_new=("YUNIKORN-3128",)),
+                 lambda _: None).run()
+    tally = out.known["YUNIKORN-3355"]
+    first_hits = [n for n in hits if not n.endswith("-replay")]
+    assert len(first_hits) >= 3, hits
+    second = int(first_hits[1][1:])
+    assert tally.confirmed_at == tally.trials[0] == int(first_hits[0][1:]) and second in tally.trials
+    assert f"t{second}-replay" in trials.ran and not out.findings

@@ -290,8 +290,11 @@ class Search:
             if entry is not None:
                 hit.verdict, hit.known = "known", entry.id
                 tally = out.known.setdefault(entry.id, KnownTally(entry))
-                tally.confirmed_at = number
-                self.note(f"  known: {entry.id} ({entry.upstream}); its hits are counted from now on, not shrunk")
+                if tally.confirmed_at is None:  # a later hit that needed its replay to be known is not the first
+                    tally.confirmed_at = number
+                    self.note(f"  known: {entry.id} ({entry.upstream}); its hits are counted from now on, not shrunk")
+                else:
+                    self.note(f"  known: {entry.id} again, by its replay ({len(tally.trials) + 1} hits)")
             elif hit.verdict == "confirmed":
                 add_hit(out.findings, hit)
         out.hits.append(hit)
