@@ -231,6 +231,23 @@ def test_kube_scheduler_writes_no_pod_so_a_pod_write_match_never_fires_there() -
     assert precheck.can_inject(write, scheduler="yunikorn")
 
 
+def test_an_edit_of_deleted_events_only_needs_a_trial_that_deletes_pods() -> None:
+    """The short YuniKorn search of 2026-12-04 drew `duplicateEvents {types: [DELETED]}` on pod watches three
+    times with no action: a scheduler's trial deletes no pod, so it never fired."""
+    deleted = {**rule("duplicateEvents", WATCH, "r2-duplicateevents-pod-watch"),
+               "fault": {"duplicateEvents": {"events": {"types": ["DELETED"]}}}}
+    modified = {**deleted, "fault": {"duplicateEvents": {"events": {"types": ["DELETED", "MODIFIED"]}}}}
+    reset = rule("resetUpstream", name="r1-resetupstream-binding")
+    for scheduler in ("kube-scheduler", "yunikorn"):
+        assert not precheck.rule_can_fire(deleted, Genome(rules=(deleted, reset)), True, scheduler=scheduler)
+        assert precheck.rule_can_fire(deleted, Genome(rules=(deleted, reset), action="deletePods"), True,
+                                      scheduler=scheduler)
+        assert precheck.rule_can_fire(modified, Genome(rules=(modified, reset)), True, scheduler=scheduler)
+    # kube-controller-manager's controllers delete pods themselves (scale-downs, replaced pods)
+    assert precheck.rule_can_fire(deleted, Genome(rules=(deleted, reset)), True,
+                                  scheduler="kube-controller-manager")
+
+
 def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list() -> None:
     reset = rule("resetUpstream", name="r2-resetupstream-binding")
     on_lists = rule("staleList", {"verbs": ["list"], "resources": ["pods"]}, "r1-stalelist-pod-list")

@@ -44,6 +44,7 @@ POD_WRITES = frozenset({"patch", "update"})
 # can hide its own last writes. (The rig configures kube-scheduler for JSON.)
 PROTOBUF = frozenset({"yunikorn"})
 READS_JSON = frozenset({"staleList"})
+SCHEDULERS = frozenset({"kube-scheduler", "yunikorn"})  # targets whose trials delete pods only by their action
 # client-go 1.35/1.36 informers relist by WatchList, never a LIST
 RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn", "kube-controller-manager"})
 
@@ -89,6 +90,13 @@ def _relists(rule: Rule) -> bool:
     return "expire" in fault or (fault.get("cut") or {}).get("error") == "expired"
 
 
+def _deleted_only(rule: Rule) -> bool:
+    """Whether a rule edits only DELETED watch events (its `events.types`)."""
+    spec = (rule.get("fault") or {}).get(fault_kind(rule))
+    types = ((spec.get("events") or {}).get("types") if isinstance(spec, dict) else None) or []
+    return bool(types) and set(types) <= {"DELETED"}
+
+
 def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[str] = (),
                   scheduler: str | None = None, held: bool = True, reopen_at: int | None = None,
                   relists: bool = False) -> bool:
@@ -113,6 +121,8 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
         return False
     if fault_kind(rule) == "crashPoint" and verbs and not verbs & WRITE_VERBS:
         return False
+    if _deleted_only(rule) and scheduler in SCHEDULERS and genome.action != "deletePods":
+        return False  # a scheduler's trial deletes no pod unless its action does: no DELETED event to edit
     if fault_kind(rule) == "staleList" and scheduler in RELIST_BY_WATCHLIST and verbs and (
             verbs <= {"list"} or (verbs <= RECONNECT_ONLY and not relists)):
         return False
