@@ -4,14 +4,24 @@ exports, and the order down stops things in (shell processes standing in for the
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from kube_fault_proxy.rig.cluster.build import kubernetes
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, _wait, down, env, needed_components
-from kube_fault_proxy.rig.cluster.processes import spawn
+from kube_fault_proxy.rig.cluster.control_plane import (
+    Cluster,
+    ClusterError,
+    _wait,
+    down,
+    env,
+    needed_components,
+    stop_scheduler,
+)
+from kube_fault_proxy.rig.cluster.processes import group_alive, signals_held, spawn
 
 
 def test_a_readiness_timeout_names_the_last_error(tmp_path: Path) -> None:
@@ -131,3 +141,56 @@ def test_etcd_names_the_port_it_took_in_its_log(tmp_path: Path) -> None:
     log.write_text(log.read_text() + '{"level":"info","caller":"embed/serve.go:222","msg":"serving client traffic '
                    'insecurely; this is strongly discouraged!","traffic":"grpc+http","address":"127.0.0.1:37365"}\n')
     assert _etcd_client_url(log) == "http://127.0.0.1:37365"
+
+
+# --- a signal between two halves of a step: what the state says stays true (the search's Ctrl-C)
+
+class _Stop(BaseException):
+    """What the search's SIGINT handler raises (a BaseException, like `Interrupted`)."""
+
+
+def _raising(_signum: int, _frame: object) -> None:
+    raise _Stop
+
+
+def test_a_signal_while_a_process_starts_waits_until_it_is_recorded(tmp_path: Path) -> None:
+    c = Cluster(tmp_path / "cluster")
+    before = signal.signal(signal.SIGINT, _raising)
+    try:
+        with pytest.raises(_Stop):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.1)  # held: the handler has not run
+                pid = c.start("kube-scheduler", ["sleep", "60"], tmp_path / "kube-scheduler.log")
+            time.sleep(5)  # never reached: the held signal's handler runs as the block ends
+        assert Cluster(c.dir).state["processes"]["kube-scheduler"]["pid"] == pid
+    finally:
+        signal.signal(signal.SIGINT, before)
+        assert down(c.dir, grace=2).names == ["kube-scheduler"]
+    assert not group_alive(pid)
+
+
+def test_a_signal_during_a_stop_leaves_the_process_recorded_for_down(tmp_path: Path) -> None:
+    """`forget` (a scheduler's restart, a regate) drops a process from the state only once it is gone: before,
+    a signal in its 5 s grace left a live scheduler that the state in hand no longer named (a search's record of
+    its processes lost it, CI's failure of the interrupted-search test)."""
+    c = Cluster(tmp_path / "cluster")
+    c.state.update(scheduler="kube-scheduler", schedulerBinary="/nonexistent/kube-scheduler")
+    pid = c.start("kube-scheduler", ["bash", "-c", "trap '' TERM; sleep 60 & wait"], tmp_path / "s.log")
+    time.sleep(0.3)  # the trap is set
+    before = signal.signal(signal.SIGINT, _raising)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(_Stop):
+            stop_scheduler(c)  # as a trial's restart does; it ignores SIGTERM: the signal lands in the grace
+    finally:
+        signal.signal(signal.SIGINT, before)
+    # Still named, in the state in hand (what the search records its pids from) and in the file (what down reads).
+    assert group_alive(pid) and c.processes["kube-scheduler"].pid == pid
+    assert Cluster(c.dir).state["processes"]["kube-scheduler"]["pid"] == pid
+    assert down(c.dir, grace=1).killed == ["kube-scheduler"] and not group_alive(pid)
+    # Not interrupted: stopped, then forgotten.
+    pid = c.start("kube-scheduler", ["sleep", "60"], tmp_path / "s.log")
+    assert c.forget("kube-scheduler") == pid and not group_alive(pid)
+    assert "kube-scheduler" not in Cluster(c.dir).state["processes"] and c.forget("kube-scheduler") is None

@@ -35,6 +35,7 @@ from kube_fault_proxy.rig.cluster.processes import (
     log_size,
     port_in_use,
     said_since,
+    signals_held,
     spawn,
     stop_groups,
 )
@@ -208,6 +209,27 @@ class Cluster:
         """Remember a started process."""
         self.state.setdefault("processes", {})[name] = {"pid": pid, "log": str(log)}
         self.save()
+
+    def start(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> int:
+        """Start a daemon (its own process group) and remember it, with no signal between the two: a process
+        `down` could not find is never left behind. Returns its pid."""
+        with signals_held():
+            pid = spawn(argv, log, env=env, cwd=cwd)
+            self.record(name, pid, log)
+        return pid
+
+    def forget(self, name: str, grace: float = 5.0) -> int | None:
+        """Stop a recorded process group (SIGKILL after `grace`), then forget it: until it is gone it stays in
+        the state, so a signal during the stop leaves it for `down`. Returns its pid, if one was recorded."""
+        proc = self.state.get("processes", {}).get(name)
+        if proc is None:
+            return None
+        stop_groups({name: int(proc["pid"])}, grace=grace)
+        with signals_held():
+            self.state["processes"].pop(name, None)
+            self.save()
+        return int(proc["pid"])
 
     def kubeconfig(self, name: str) -> Path:
         """One of the kubeconfigs `up` wrote."""
@@ -399,7 +421,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     # etcd binds port 0 itself and names the port in its log (at level info: "serving client traffic");
     # one member, so its peer URL is never dialled and port 0 does for it too.
     log = logs / "etcd.log"
-    pid = spawn([str(binaries["etcd"]), "--name", "kfp", "--data-dir", str(d / "etcd"),
+    pid = c.start("etcd", [str(binaries["etcd"]), "--name", "kfp", "--data-dir", str(d / "etcd"),
                  "--listen-client-urls", "http://127.0.0.1:0", "--advertise-client-urls", "http://127.0.0.1:0",
                  "--listen-peer-urls", "http://127.0.0.1:0", "--initial-advertise-peer-urls", "http://127.0.0.1:0",
                  "--initial-cluster", "kfp=http://127.0.0.1:0", "--unsafe-no-fsync",
@@ -407,7 +429,6 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
                  # compactor alone decides how much history a stale LIST can be served from.
                  "--auto-compaction-retention=0",
                  "--log-level", "info"], log)
-    c.record("etcd", pid, log)
     found: list[str] = []
 
     def etcd_ready() -> bool:
@@ -485,9 +506,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 def _spawn_apiserver(c: Cluster) -> int:
     """kube-apiserver from the argv recorded in the state (flags, port, certificates and etcd); its pid."""
     log = c.log("kube-apiserver")
-    pid = spawn(list(c.state["apiserverArgv"]), log)
-    c.record("kube-apiserver", pid, log)
-    return pid
+    return c.start("kube-apiserver", list(c.state["apiserverArgv"]), log)
 
 
 def _start_apiserver(c: Cluster, timeout: float) -> None:
@@ -559,10 +578,9 @@ def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: fl
     (through the proxy if it was): another target of the same build on the same control plane; its target
     follows. Returns the seconds the restart took."""
     t0 = time.monotonic()
-    proc = c.state.get("processes", {}).pop("kube-controller-manager", None)
-    if proc is None or "controllers" not in c.state:
+    if "kube-controller-manager" not in c.state.get("processes", {}) or "controllers" not in c.state:
         raise ClusterError(f"no kube-controller-manager to restart with other gates in {c.dir}")
-    stop_groups({"kube-controller-manager": int(proc["pid"])}, grace=5.0)
+    c.forget("kube-controller-manager")
     all_gates = {**c.feature_gates, "kube-controller-manager": dict(gates)}
     c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
     built = f"kube-controller-manager {c.state['builds']['kube-controller-manager']}"
@@ -583,10 +601,7 @@ def stop_scheduler(c: Cluster, timeout: float = 120.0) -> None:
     scheduler = c.state.get("scheduler")
     if SCHEDULER_BINARIES.get(str(scheduler)) is None or "schedulerBinary" not in c.state:
         raise ClusterError(f"no scheduler to stop in {c.dir}")
-    proc = c.state.get("processes", {}).pop(scheduler, None)
-    if proc is not None:
-        stop_groups({str(scheduler): int(proc["pid"])}, grace=5.0)
-    c.save()
+    c.forget(str(scheduler))
     _wait_scheduler_port(str(scheduler), timeout)
 
 
@@ -663,13 +678,12 @@ def _start_controller_manager(c: Cluster, opts: Options, binary: Path) -> None:
     via = "kube-controller-manager" in opts.proxied()
 
     def start(port: int) -> int:
-        pid = spawn(controller_manager.argv(binary, c.kubeconfig("controller-manager-via-proxy" if via else
-                                                                 "controller-manager"),
-                                            c.dir / "pki", port, opts.controllers,
-                                            feature_gates.flag(opts.feature_gates, "kube-controller-manager"),
-                                            authentication_kubeconfig=c.kubeconfig("controller-manager")), log)
-        c.record("kube-controller-manager", pid, log)
-        return pid
+        argv = controller_manager.argv(binary, c.kubeconfig("controller-manager-via-proxy" if via else
+                                                            "controller-manager"),
+                                       c.dir / "pki", port, opts.controllers,
+                                       feature_gates.flag(opts.feature_gates, "kube-controller-manager"),
+                                       authentication_kubeconfig=c.kubeconfig("controller-manager"))
+        return c.start("kube-controller-manager", argv, log)
     _on_a_free_port("kube-controller-manager", start,
                     lambda port: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
                     log, opts.timeout)
@@ -684,10 +698,8 @@ def _start_kwok(c: Cluster, opts: Options, binary: Path) -> None:
     def start(port: int) -> int:
         config = write_private(workdir / "kwok.yaml", kwok.configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
         # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
-        pid = spawn([str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
-                    env={**os.environ, "KWOK_WORKDIR": str(workdir)})
-        c.record("kwok", pid, log)
-        return pid
+        return c.start("kwok", [str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
+                       env={**os.environ, "KWOK_WORKDIR": str(workdir)})
     _on_a_free_port("kwok", start,
                     lambda port: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
                     log, opts.timeout)
@@ -747,11 +759,9 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: boo
     def start(port: int) -> int:
         # A pod whose bind failed waits in kube-scheduler's unschedulable queue for up to 5 minutes by
         # default; 20 s keeps every run's horizon short (the flag is deprecated but still honoured).
-        pid = spawn([str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
-                     "--pod-max-in-unschedulable-pods-duration=20s",
-                     *feature_gates.flag(opts.feature_gates, "kube-scheduler")], log)
-        c.record("kube-scheduler", pid, log)
-        return pid
+        return c.start("kube-scheduler", [str(binary), f"--config={config}", "--bind-address=127.0.0.1",
+                                          f"--secure-port={port}", "--pod-max-in-unschedulable-pods-duration=20s",
+                                          *feature_gates.flag(opts.feature_gates, "kube-scheduler")], log)
     _on_a_free_port("kube-scheduler", start,
                     lambda port: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
                     log, opts.timeout)
@@ -764,8 +774,7 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = Tr
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
     env.update(KUBECONFIG=str(_scheduler_kubeconfig(c, "yunikorn")), NAMESPACE=YUNIKORN_NAMESPACE)
     log = c.dir / "logs" / "yunikorn.log"
-    pid = spawn([str(binary)], log, env=env, cwd=c.dir)
-    c.record("yunikorn", pid, log)
+    pid = c.start("yunikorn", [str(binary)], log, env=env, cwd=c.dir)
     url = f"http://127.0.0.1:{YUNIKORN_PORT}"
     _wait("yunikorn", lambda: httpx.get(f"{url}/ws/v1/scheduler/healthcheck", timeout=1).status_code == 200,
           pid, log, opts.timeout)

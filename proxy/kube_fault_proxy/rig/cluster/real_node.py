@@ -28,7 +28,7 @@ import yaml
 
 from kube_fault_proxy.paths import private_dir, write_private
 from kube_fault_proxy.rig.cluster import build, host_sweep, kwok, node_images
-from kube_fault_proxy.rig.cluster.processes import Stopped, free_port, live_groups, spawn, stop_groups
+from kube_fault_proxy.rig.cluster.processes import Stopped, free_port, live_groups, stop_groups
 from kube_fault_proxy.rig.cluster.real_node_config import (
     BRIDGE,
     CNI_BIN,
@@ -148,8 +148,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     layout.images.write_bytes(node_images.oci_archive(busybox, (pause, workload)))
 
     log = c.log("containerd")
-    pid = spawn(["containerd", "--config", str(layout.containerd_config)], log)
-    c.record("containerd", pid, log)
+    pid = c.start("containerd", ["containerd", "--config", str(layout.containerd_config)], log)
     _until("containerd", lambda: subprocess.run(
         ["ctr", "--address", str(layout.socket), "version"], capture_output=True, timeout=5).returncode == 0,
            pid, log, timeout)
@@ -172,11 +171,10 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     _bind_node_role(c)
     _make_bridge()
     log = c.log("kubelet")
-    pid = spawn([str(binary), f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig}",
-                 f"--root-dir={layout.kubelet_root}", f"--cert-dir={layout.kubelet_root / 'pki'}",
-                 f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
-                 "--node-labels=type=real", "--v=1"], log)
-    c.record("kubelet", pid, log)
+    pid = c.start("kubelet", [str(binary), f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig}",
+                              f"--root-dir={layout.kubelet_root}", f"--cert-dir={layout.kubelet_root / 'pki'}",
+                              f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
+                              "--node-labels=type=real", "--v=1"], log)
     _until("kubelet", lambda: httpx.get(f"http://127.0.0.1:{healthz}/healthz", timeout=1).text == "ok",
            pid, log, timeout)
     _until(f"node {NODE_NAME} Ready", lambda: _node_ready(c), pid, log, timeout)

@@ -92,8 +92,15 @@ class Search:
                 left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
                 self.s.yunikorn_source, self.gates_of(key), self.s.workloads))
             self.builds[key] = self.rigs[key].build
-        self.pids[key] = {n: p.pid for n, p in self.rigs[key].cluster.processes.items()}
+        self.remember_pids(key, self.rigs[key])
         return self.rigs[key]
+
+    def remember_pids(self, key: str, rig: Rig) -> None:
+        """Add what a rig's control plane runs now to what the search recorded of it: a process stopped since
+        (a scheduler restarted, or caught between its stop and its start by a signal) keeps its last pid, so
+        the record names every process group the search started, and each can be checked gone."""
+        running = {n: p.pid for n, p in rig.cluster.processes.items()}
+        self.pids[key] = {**self.pids.get(key, {}), **running}
 
     def state_dirs(self) -> list[Path]:
         """Where every control plane this search may start keeps its state (and its processes' pids)."""
@@ -133,7 +140,7 @@ class Search:
             try:
                 result = run_trial(rig, genome, name, tier, self.note)
             finally:  # the trial restarted the scheduler: its new pid too
-                self.pids[scheduler] = {n: p.pid for n, p in rig.cluster.processes.items()}
+                self.remember_pids(scheduler, rig)
             with self.journal.open("a") as f:
                 f.write(json.dumps({**result.as_dict(), "tier": tier.name, "searchSeed": self.s.seed,
                                     "build": self.builds.get(scheduler)}) + "\n")
