@@ -22,7 +22,7 @@ COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kube
 
 def test_down_stops_every_component_by_process_group_and_a_second_down_finds_nothing(tmp_path: Path) -> None:
     c = start_cluster(tmp_path / "small", "--nodes", "3", "--proxy", "--scheduler", "kube-scheduler")
-    groups = {name: int(p["pid"]) for name, p in c.state["processes"].items()}
+    groups = {name: p.pid for name, p in c.processes.items()}
     assert list(groups) == COMPONENTS
     assert live_groups(set(groups.values())) == set(groups.values())
     r = kfp("cluster", "--state-dir", str(c.dir), "status")
@@ -39,7 +39,7 @@ def test_down_stops_every_component_by_process_group_and_a_second_down_finds_not
 
 def test_a_hung_apiserver_is_killed_after_the_grace_and_down_says_so(tmp_path: Path) -> None:
     c = start_cluster(tmp_path / "hung", "--nodes", "2")
-    groups = {name: int(p["pid"]) for name, p in c.state["processes"].items()}
+    groups = {name: p.pid for name, p in c.processes.items()}
     os.kill(groups["kube-apiserver"], signal.SIGSTOP)  # stopped: SIGTERM stays pending, only SIGKILL ends it
     r = kfp("cluster", "--state-dir", str(c.dir), "down", "--grace", "3")
     assert r.returncode == 0, r.stderr
@@ -82,8 +82,8 @@ def test_cluster_state_is_private_and_no_token_is_on_a_command_line(small: Clust
                  "kubeconfigs/admin.kubeconfig", "kubeconfigs/scheduler-via-proxy.kubeconfig",
                  "kubeconfigs/kwok.kubeconfig", "kubeconfigs/controller-manager.kubeconfig", "kwok/kwok.yaml"):
         assert (state / name).stat().st_mode & 0o777 == 0o600, name
-    tokens = list(small.state["tokens"].values())
+    tokens = list(small.state.tokens.values())
     assert len(tokens) == 5  # admin, kube-scheduler, YuniKorn, kube-controller-manager, KWOK
-    for proc in small.state["processes"].values():
-        argv = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
+    for proc in small.processes.values():
+        argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         assert not [t for t in tokens if t.encode() in argv], proc

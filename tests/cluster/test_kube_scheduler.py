@@ -149,7 +149,7 @@ def test_the_proxy_presents_a_client_certificate(kube_scheduler_cluster: Cluster
                             "--proxy-url", served.proxy_url, "--ca", served.ca_file, "-o", str(out)],
                            cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        c.state["kubeconfigs"]["cert-via-serve"] = str(out)
+        c.state.kubeconfigs["cert-via-serve"] = str(out)
         assert whoami(c, "cert-via-serve") == "kfp-admin-cert"
     finally:
         assert served.stop(15) == 0

@@ -183,7 +183,7 @@ def fleet(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     token = work / "sa.token"  # minted by the apiserver for the ServiceAccount that deploy/rbac.yaml binds
     token.write_text(kubectl(c, "admin", "-n", NS, "create", "token", "kube-fault-proxy", "--duration", "2h").strip())
     token.chmod(0o600)
-    admin = c.state["tokens"]["admin"]
+    admin = c.state.tokens["admin"]
     relay = start_serve(["--kubeconfig", str(c.kubeconfig("proxy-upstream")),
                          "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0", "--journal", str(work / "relay.jsonl"),
                          "--confdir", str(work / "relay-ca")],
@@ -239,7 +239,7 @@ def test_the_apiserver_refuses_what_the_loader_refuses(fleet: Fleet, spec: dict[
     api = fleet.c.apiserver
     body = {"apiVersion": "kube-fault-proxy.io/v1", "kind": "FaultProfile", "metadata": {"name": "dry"}, "spec": spec}
     with httpx.Client(verify=str(fleet.c.dir / "pki" / "ca.crt"), timeout=10,
-                      headers={"Authorization": f"Bearer {fleet.c.state['tokens']['admin']}"}) as h:
+                      headers={"Authorization": f"Bearer {fleet.c.state.tokens["admin"]}"}) as h:
         r = h.post(f"{api}/apis/kube-fault-proxy.io/v1/namespaces/{NS}/faultprofiles",
                    params={"dryRun": "All", "fieldValidation": "Strict"}, json=body)
         assert r.status_code in (400, 422), (r.status_code, r.text)

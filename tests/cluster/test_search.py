@@ -125,7 +125,7 @@ def test_search_counts_a_known_yunikorn_bug_shrinks_a_new_one_and_runs_a_clean_c
     # Both control planes are down.
     for scheduler in ("yunikorn", "kube-scheduler"):
         c = Cluster(state / scheduler)
-        assert c.state.get("processes") == {}, c.state.get("processes")  # the state file says so, not only the accessor
+        assert json.loads(c.file.read_text())["processes"] == {}  # the state file says so, not only the accessor
     leftover = [p for p in json.loads((state / "yunikorn" / "cluster.json").read_text()).get("processes", {}).values()
                 if group_alive(int(p["pid"]))]
     assert leftover == []
@@ -179,7 +179,7 @@ def _nothing_left(out: Path, state: Path) -> None:
     assert set(pids) >= {"etcd", "kube-apiserver", "kwok", "kube-controller-manager", "kube-scheduler",
                          "kube-fault-proxy"}, pids
     assert [name for name, pid in pids.items() if group_alive(pid)] == []
-    assert Cluster(state / "kube-scheduler").state.get("processes") == {}
+    assert json.loads(Cluster(state / "kube-scheduler").file.read_text())["processes"] == {}
 
 
 def test_a_search_stops_on_sigint_and_sigterm_tears_down_reports_and_resumes(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_the_image_relays_switches_a_profile_and_journals_into_its_volume(
             raise AssertionError(f"{e}\n{engine.logs(name)}") from None
         ready = json.loads((state / "ready.json").read_text())
         ca = state / Path(ready["caFile"]).relative_to("/state")
-        token = c.state["tokens"]["admin"]
+        token = c.state.tokens["admin"]
         with c.admin_api().client() as direct:
             from lightkube.resources.core_v1 import Node
 

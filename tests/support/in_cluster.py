@@ -134,6 +134,12 @@ def running_kube_proxy(c: Cluster, log: Path) -> Iterator[int]:
             f.write(f"--- kube-proxy --cleanup: exit {r.returncode}\n{r.stdout}{r.stderr}")
 
 
+def real_node_socket(c: Cluster) -> str:
+    """The real node's containerd socket."""
+    assert c.state.real_node is not None, f"no real node in {c.dir}"
+    return c.state.real_node.socket
+
+
 def import_image(engine_env: dict[str, str], c: Cluster, work: Path) -> float:
     """`podman save` the proxy's image to a docker archive and `ctr images import` it; the seconds."""
     t0 = time.monotonic()
@@ -141,7 +147,7 @@ def import_image(engine_env: dict[str, str], c: Cluster, work: Path) -> float:
     r = subprocess.run(["podman", "save", "--format", "docker-archive", "-o", str(archive), IMAGE],
                        env=engine_env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["ctr", "--address", c.state["realNode"]["socket"], "-n", K8S_NAMESPACE, "images", "import",
+    r = subprocess.run(["ctr", "--address", real_node_socket(c), "-n", K8S_NAMESPACE, "images", "import",
                         str(archive)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     archive.unlink()

@@ -3,6 +3,7 @@ exports, and the order down stops things in (shell processes standing in for the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -22,6 +23,7 @@ from kube_fault_proxy.rig.cluster.control_plane import (
     stop_scheduler,
 )
 from kube_fault_proxy.rig.cluster.processes import group_alive, signals_held, spawn
+from kube_fault_proxy.rig.cluster.state import ClusterState, ProxyRecord
 
 
 def test_a_readiness_timeout_names_the_last_error(tmp_path: Path) -> None:
@@ -47,7 +49,7 @@ def test_a_not_ready_answer_is_named_too(tmp_path: Path) -> None:
 def test_cluster_state_with_tokens_is_private(tmp_path: Path) -> None:
     state = tmp_path / "cluster"
     c = Cluster(state)
-    c.state = {"tokens": {"admin": "secret"}}
+    c.state = ClusterState(tokens={"admin": "secret"})
     c.save()
     assert (state / "cluster.json").stat().st_mode & 0o777 == 0o600
     assert state.stat().st_mode & 0o777 == 0o700
@@ -59,7 +61,7 @@ def test_cluster_state_with_tokens_is_private(tmp_path: Path) -> None:
 def test_env_exports_kubectl_only_once_it_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KFP_CACHE_DIR", str(tmp_path / "cache"))
     c = Cluster(tmp_path / "cluster")
-    c.state = {"kubeconfigs": {"admin": str(tmp_path / "admin.kubeconfig")}}
+    c.state = ClusterState(kubeconfigs={"admin": str(tmp_path / "admin.kubeconfig")})
     c.save()
     assert env(c.dir).splitlines() == [f"export KUBECONFIG={tmp_path / 'admin.kubeconfig'}"]
     kubectl = kubernetes("kubectl").binary
@@ -85,7 +87,7 @@ def test_down_stops_the_clients_then_the_apiserver_then_etcd(tmp_path: Path) -> 
     assert stopped.terminated == ["kube-scheduler", "kwok", "kube-apiserver", "etcd"] and not stopped.killed
     at = {n: float((tmp_path / f"{n}.log.term").read_text()) for n in stopped.terminated}
     assert at["kube-scheduler"] < at["kube-apiserver"] < at["etcd"] and at["kwok"] < at["kube-apiserver"]
-    assert Cluster(c.dir).state["processes"] == {}
+    assert Cluster(c.dir).state.processes == {}
     assert down(c.dir).names == []  # a second down finds nothing
 
 
@@ -163,7 +165,7 @@ def test_a_signal_while_a_process_starts_waits_until_it_is_recorded(tmp_path: Pa
                 time.sleep(0.1)  # held: the handler has not run
                 pid = c.start("kube-scheduler", ["sleep", "60"], tmp_path / "kube-scheduler.log")
             time.sleep(5)  # never reached: the held signal's handler runs as the block ends
-        assert Cluster(c.dir).state["processes"]["kube-scheduler"]["pid"] == pid
+        assert Cluster(c.dir).state.processes["kube-scheduler"].pid == pid
     finally:
         signal.signal(signal.SIGINT, before)
         assert down(c.dir, grace=2).names == ["kube-scheduler"]
@@ -175,7 +177,7 @@ def test_a_signal_during_a_stop_leaves_the_process_recorded_for_down(tmp_path: P
     a signal in its 5 s grace left a live scheduler that the state in hand no longer named (a search's record of
     its processes lost it, CI's failure of the interrupted-search test)."""
     c = Cluster(tmp_path / "cluster")
-    c.state.update(scheduler="kube-scheduler", schedulerBinary="/nonexistent/kube-scheduler")
+    c.state = ClusterState(scheduler="kube-scheduler", scheduler_binary="/nonexistent/kube-scheduler")
     pid = c.start("kube-scheduler", ["bash", "-c", "trap '' TERM; sleep 60 & wait"], tmp_path / "s.log")
     time.sleep(0.3)  # the trap is set
     before = signal.signal(signal.SIGINT, _raising)
@@ -188,9 +190,46 @@ def test_a_signal_during_a_stop_leaves_the_process_recorded_for_down(tmp_path: P
         signal.signal(signal.SIGINT, before)
     # Still named, in the state in hand (what the search records its pids from) and in the file (what down reads).
     assert group_alive(pid) and c.processes["kube-scheduler"].pid == pid
-    assert Cluster(c.dir).state["processes"]["kube-scheduler"]["pid"] == pid
+    assert Cluster(c.dir).state.processes["kube-scheduler"].pid == pid
     assert down(c.dir, grace=1).killed == ["kube-scheduler"] and not group_alive(pid)
     # Not interrupted: stopped, then forgotten.
     pid = c.start("kube-scheduler", ["sleep", "60"], tmp_path / "s.log")
     assert c.forget("kube-scheduler") == pid and not group_alive(pid)
-    assert "kube-scheduler" not in Cluster(c.dir).state["processes"] and c.forget("kube-scheduler") is None
+    assert "kube-scheduler" not in Cluster(c.dir).state.processes and c.forget("kube-scheduler") is None
+
+
+# --- the state file as a typed record
+
+
+def test_the_state_file_keeps_its_keys_and_reads_back_typed(tmp_path: Path) -> None:
+    c = Cluster(tmp_path / "cluster")
+    assert c.state == ClusterState() and c.processes == {} and not c.file.exists()
+    c.state = ClusterState(scheduler="yunikorn", nodes=3, apiserver_argv=["kube-apiserver", "--v=1"],
+                           through_proxy=["yunikorn"], tokens={"admin": "t"})
+    c.state.proxy = ProxyRecord(url="https://127.0.0.1:1", control="http://127.0.0.1:2", ca_file="/ca.pem")
+    c.record("etcd", 42, tmp_path / "etcd.log")
+    doc = json.loads(c.file.read_text())
+    # camelCase keys as before (a `jq` over the file or `cluster status` reads the same); unset fields left out
+    assert doc["apiserverArgv"] == ["kube-apiserver", "--v=1"] and doc["proxy"]["caFile"] == "/ca.pem"
+    assert doc["processes"] == {"etcd": {"pid": 42, "log": str(tmp_path / "etcd.log")}}
+    assert "realNode" not in doc and "yunikorn" not in doc
+    again = Cluster(c.dir)
+    assert again.state == c.state and again.processes["etcd"].pid == 42 and again.via_proxy("yunikorn")
+    assert again.proxy is not None and again.proxy.ca_file == Path("/ca.pem")
+    assert not again.via_proxy("kube-controller-manager")
+
+
+def test_a_state_file_from_another_version_still_lets_down_find_its_processes(tmp_path: Path) -> None:
+    d = tmp_path / "cluster"
+    d.mkdir()
+    (d / "cluster.json").write_text(json.dumps({"processes": {"etcd": {"pid": 7, "log": "x", "cpu": 1}},
+                                                "aKeyOfANewerVersion": {"x": 1}}))
+    assert Cluster(d).processes["etcd"].pid == 7  # unknown keys are ignored, not refused
+
+
+def test_a_state_file_that_is_not_a_clusters_names_the_file_and_the_field(tmp_path: Path) -> None:
+    d = tmp_path / "cluster"
+    d.mkdir()
+    (d / "cluster.json").write_text(json.dumps({"processes": {"etcd": {"pid": "seven", "log": "x"}}}))
+    with pytest.raises(ClusterError, match=r"cluster\.json: processes\.etcd\.pid: Input should be a valid integer"):
+        Cluster(d)

@@ -24,7 +24,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from kube_fault_proxy import paths, shipped
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from kube_fault_proxy.paths import private_dir, write_private
-from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki, real_node
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki, real_node, state
 from kube_fault_proxy.rig.cluster.processes import (
     PORT_TAKEN,
     Stopped,
@@ -198,16 +198,19 @@ class Cluster:
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self.file = state_dir / "cluster.json"
-        self.state: dict[str, Any] = json.loads(self.file.read_text()) if self.file.exists() else {}
+        try:
+            self.state = state.load(self.file)
+        except state.StateFileError as e:
+            raise ClusterError(str(e)) from None
 
     def save(self) -> None:
         """Persist after every started process, so `down` can always find it (0600: it holds tokens)."""
         private_dir(self.dir)
-        write_private(self.file, json.dumps(self.state, indent=2))
+        write_private(self.file, self.state.to_json())
 
     def record(self, name: str, pid: int, log: Path) -> None:
         """Remember a started process."""
-        self.state.setdefault("processes", {})[name] = {"pid": pid, "log": str(log)}
+        self.state.processes[name] = state.ProcessRecord(pid=pid, log=str(log))
         self.save()
 
     def start(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None,
@@ -222,34 +225,36 @@ class Cluster:
     def forget(self, name: str, grace: float = 5.0) -> int | None:
         """Stop a recorded process group (SIGKILL after `grace`), then forget it: until it is gone it stays in
         the state, so a signal during the stop leaves it for `down`. Returns its pid, if one was recorded."""
-        proc = self.state.get("processes", {}).get(name)
+        proc = self.state.processes.get(name)
         if proc is None:
             return None
-        stop_groups({name: int(proc["pid"])}, grace=grace)
+        stop_groups({name: proc.pid}, grace=grace)
         with signals_held():
-            self.state["processes"].pop(name, None)
+            self.state.processes.pop(name, None)
             self.save()
-        return int(proc["pid"])
+        return proc.pid
 
     def kubeconfig(self, name: str) -> Path:
         """One of the kubeconfigs `up` wrote."""
-        return Path(self.state["kubeconfigs"][name])
+        return Path(self.state.kubeconfigs[name])
 
     @property
     def kubeconfigs(self) -> dict[str, Path]:
         """Every kubeconfig `up` wrote, by name."""
-        return {name: Path(path) for name, path in self.state.get("kubeconfigs", {}).items()}
+        return {name: Path(path) for name, path in self.state.kubeconfigs.items()}
 
     @property
     def apiserver(self) -> str:
         """kube-apiserver's URL."""
-        return str(self.state["apiserver"])
+        if self.state.apiserver is None:
+            raise ClusterError(f"no kube-apiserver recorded in {self.dir}")
+        return self.state.apiserver
 
     @property
     def proxy(self) -> ProxyEndpoints | None:
         """The proxy in front of the apiserver, when `up --proxy` started one."""
-        p = self.state.get("proxy")
-        return ProxyEndpoints(p["url"], p["control"], Path(p["caFile"])) if p else None
+        p = self.state.proxy
+        return ProxyEndpoints(p.url, p.control, Path(p.ca_file)) if p else None
 
     @property
     def journal(self) -> Path:
@@ -266,47 +271,53 @@ class Cluster:
     @property
     def scheduler(self) -> str:
         """The scheduler `up` started: none, kube-scheduler or yunikorn."""
-        return str(self.state.get("scheduler", "none"))
+        return self.state.scheduler
 
     @property
     def scheduler_build(self) -> str | None:
         """The scheduler's exact build, e.g. `yunikorn v1.9.0+3355-forget-pod-reverts-1a2b3c4d5e6f`."""
-        return self.state.get("schedulerBuild")
+        return self.state.scheduler_build
 
     @property
     def scheduler_variant(self) -> str | None:
         """For a patched or source-built YuniKorn, what it was built from."""
-        return self.state.get("schedulerVariant")
+        return self.state.scheduler_variant
 
     @property
     def yunikorn_url(self) -> str | None:
         """YuniKorn's REST API, when it runs."""
-        return self.state.get("yunikorn")
+        return self.state.yunikorn
 
     @property
     def feature_gates(self) -> dict[str, dict[str, bool]]:
         """The gates `up` set: component -> gate -> on."""
-        return {c: dict(g) for c, g in self.state.get("featureGates", {}).items()}
+        return {c: dict(g) for c, g in self.state.feature_gates.items()}
 
     @property
     def through_proxy(self) -> tuple[str, ...]:
         """The clients whose kubeconfig points at the proxy."""
-        return tuple(self.state.get("throughProxy", ()))
+        return tuple(self.state.through_proxy or ())
+
+    def via_proxy(self, component: str) -> bool:
+        """Whether a component's kubeconfig points at the proxy: there is one, and the component is among the
+        clients `up` sent through it (the scheduler alone, when a state names none)."""
+        proxied = self.state.through_proxy if self.state.through_proxy is not None else [self.scheduler]
+        return self.proxy is not None and component in proxied
 
     @property
     def targets(self) -> dict[str, str]:
         """Each Kubernetes component's build plus its gates: `kube-scheduler v1.36.3 SchedulerAsyncAPICalls=true`."""
-        return dict(self.state.get("targets", {}))
+        return dict(self.state.targets)
 
     @property
     def nodes(self) -> int:
         """How many KWOK nodes `up` created."""
-        return int(self.state.get("nodes", 0))
+        return self.state.nodes
 
     @property
     def processes(self) -> dict[str, Process]:
         """Every process group still recorded, by component name."""
-        return {name: Process(int(p["pid"]), Path(p["log"])) for name, p in self.state.get("processes", {}).items()}
+        return {name: Process(p.pid, Path(p.log)) for name, p in self.state.processes.items()}
 
     def log(self, component: str) -> Path:
         """A component's log file (whether or not it still runs)."""
@@ -314,7 +325,7 @@ class Cluster:
 
     def admin_api(self) -> Kube:
         """The admin token, straight to the apiserver."""
-        return Kube.from_token(self.state["apiserver"], self.state["tokens"]["admin"], self.dir / "pki" / "ca.crt")
+        return Kube.from_token(self.apiserver, self.state.tokens["admin"], self.dir / "pki" / "ca.crt")
 
 
 def say(msg: str) -> None:
@@ -336,7 +347,7 @@ def up(opts: Options) -> Cluster:
     if opts.scheduler not in SCHEDULERS:
         raise ClusterError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
     existing = Cluster(opts.state_dir)
-    if live_groups({int(p["pid"]) for p in existing.state.get("processes", {}).values()}):
+    if live_groups({p.pid for p in existing.processes.values()}):
         raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
@@ -353,16 +364,17 @@ def up(opts: Options) -> Cluster:
     binaries = build.build_all(needed, overrides=components)
     shutil.rmtree(opts.state_dir, ignore_errors=True)
     c = Cluster(opts.state_dir)
-    c.state = {"startedAt": time.time(), "scheduler": opts.scheduler, "nodes": opts.nodes,
-               "builds": {n: components[n].version for n in needed},
-               "schedulerBuild": scheduler_build(opts.scheduler, components, opts.feature_gates),
-               "featureGates": {c: dict(g) for c, g in opts.feature_gates.items() if g},
-               "throughProxy": list(opts.proxied()), "controllers": list(opts.controllers),
-               "targets": {n: feature_gates.target(f"{n} {components[n].version}", opts.feature_gates, n)
-                           for n in needed if n in feature_gates.COMPONENTS},
-               "schedulerVariant": components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
-               "apiserverMaxStreams": opts.apiserver_max_streams,
-               "proxyMaxStreams": opts.proxy_max_streams if opts.proxy else None}
+    c.state = state.ClusterState(
+        started_at=time.time(), scheduler=opts.scheduler, nodes=opts.nodes,
+        builds={n: components[n].version for n in needed},
+        scheduler_build=scheduler_build(opts.scheduler, components, opts.feature_gates),
+        feature_gates={c: dict(g) for c, g in opts.feature_gates.items() if g},
+        through_proxy=list(opts.proxied()), controllers=list(opts.controllers),
+        targets={n: feature_gates.target(f"{n} {components[n].version}", opts.feature_gates, n)
+                 for n in needed if n in feature_gates.COMPONENTS},
+        scheduler_variant=components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
+        apiserver_max_streams=opts.apiserver_max_streams,
+        proxy_max_streams=opts.proxy_max_streams if opts.proxy else None)
     c.save()
     try:
         _start(c, opts, binaries)
@@ -415,7 +427,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
     tokens = {name: secrets.token_hex(16) for name in USERS}
     write_private(d / "tokens.csv", "".join(f"{tokens[who]},{user},kfp-{who}{groups}\n"
                                             for who, (user, groups) in USERS.items()))
-    c.state["tokens"] = tokens
+    c.state.tokens = tokens
 
     t0 = time.monotonic()
     # etcd binds port 0 itself and names the port in its log (at level info: "serving client traffic");
@@ -460,8 +472,8 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
             *(real_node.apiserver_flags(certs) if opts.real_node else [])]
 
     def start_apiserver_on(api_port: int) -> int:
-        c.state["apiserver"] = f"https://127.0.0.1:{api_port}"
-        c.state["apiserverArgv"] = apiserver_argv(api_port)
+        c.state.apiserver = f"https://127.0.0.1:{api_port}"
+        c.state.apiserver_argv = apiserver_argv(api_port)
         return _spawn_apiserver(c)
     api_port = _on_a_free_port("kube-apiserver", start_apiserver_on, lambda _: c.admin_api().ready(),
                                c.log("kube-apiserver"), opts.timeout)
@@ -478,7 +490,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
         **{who: {"token": tokens[who]} for who in ("scheduler", "yunikorn", "controller-manager", "kwok")},
         "proxy-upstream": {},  # the proxy's own credentials come with each request it relays
     }
-    c.state["kubeconfigs"] = {name: str(_write_yaml(kc / f"{name}.kubeconfig", _kubeconfig(server, ca, user)))
+    c.state.kubeconfigs = {name: str(_write_yaml(kc / f"{name}.kubeconfig", _kubeconfig(server, ca, user)))
                               for name, user in users.items()}
     c.save()
     # A kube-controller-manager under test goes through the proxy, which must be there first; otherwise the
@@ -506,7 +518,9 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
 def _spawn_apiserver(c: Cluster) -> int:
     """kube-apiserver from the argv recorded in the state (flags, port, certificates and etcd); its pid."""
     log = c.log("kube-apiserver")
-    return c.start("kube-apiserver", list(c.state["apiserverArgv"]), log)
+    if c.state.apiserver_argv is None:
+        raise ClusterError(f"no kube-apiserver command line recorded in {c.dir}")
+    return c.start("kube-apiserver", list(c.state.apiserver_argv), log)
 
 
 def _start_apiserver(c: Cluster, timeout: float) -> None:
@@ -518,13 +532,13 @@ def kill_apiserver(c: Cluster) -> int:
     """`kill -9` the real kube-apiserver (its process group), as the seed did; returns its pid.
 
     etcd, the proxy and every client stay up; `start_apiserver` brings it back on the same URL."""
-    proc = c.state.get("processes", {}).get("kube-apiserver")
-    if proc is None or "apiserverArgv" not in c.state:
+    proc = c.state.processes.get("kube-apiserver")
+    if proc is None or c.state.apiserver_argv is None:
         raise ClusterError(f"no kube-apiserver to kill in {c.dir}")
-    pid = int(proc["pid"])
+    pid = proc.pid
     if not kill_group(pid):
         raise ClusterError(f"kube-apiserver (pid {pid}) still runs after SIGKILL")
-    c.state["processes"].pop("kube-apiserver")
+    c.state.processes.pop("kube-apiserver")
     c.save()
     return pid
 
@@ -540,7 +554,7 @@ def _start_scheduler(c: Cluster, opts: Options, binaries: dict[str, Path], annou
     binary = SCHEDULER_BINARIES.get(opts.scheduler)
     if binary is None:
         return
-    c.state["schedulerBinary"] = str(binaries[binary])
+    c.state.scheduler_binary = str(binaries[binary])
     start = _start_kube_scheduler if opts.scheduler == "kube-scheduler" else _start_yunikorn
     start(c, opts, binaries[binary], announce=announce)
 
@@ -562,12 +576,12 @@ def regate_scheduler(c: Cluster, gates: Mapping[str, bool], timeout: float = 120
     """Restart kube-scheduler with these feature gates of its own (the other components' stay): another target
     of the same build on the same control plane (a gate matrix's cells); its target and build follow. Returns
     the seconds the restart took."""
-    if c.state.get("scheduler") != "kube-scheduler":
+    if c.state.scheduler != "kube-scheduler":
         raise ClusterError(f"no kube-scheduler to restart with other gates in {c.dir}")
     all_gates = {**c.feature_gates, "kube-scheduler": dict(gates)}
-    c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
-    built = f"kube-scheduler {c.state['builds']['kube-scheduler']}"
-    c.state["schedulerBuild"] = c.state.setdefault("targets", {})["kube-scheduler"] = feature_gates.target(
+    c.state.feature_gates = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-scheduler {c.state.builds['kube-scheduler']}"
+    c.state.scheduler_build = c.state.targets["kube-scheduler"] = feature_gates.target(
         built, all_gates, "kube-scheduler")
     c.save()
     return restart_scheduler(c, timeout)
@@ -578,18 +592,19 @@ def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: fl
     (through the proxy if it was): another target of the same build on the same control plane; its target
     follows. Returns the seconds the restart took."""
     t0 = time.monotonic()
-    if "kube-controller-manager" not in c.state.get("processes", {}) or "controllers" not in c.state:
+    controllers = c.state.controllers
+    if "kube-controller-manager" not in c.state.processes or controllers is None:
         raise ClusterError(f"no kube-controller-manager to restart with other gates in {c.dir}")
     c.forget("kube-controller-manager")
     all_gates = {**c.feature_gates, "kube-controller-manager": dict(gates)}
-    c.state["featureGates"] = {k: g for k, g in all_gates.items() if g}
-    built = f"kube-controller-manager {c.state['builds']['kube-controller-manager']}"
-    c.state.setdefault("targets", {})["kube-controller-manager"] = feature_gates.target(
+    c.state.feature_gates = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-controller-manager {c.state.builds['kube-controller-manager']}"
+    c.state.targets["kube-controller-manager"] = feature_gates.target(
         built, all_gates, "kube-controller-manager")
     c.save()
-    opts = Options(state_dir=c.dir, nodes=c.nodes, scheduler=c.scheduler, proxy="proxy" in c.state,
+    opts = Options(state_dir=c.dir, nodes=c.nodes, scheduler=c.scheduler, proxy=c.proxy is not None,
                    timeout=timeout, feature_gates=all_gates, through_proxy=c.through_proxy,
-                   controllers=tuple(c.state["controllers"]))
+                   controllers=tuple(controllers))
     _start_controller_manager(c, opts, build.build_all(["kube-controller-manager"], say=False)[
         "kube-controller-manager"])
     c.save()
@@ -598,24 +613,24 @@ def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: fl
 
 def stop_scheduler(c: Cluster, timeout: float = 120.0) -> None:
     """Stop the scheduler `up` started (its process group, SIGKILL after 5 s); `start_scheduler` starts it again."""
-    scheduler = c.state.get("scheduler")
-    if SCHEDULER_BINARIES.get(str(scheduler)) is None or "schedulerBinary" not in c.state:
+    scheduler = c.state.scheduler
+    if SCHEDULER_BINARIES.get(scheduler) is None or c.state.scheduler_binary is None:
         raise ClusterError(f"no scheduler to stop in {c.dir}")
-    c.forget(str(scheduler))
-    _wait_scheduler_port(str(scheduler), timeout)
+    c.forget(scheduler)
+    _wait_scheduler_port(scheduler, timeout)
 
 
 def kill_scheduler(c: Cluster, timeout: float = 120.0) -> int:
     """`kill -9` the scheduler `up` started (its process group, SIGKILL at once, no SIGTERM): a crash, as
     between two of its writes; returns its pid. `start_scheduler` starts the same build again."""
-    scheduler = str(c.state.get("scheduler"))
-    proc = c.state.get("processes", {}).get(scheduler)
+    scheduler = c.state.scheduler
+    proc = c.state.processes.get(scheduler)
     if SCHEDULER_BINARIES.get(scheduler) is None or proc is None:
         raise ClusterError(f"no scheduler to kill in {c.dir}")
-    pid = int(proc["pid"])
+    pid = proc.pid
     if not kill_group(pid):
         raise ClusterError(f"{scheduler} (pid {pid}) still runs after SIGKILL")
-    c.state["processes"].pop(scheduler)
+    c.state.processes.pop(scheduler)
     c.save()
     _wait_scheduler_port(scheduler, timeout)
     return pid
@@ -635,16 +650,16 @@ def start_scheduler(c: Cluster, timeout: float = 120.0) -> float:
     """Start the same scheduler build `up` started (after `stop_scheduler`), through the proxy if
     there is one, and wait until it is ready; returns the seconds it took. It starts from a relist."""
     t0 = time.monotonic()
-    scheduler = str(c.state.get("scheduler"))
+    scheduler = c.state.scheduler
     binary = SCHEDULER_BINARIES.get(scheduler)
-    if binary is None or "schedulerBinary" not in c.state:
+    if binary is None or c.state.scheduler_binary is None:
         raise ClusterError(f"no scheduler to start in {c.dir}")
-    if scheduler in c.state.get("processes", {}):
+    if scheduler in c.state.processes:
         raise ClusterError(f"{scheduler} is already running in {c.dir}")
-    opts = Options(state_dir=c.dir, nodes=int(c.state.get("nodes", 0)), scheduler=scheduler,
-                   proxy="proxy" in c.state, timeout=timeout, feature_gates=c.feature_gates,
-                   through_proxy=c.through_proxy if "throughProxy" in c.state else None)
-    _start_scheduler(c, opts, {binary: Path(c.state["schedulerBinary"])}, announce=False)
+    opts = Options(state_dir=c.dir, nodes=c.state.nodes, scheduler=scheduler,
+                   proxy=c.state.proxy is not None, timeout=timeout, feature_gates=c.feature_gates,
+                   through_proxy=c.through_proxy if c.state.through_proxy is not None else None)
+    _start_scheduler(c, opts, {binary: Path(c.state.scheduler_binary)}, announce=False)
     c.save()
     return time.monotonic() - t0
 
@@ -731,20 +746,19 @@ def _start_proxy(c: Cluster, opts: Options) -> None:
         raise ClusterError(str(e)) from None
     c.record("kube-fault-proxy", served.pid, served.log)
     info = served.ready
-    c.state["proxy"] = {"url": info["proxyUrl"], "control": info["controlUrl"], "caFile": info["caFile"]}
+    c.state.proxy = state.ProxyRecord(url=info["proxyUrl"], control=info["controlUrl"], ca_file=info["caFile"])
     proxy_ca = Path(info["caFile"]).read_bytes()
     kc = d / "kubeconfigs"
     for who in ("scheduler", "yunikorn", "admin", "controller-manager"):
-        token = c.state["tokens"][who]
-        c.state["kubeconfigs"][f"{who}-via-proxy"] = str(
+        token = c.state.tokens[who]
+        c.state.kubeconfigs[f"{who}-via-proxy"] = str(
             _write_yaml(kc / f"{who}-via-proxy.kubeconfig", _kubeconfig(info["proxyUrl"], proxy_ca, {"token": token})))
     say(f"  kube-fault-proxy on {info['proxyUrl']}, control plane {info['controlUrl']}")
 
 
 def _scheduler_kubeconfig(c: Cluster, who: str) -> Path:
     component = "kube-scheduler" if who == "scheduler" else who
-    proxied = c.through_proxy if "throughProxy" in c.state else (c.scheduler,)
-    return c.kubeconfig(f"{who}-via-proxy" if "proxy" in c.state and component in proxied else who)
+    return c.kubeconfig(f"{who}-via-proxy" if c.via_proxy(component) else who)
 
 
 def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
@@ -766,8 +780,7 @@ def _start_kube_scheduler(c: Cluster, opts: Options, binary: Path, announce: boo
                     lambda port: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=1).text == "ok",
                     log, opts.timeout)
     if announce:
-        via = "proxy" in c.state and "kube-scheduler" in (c.through_proxy if "throughProxy" in c.state else ())
-        say("  kube-scheduler ready" + (" (through the proxy)" if via else ""))
+        say("  kube-scheduler ready" + (" (through the proxy)" if c.via_proxy("kube-scheduler") else ""))
 
 
 def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = True) -> None:
@@ -778,10 +791,9 @@ def _start_yunikorn(c: Cluster, opts: Options, binary: Path, announce: bool = Tr
     url = f"http://127.0.0.1:{YUNIKORN_PORT}"
     _wait("yunikorn", lambda: httpx.get(f"{url}/ws/v1/scheduler/healthcheck", timeout=1).status_code == 200,
           pid, log, opts.timeout)
-    c.state["yunikorn"] = url
+    c.state.yunikorn = url
     if announce:
-        via = "proxy" in c.state and "yunikorn" in (c.through_proxy if "throughProxy" in c.state else ())
-        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if via else ""))
+        say(f"  YuniKorn ready, REST on {url}" + (" (through the proxy)" if c.via_proxy("yunikorn") else ""))
 
 
 # Stopped last, in this order: kube-apiserver shuts down cleanly only while etcd still answers, and
@@ -795,17 +807,17 @@ def down(state_dir: Path, grace: float = 10.0) -> Stopped:
     the state file, so a `down` that could not finish (or was interrupted) is finished by the next."""
     c = Cluster(state_dir)
     stopped = real_node.stop(c, grace)  # first: its pods go through the kubelet while the apiserver answers
-    procs: dict[str, Any] = c.state.get("processes", {})
-    groups = {name: int(p["pid"]) for name, p in reversed(list(procs.items()))}
+    procs = c.state.processes
+    groups = {name: p.pid for name, p in reversed(list(procs.items()))}
     tiers = [[n for n in groups if n not in LAST], *([n] for n in LAST if n in groups)]
     for tier in tiers:
         done = stop_groups({n: groups[n] for n in tier}, grace)
         stopped.terminated += done.terminated
         stopped.killed += done.killed
         stopped.survivors += done.survivors
-    if c.state:
-        c.state["processes"] = {n: p for n, p in procs.items() if n in stopped.survivors}
-        c.state["stoppedAt"] = time.time()
+    if c.file.exists():
+        c.state.processes = {n: p for n, p in procs.items() if n in stopped.survivors}
+        c.state.stopped_at = time.time()
         c.save()
     return stopped
 
@@ -813,32 +825,28 @@ def down(state_dir: Path, grace: float = 10.0) -> Stopped:
 def status(state_dir: Path) -> dict[str, Any]:
     """What is running, and where."""
     c = Cluster(state_dir)
-    recorded = c.state.get("processes", {})
-    running = live_groups({int(p["pid"]) for p in recorded.values()})
-    procs = {name: {"pid": p["pid"], "running": int(p["pid"]) in running, "log": p["log"]}
-             for name, p in recorded.items()}
-    return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()),
-            "apiserver": c.state.get("apiserver"), "proxy": c.state.get("proxy"),
-            "scheduler": c.state.get("scheduler"), "schedulerBuild": c.state.get("schedulerBuild"),
-            "featureGates": c.state.get("featureGates", {}), "targets": c.state.get("targets", {}),
-            "throughProxy": c.state.get("throughProxy", []),
-            "builds": c.state.get("builds"), "yunikorn": c.state.get("yunikorn"),
-            "nodes": c.state.get("nodes"), "realNode": c.state.get("realNode"),
-            "processes": procs, "kubeconfigs": c.state.get("kubeconfigs", {})}
+    recorded = c.processes
+    running = live_groups({p.pid for p in recorded.values()})
+    procs = {name: {"pid": p.pid, "running": p.pid in running, "log": str(p.log)} for name, p in recorded.items()}
+    doc = c.state.model_dump(mode="json", by_alias=True, include={
+        "apiserver", "proxy", "scheduler", "scheduler_build", "feature_gates", "targets", "builds", "yunikorn",
+        "nodes", "real_node", "kubeconfigs"})
+    return {"stateDir": str(state_dir), "up": bool(procs) and all(p["running"] for p in procs.values()), **doc,
+            "throughProxy": list(c.state.through_proxy or []), "processes": procs}
 
 
 def env(state_dir: Path) -> str:
     """Shell exports for working with the cluster."""
     c = Cluster(state_dir)
-    if not c.state.get("kubeconfigs"):
+    if not c.state.kubeconfigs:
         raise ClusterError(f"no cluster in {state_dir}: run `kube-fault-proxy cluster up`")
     lines = [f"export KUBECONFIG={c.kubeconfig('admin')}"]
     kubectl = build.kubernetes("kubectl").binary
     if kubectl.is_file():  # `up` builds it; a path that does not exist is never exported
         lines.append(f"export KFP_KUBECTL={kubectl}")
-    if "proxy" in c.state:
-        lines += [f"export KFP_CONTROL_URL={c.state['proxy']['control']}",
+    if c.proxy is not None:
+        lines += [f"export KFP_CONTROL_URL={c.proxy.control}",
                   f"export KFP_PROXY_KUBECONFIG={c.kubeconfig('admin-via-proxy')}"]
-    if "yunikorn" in c.state:
-        lines.append(f"export KFP_YUNIKORN_URL={c.state['yunikorn']}")
+    if c.yunikorn_url is not None:
+        lines.append(f"export KFP_YUNIKORN_URL={c.yunikorn_url}")
     return "\n".join(lines)

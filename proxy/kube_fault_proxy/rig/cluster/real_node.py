@@ -44,6 +44,7 @@ from kube_fault_proxy.rig.cluster.real_node_config import (
     kubelet_configuration,
     node_certificate,
 )
+from kube_fault_proxy.rig.cluster.state import RealNodeRecord
 
 if TYPE_CHECKING:
     from kube_fault_proxy.rig.cluster.control_plane import Cluster
@@ -133,10 +134,11 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     if data.exists() and not host_sweep.mounts_under(data):  # left by a run killed before its `down`
         shutil.rmtree(data)
     layout = Layout(private_dir(c.dir / "real-node"), private_dir(data))
-    c.state["realNode"] = {"dir": str(layout.root), "data": str(layout.data), "node": NODE_NAME,
-                           "sysctls": host_sysctls(), "chains": sorted(host_sweep.kube_chains()),
-                           "socket": str(layout.socket),
-                           "madeDirs": [str(d) for d in FIXED_DIRS if not d.exists()]}
+    c.state.real_node = RealNodeRecord(dir=str(layout.root), data=str(layout.data), node=NODE_NAME,
+                                       sysctls=host_sysctls(), chains=sorted(host_sweep.kube_chains()),
+                                       socket=str(layout.socket),
+                                       made_dirs=[str(d) for d in FIXED_DIRS if not d.exists()])
+    info = c.state.real_node
     c.save()
     busybox = node_images.BUSYBOX.read_bytes()
     pause, workload = node_images.images(node_images.busybox_tag(busybox))
@@ -153,7 +155,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
         ["ctr", "--address", str(layout.socket), "version"], capture_output=True, timeout=5).returncode == 0,
            pid, log, timeout)
     _ctr(layout, "images", "import", str(layout.images))
-    c.state["realNode"]["images"] = {"sandbox": pause.name, "workload": workload.name}
+    info.images = {"sandbox": pause.name, "workload": workload.name}
 
     pki = c.dir / "pki"
     cert, key = node_certificate((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
@@ -178,7 +180,7 @@ def start(c: Cluster, timeout: float, say: Any) -> None:
     _until("kubelet", lambda: httpx.get(f"http://127.0.0.1:{healthz}/healthz", timeout=1).text == "ok",
            pid, log, timeout)
     _until(f"node {NODE_NAME} Ready", lambda: _node_ready(c), pid, log, timeout)
-    c.state["realNode"]["kubeletPort"] = port
+    info.kubelet_port = port
     c.save()
     say(f"  real node {NODE_NAME} Ready: kubelet {kubelet().version}, containerd and runc "
         f"(images {workload.name}, sandbox {pause.name}; {time.monotonic() - t0:.1f}s)")
@@ -251,16 +253,15 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
     sandbox's network is torn down by CNI), the kubelet, any container left, containerd, then the sweep.
 
     What the sweep could not remove is kept in the state file (`realNode.leftovers`) and printed."""
-    info = c.state.get("realNode")
+    info = c.state.real_node
     stopped = Stopped()
-    if not info or info.get("stoppedAt"):
+    if info is None or info.stopped_at is not None:
         return stopped
-    layout = Layout(Path(info["dir"]), Path(info["data"]))
-    procs: dict[str, Any] = c.state.get("processes", {})
-    running = live_groups({int(p["pid"]) for p in procs.values()})
-    up = {name: int(procs[name]["pid"]) for name in ("kubelet", "containerd")
-          if name in procs and int(procs[name]["pid"]) in running}
-    api_up = "kube-apiserver" in procs and int(procs["kube-apiserver"]["pid"]) in running
+    layout = Layout(Path(info.dir), Path(info.data))
+    procs = c.state.processes
+    running = live_groups({p.pid for p in procs.values()})
+    up = {name: procs[name].pid for name in ("kubelet", "containerd") if name in procs and procs[name].pid in running}
+    api_up = "kube-apiserver" in procs and procs["kube-apiserver"].pid in running
     if "kubelet" in up and "containerd" in up and api_up:
         with contextlib.suppress(Exception):  # best effort: the sweep below removes whatever stays
             _drain(c, layout, timeout=30)
@@ -274,11 +275,11 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
             stopped.survivors += done.survivors
     host_sweep.kill_shims(layout)
     leftovers = [*host_sweep.unmount(layout.data), *host_sweep.sweep_cgroups(), *host_sweep.delete_bridge(),
-                 *host_sweep.restore_sysctls(info["sysctls"]),
+                 *host_sweep.restore_sysctls(info.sysctls),
                  # the kubelet's iptables chains (its canary, KUBE-FIREWALL): those that were not there before
-                 *host_sweep.remove_chains(host_sweep.kube_chains() - set(info.get("chains", [])))]
+                 *host_sweep.remove_chains(host_sweep.kube_chains() - set(info.chains))]
     host_sweep.remove_log_links(layout)
-    for made in info.get("madeDirs", []):
+    for made in info.made_dirs:
         leftovers += host_sweep.remove_made_dir(Path(made))
     layout.images.unlink(missing_ok=True)
     if not host_sweep.mounts_under(layout.data):  # never delete through a mount that is still there
@@ -288,8 +289,8 @@ def stop(c: Cluster, grace: float = 10.0) -> Stopped:
     for name in ("kubelet", "containerd"):
         if name not in stopped.survivors:
             procs.pop(name, None)
-    info["stoppedAt"] = time.time()
-    info["leftovers"] = leftovers
+    info.stopped_at = time.time()
+    info.leftovers = leftovers
     c.save()
     if leftovers:
         print("kube-fault-proxy cluster: the real node left behind: " + "; ".join(leftovers), file=sys.stderr)

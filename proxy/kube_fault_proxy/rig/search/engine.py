@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, down
+from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, down
 from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
@@ -110,10 +110,10 @@ class Search:
     def kill_now(self) -> None:
         """SIGKILL every process group any control plane of this search recorded (a second signal's answer)."""
         for d in self.state_dirs():
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                for p in Cluster(d).state.get("processes", {}).values():
+            with contextlib.suppress(OSError, ClusterError):  # a state file half written or not a cluster's
+                for p in Cluster(d).processes.values():
                     with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(int(p["pid"]), signal.SIGKILL)
+                        os.killpg(p.pid, signal.SIGKILL)
 
     def close(self) -> None:
         """Stop every rig (after a signal, with a shorter grace: SIGKILL 3 s after SIGTERM)."""
