@@ -158,3 +158,11 @@ def test_the_settle_waits_for_a_kill_still_to_come_at_a_time_or_a_bind_count_not
     assert not settling({"onEvent": "crash-point", **kill})  # a crash point may never come: not waited for
     assert not settling({"at": "8s", "touchPods": True})
     assert not settling() and settling(down=True) and settling(restarted=0.0)
+
+
+def test_the_settle_rule_after_a_restart_is_the_last_restart_plus_the_quiet_time() -> None:
+    events = [{"t": 2.0, "event": "scheduler-killed"}, {"t": 5.0, "event": "scheduler-restarted"},
+              {"t": 9.0, "event": "scheduler-restarted"}, {"t": 30.0, "event": "inject"}]
+    assert scheduler_kill.restarted_within(events, 18.9, quiet=10)  # the last restart counts, not the first
+    assert not scheduler_kill.restarted_within(events, 19.0, quiet=10)
+    assert not scheduler_kill.restarted_within([{"t": 1.0, "event": "scheduler-killed"}], 1.5, quiet=10)  # no restart yet

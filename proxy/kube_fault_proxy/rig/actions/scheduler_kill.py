@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -41,6 +41,15 @@ def kill_and_restart_scheduler(cluster: Cluster | None, restart_after: float, no
                    "time": time.time(), "readySeconds": round(ready, 2), "downSeconds": round(down, 2)})
     return (f"killed {scheduler} (pid {pid}, kill -9); restarted it as pid {new_pid}, "
             f"ready {ready:.1f}s later, down {down:.1f}s")
+
+
+def restarted_within(events: Iterable[dict[str, Any]], now: float, quiet: float) -> bool:
+    """The settle rule after a crash: whether the last `scheduler-restarted` of a run's events (times since its
+    start, as `now` is) came less than `quiet` seconds ago. A restarted scheduler's view (the allocations it
+    recovers, its queues' books) has not settled by then, even if every pod is bound; a scenario and a search
+    trial both wait it out."""
+    last = max((float(e["t"]) for e in list(events) if e["event"] == "scheduler-restarted"), default=None)
+    return last is not None and now < last + quiet
 
 
 def _partition_answers(url: str, timeout: float = 60.0) -> float:

@@ -18,7 +18,7 @@ from lightkube import Client
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
-from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler
+from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler, restarted_within
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check
@@ -209,8 +209,7 @@ class Timeline(threading.Thread):
         view (the allocations it recovers, its queues' books) has not settled yet, even if every pod is bound."""
         if self.scheduler_down or any(s.killScheduler is not None and s.onEvent is None for s in list(self.pending)):
             return True
-        last = max((float(e["t"]) for e in self.sampler.events if e["event"] == "scheduler-restarted"), default=None)
-        return last is not None and time.monotonic() - self.sampler.t0 < last + quiet
+        return restarted_within(self.sampler.events, time.monotonic() - self.sampler.t0, quiet)
 
     def _binds(self) -> int:
         with ControlClient(self.target.control) as control:

@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints
+from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
@@ -348,9 +348,7 @@ class _Trial:
             return False
         if self.crashes.busy.locked():
             return True
-        last = max((float(e["t"]) for e in list(self.result.events) if e["event"] == "scheduler-restarted"),
-                   default=None)
-        return last is not None and time.time() - self.wall0 < last + self.tier.quiet
+        return restarted_within(self.result.events, time.time() - self.wall0, self.tier.quiet)
 
     def settle(self, done: Callable[[check.Snapshot], bool]) -> tuple[check.Snapshot, bool]:
         """Wait until every pod is bound (and a restarted scheduler has had the quiet time) or nothing changes for
