@@ -43,8 +43,8 @@ class Runtime:
         self.counters = Counters(journal)
 
     def decide(self, ident: RequestIdentity) -> Decision | None:
-        """Count one request, then the active profile's decision for it (None: pass through); the
-        fault addon calls the two parts itself, one call fewer per request."""
+        """Count one request, then the active profile's decision for it (None: pass through): the fault addon's
+        one question per request."""
         self.counters.request(ident)
         return self.activations.decide(ident)
 

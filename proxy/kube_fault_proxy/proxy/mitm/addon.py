@@ -70,6 +70,15 @@ def _answer(response: http.Response, decoded: bool = False) -> Answer:
     return Answer(response.status_code, values.get(b"content-type", ""), encoded, body)
 
 
+def _identify(req: http.Request, path: str, query: str) -> RequestIdentity:
+    """What a request is (its verb, resource, object, client; a Binding's pod and node, read from its body).
+    Never raises: an unreadable part is decided as absent."""
+    body = req.raw_content if req.method == "POST" and path.endswith("/binding") else None
+    headers = _header_values(req.headers, b"user-agent", b"content-type", b"accept")
+    return identity.parse_untrusted(req.method, path, query, headers.get(b"user-agent", ""), body,
+                                    headers.get(b"content-type", ""), headers.get(b"accept", ""))
+
+
 def _upstream() -> Upstream:
     """The apiserver this proxy forwards to, as its mitmproxy options say (for requests of its own)."""
     o = ctx.options
@@ -174,33 +183,14 @@ class FaultAddon:
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response or flow.error or not flow.live:
             return None
-        req = flow.request
-        path, _, query = req.path.partition("?")
-        body = req.raw_content if req.method == "POST" and path.endswith("/binding") else None
-        headers = _header_values(req.headers, b"user-agent", b"content-type", b"accept")
-        ident = identity.parse_untrusted(  # never raises: an unreadable part is decided as absent
-            req.method,
-            path,
-            query,
-            headers.get(b"user-agent", ""),
-            body,
-            headers.get(b"content-type", ""),
-            headers.get(b"accept", ""),
-        )
-        flow.metadata[IDENT] = ident
-        binding = ident.binding
-        if binding:
+        path, _, query = flow.request.path.partition("?")
+        ident = flow.metadata[IDENT] = _identify(flow.request, path, query)
+        if ident.binding:
             self.binds.read(flow.id, flow)
         if self.outage.active:
-            # The apiserver is "down": a request already read from a connection the outage is
-            # closing (a burst arrives in one read) must not reach it, as none would after a kill -9.
-            self.outage.drop_request()
-            flow.kill()
-            if binding:
-                self._bind_ended(flow)
+            self._drop(flow, ident)
             return None
-        self.counters.request(ident)  # Runtime.decide, part by part
-        decision = self.activations.decide(ident)
+        decision = self.runtime.decide(ident)
         if decision is None:
             return None
         flow.metadata[DECISION] = decision
@@ -208,19 +198,34 @@ class FaultAddon:
         if not before:
             return None  # only after-steps: performed and journaled once upstream answers
         if isinstance(before[0], ServeStale):  # its revision is chosen, and journaled, as it leaves
-            if ident.watch:  # a WatchList: its initial state read first
-                return self._stale_watch(flow, ident, decision, before[0], path)
-            served = self.stale.serve(ident, decision, before[0], path, list(req.query.items(multi=True)))
-            if served is not None:
-                req.path = served.path
-                if served.accept is not None:
-                    req.headers["accept"] = served.accept
-                flow.metadata[STALE] = served
-            return None
+            return self._serve_stale(flow, ident, decision, before[0], path)
         self.counters.performed(decision, ident, action=decision.plan.describe())
         if any(isinstance(s, Wait) for s in before):
             return self._perform(flow, before)
         self._apply(flow, before)
+        return None
+
+    def _drop(self, flow: http.HTTPFlow, ident: RequestIdentity) -> None:
+        """The apiserver is "down": a request already read from a connection the outage is closing (a burst
+        arrives in one read) must not reach it, as none would after a kill -9."""
+        self.outage.drop_request()
+        flow.kill()
+        if ident.binding:
+            self._bind_ended(flow)
+
+    def _serve_stale(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
+                     path: str) -> Awaitable[None] | None:
+        """A stale view: a LIST or GET sent on to the apiserver at a past revision (the answer checked in
+        `response`), a WatchList from a past revision (its initial state read first)."""
+        if ident.watch:
+            return self._stale_watch(flow, ident, decision, step, path)
+        req = flow.request
+        served = self.stale.serve(ident, decision, step, path, list(req.query.items(multi=True)))
+        if served is not None:
+            req.path = served.path
+            if served.accept is not None:
+                req.headers["accept"] = served.accept
+            flow.metadata[STALE] = served
         return None
 
     def responseheaders(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
@@ -252,28 +257,34 @@ class FaultAddon:
         ident: RequestIdentity | None = flow.metadata.get(IDENT)
         if ident is None:
             return None  # its request hook skipped it (already answered or killed): nothing to count or perform
-        if not ident.watch and flow.response is not None:
-            served: Served | None = flow.metadata.get(STALE)
-            reply = self.stale.answered(ident, _answer(flow.response, served is not None), served)
-            if reply is not None:
-                flow.response = _make_response(Respond(reply))
         decision: Decision | None = flow.metadata.get(DECISION)
-        if flow.response is not None and not ident.watch and (
-                decision is None or not decision.plan.before):  # the apiserver's own answer
-            self.activations.answered(ident, flow.response.status_code)
-        binding = ident.binding
+        if not ident.watch and flow.response is not None:
+            self._answered(flow, flow.response, ident, decision)
         if decision is None or not decision.plan.after or flow.response is None:
-            if binding:  # _bind_ended, inline: every Binding ends here but the faulted ones
-                response = flow.response
-                if flow.error is None and response is not None:
-                    status = response.status_code
-                    self.binds.ended(flow.id, status, response.headers.get("retry-after") if status == 429 else None)
-                else:
-                    self.binds.ended(flow.id, None)
+            if ident.binding:  # every Binding ends here but those an after-step holds or changes
+                self._bind_ended(flow)
             return None
         if ident.watch:
             return None
-        status = flow.response.status_code
+        return self._after(flow, flow.response, ident, decision)
+
+    def _answered(self, flow: http.HTTPFlow, response: http.Response, ident: RequestIdentity,
+                  decision: Decision | None) -> None:
+        """The apiserver answered a request (not a watch): the stale views check a stale read's answer and
+        note every write's revision; the activations hear answers the apiserver gave itself."""
+        served: Served | None = flow.metadata.get(STALE)
+        reply = self.stale.answered(ident, _answer(response, served is not None), served)
+        if reply is not None:
+            flow.response = response = _make_response(Respond(reply))
+        if decision is None or not decision.plan.before:  # the apiserver's own answer
+            self.activations.answered(ident, response.status_code)
+
+    def _after(self, flow: http.HTTPFlow, response: http.Response, ident: RequestIdentity,
+               decision: Decision) -> Awaitable[None] | None:
+        """The decision's after-steps on the apiserver's answer (or none, when they need a commit there was
+        not); a Binding's end is told once they are done."""
+        binding = ident.binding
+        status = response.status_code
         if decision.plan.after_only_if_committed and not 200 <= status < 300:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
             # answer, not a made-up failure of a write that never happened. The rule's turn is spent.
