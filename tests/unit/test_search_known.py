@@ -16,6 +16,7 @@ from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import Settings
 from kube_fault_proxy.rig.search.output import write
+from kube_fault_proxy.rig.search.own_effect import own_effect
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
 from kube_fault_proxy.rig.search.waist import BINDING
 
@@ -91,7 +92,7 @@ STRANDED = {"violations": [{"invariant": "stranded", "message": "m", "objects": 
 ])
 def test_a_stranded_pod_whose_own_added_was_dropped_is_the_faults_effect(
         check: dict[str, Any], history: dict[str, list[str]], action: str | None, effect: bool) -> None:
-    assert bool(known.own_effect(check, history, action)) is effect
+    assert bool(own_effect(check, history, action)) is effect
 
 
 # --- the engine: known hits counted, not shrunk
@@ -137,7 +138,7 @@ class Trials:
             result.broken = ["I3", "stranded"]
         elif any(m.startswith("dropEvents on ") for m in matches):
             result.broken = ["stranded"]
-            result.own_effect = known.own_effect(
+            result.own_effect = own_effect(
                 {"violations": [{"invariant": "stranded", "objects": ["ns/load-1"]}]},
                 {"load-1": ["watch Pod ADDED -> dropped"]}, genome.action)
         return result

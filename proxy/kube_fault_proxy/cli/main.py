@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kube_fault_proxy import __version__, paths, shipped
 from kube_fault_proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
+from kube_fault_proxy.cli.targets import add_target_arguments
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -86,24 +87,6 @@ def _ctl_args(p: argparse.ArgumentParser) -> None:
     u = sub.add_parser("upload", help="upload (add or replace) profile files")
     u.add_argument("files", nargs="+", type=Path, help="profile files (YAML or JSON)")
     sub.add_parser("profiles", help="profiles the running proxy knows")
-
-
-def feature_gate(text: str) -> tuple[str, str, bool]:
-    """One --feature-gates value, parsed (argparse names the option and the value on error)."""
-    from kube_fault_proxy.rig.cluster.feature_gates import parse
-
-    try:
-        return parse(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """--feature-gates component:Gate=bool (repeatable), for every command that starts a control plane."""
-    p.add_argument("--feature-gates", type=feature_gate, action="append", default=[], metavar="COMPONENT:GATE=BOOL",
-                   help="set a feature gate on one component's --feature-gates (repeatable; components "
-                        "kube-apiserver, kube-controller-manager, kube-scheduler), e.g. "
-                        "kube-scheduler:SchedulerAsyncAPICalls=true; recorded with its build as the target")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
-from kube_fault_proxy.cli.main import add_target_arguments
+from kube_fault_proxy.cli.targets import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig.cluster import build, feature_gates

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
-from kube_fault_proxy.cli.main import feature_gate
+from kube_fault_proxy.cli.targets import feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build

@@ -1,6 +1,6 @@
 """Known findings as data: the catalogue of bugs the search has already found (shipped as known-findings.yaml,
-each with its signature and upstream reference), matching a hit against it, and telling a break that is the
-fault's own effect (a pod whose own ADDED the proxy dropped) from a bug.
+each with its signature and upstream reference), and matching a hit against it (a break that is the
+fault's own effect is told apart in own_effect.py).
 
 A hit matches an entry when the scheduler is the entry's, its build matches one of `builds` and none of
 `fixedIn` (shell patterns over the build as `cluster status` names it), it breaks every invariant of `breaks`
@@ -11,7 +11,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -24,9 +24,6 @@ from kube_fault_proxy.rig.search.findings import kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 
 SHIPPED = Path(__file__).with_name("known-findings.yaml")
-DROPPED_ADDED = "watch Pod ADDED -> dropped"  # trial._history's step for a dropEvents drop of a pod's ADDED
-# What a scheduler that never saw the pod breaks (it also waits unbound past any bound).
-EXPLAINED_BY_A_LOST_POD = frozenset({"stranded", "I3", "no-pod-waits-past-bound"})
 
 
 def _invariants(words: list[str]) -> list[str]:
@@ -139,27 +136,3 @@ def catalogue(extra: tuple[Path, ...] = ()) -> Catalogue:
     for path in extra:
         out = out.merged(load(path))
     return out
-
-
-def _pod(obj: str) -> str:
-    """A violation's object (`ns/name` or a name) as the pod name the journal's history keys."""
-    return obj.rsplit("/", 1)[-1]
-
-
-def own_effect(check: dict[str, Any], history: dict[str, list[str]], action: str | None) -> str | None:
-    """Why every break of a trial is the fault's own effect, from the journal, or None: each broken invariant is
-    one a scheduler that never saw a pod breaks (stranded, no ask), and for each pod that breaks it the proxy
-    dropped the pod's own ADDED event and nothing later re-announced the pod (no touchPods update)."""
-    violations = check.get("violations") or []
-    if not violations or action == "touchPods":
-        return None
-    pods: set[str] = set()
-    for v in violations:
-        if v.get("invariant") not in EXPLAINED_BY_A_LOST_POD or not v.get("objects"):
-            return None
-        pods |= {_pod(str(o)) for o in v["objects"]}
-    if not all(DROPPED_ADDED in history.get(p, []) for p in pods):
-        return None
-    names = ", ".join(sorted(pods)[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
-    return (f"the proxy dropped the ADDED watch event of {names} (dropEvents) and nothing re-announced "
-            f"{'it' if len(pods) == 1 else 'them'}: the scheduler never learned of the pod, as the fault makes it")

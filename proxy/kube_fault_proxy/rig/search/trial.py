@@ -24,7 +24,7 @@ from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search import controller_trial
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.known import own_effect
+from kube_fault_proxy.rig.search.own_effect import own_effect
 from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
@@ -138,7 +138,7 @@ class TrialResult:
     history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
     seconds: float = 0.0
     restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
-    own_effect: str | None = None  # what the journal shows the faults did that explains every break (known.py)
+    own_effect: str | None = None  # what the journal shows the faults did that explains every break (own_effect.py)
     quiet: bool = True
     error: str | None = None
     # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
