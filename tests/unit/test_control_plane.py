@@ -161,7 +161,10 @@ def test_a_signal_while_a_process_starts_waits_until_it_is_recorded(tmp_path: Pa
     try:
         with pytest.raises(_Stop):
             with signals_held():
-                os.kill(os.getpid(), signal.SIGINT)
+                # from another thread, as a search trial has (the kernel may hand it to any thread)
+                sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT))
+                sender.start()
+                sender.join()
                 time.sleep(0.1)  # held: the handler has not run
                 pid = c.start("kube-scheduler", ["sleep", "60"], tmp_path / "kube-scheduler.log")
             time.sleep(5)  # never reached: the held signal's handler runs as the block ends

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,14 +54,25 @@ STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait (blocked, not lost) until the block ends: a step that starts a process and
-    records its pid, or stops one and forgets it, is never cut in two by Ctrl-C; the signal's handler runs
-    right after the block."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    """SIGINT and SIGTERM wait until the block ends (not lost): a step that starts a process and records its
+    pid, or stops one and forgets it, is never cut in two by Ctrl-C; each signal that came meanwhile is raised
+    again as the block ends, for the handler that was there before.
+
+    Done with Python handlers, not a signal mask: a mask holds a signal for one thread only, and the kernel
+    hands a process's signal to any thread that does not block it (a search trial runs threads), while Python
+    runs every handler in the main thread. In another thread it holds nothing: no handler runs there."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    saved = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum)) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for signum in came:
+            signal.raise_signal(signum)
 
 
 def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
