@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -29,16 +30,23 @@ WATCH_MATCH = {"verbs": ["watch"], "resources": ["pods"]}
 
 @dataclass
 class Proxy:
-    """The addon and the helpers it reports to, in the chain order serve uses."""
+    """The fault addon and the addons around it, in the chain order serve uses."""
 
     runtime: Runtime
     timeouts: ConnectionTimeouts
     outage: OutageController
     addon: FaultAddon
+    accounting: BindAccounting
+
+    @classmethod
+    def of(cls, rt: Runtime) -> Proxy:
+        binds = BindOutcomes(rt.counters.bind_outcome)
+        outage = OutageController(rt, binds)
+        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, outage), BindAccounting(binds))
 
     @property
     def chain(self) -> list[Any]:
-        return [self.timeouts, self.outage, self.addon]
+        return [self.timeouts, self.outage, self.addon, self.accounting]
 
     async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:
         await exchange(self.chain, f, upstream)
@@ -58,9 +66,7 @@ def run(tmp_path: Path, fault: dict[str, Any] | None, test: Callable[[Proxy], Aw
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            outage = OutageController(rt)
-            timeouts = ConnectionTimeouts(rt, 32, 90)
-            await test(Proxy(rt, timeouts, outage, FaultAddon(rt, outage, timeouts)))
+            await test(Proxy.of(rt))
 
     asyncio.run(main())
 
@@ -111,7 +117,7 @@ def test_every_binding_is_counted_once_by_what_its_client_got(
         await flow_hooks(p.chain, f, "error")  # a late error (the client left) counts nothing more
         assert (f.response.status_code if f.response and not f.error else None) == client_gets
         assert p.binds == {k: int(outcome == k) for k in ("succeeded", "throttled", "failed")}
-        assert len(p.addon.binds) == 0
+        assert len(p.accounting.outcomes) == 0
 
     run(tmp_path, fault, test)
 
@@ -251,8 +257,8 @@ def test_an_outage_fails_every_binding_in_flight_and_drops_what_arrives_during_i
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            outage = OutageController(rt)
-            p = Proxy(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, outage))
+            p = Proxy.of(rt)
+            outage = p.outage
             in_flight = binding("early")
             await flow_hooks(p.chain, in_flight, "requestheaders", "request")  # forwarded, no answer yet
             trigger = await p.exchange(flow("GET", "/api/v1/nodes/n1"))

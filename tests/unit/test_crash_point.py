@@ -14,6 +14,7 @@ import pytest
 from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.profiles.loader import ProfileError, load_text
 from kube_fault_proxy.proxy.requests.identity import parse
@@ -103,6 +104,11 @@ def test_a_turn_given_back_to_an_older_activation_changes_nothing() -> None:
     assert newer.decide(bind("p2"), 100.0) is None
 
 
+def accounting(rt: Runtime) -> BindAccounting:
+    """The bind accounting addon that follows the fault addon in serve's chain (it counts what a hold left)."""
+    return BindAccounting(BindOutcomes(rt.counters.bind_outcome))
+
+
 def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAddon], Awaitable[None]],
         when: dict[str, Any] | None = None, match: dict[str, Any] = BIND_MATCH) -> None:
     rule: dict[str, Any] = {"name": "crash", "match": match, "fault": fault}
@@ -123,7 +129,7 @@ def test_a_committed_answer_is_held_journaled_then_relayed(tmp_path: Path) -> No
     async def test(rt: Runtime, addon: FaultAddon) -> None:
         f = binding("web-1", "n7")
         started = time.monotonic()
-        await exchange([addon], f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
+        await exchange([addon, accounting(rt)], f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
         held = time.monotonic() - started
         assert 0.2 * 0.9 <= held < 2
         assert f.response is not None and f.response.status_code == 201 and f.error is None
@@ -158,7 +164,7 @@ def test_a_held_answer_whose_client_left_is_dropped(tmp_path: Path) -> None:
         f = binding("web-2")
         asyncio.get_running_loop().call_later(0.1, setattr, f.client_conn, "state", ConnectionState.CLOSED)
         started = time.monotonic()
-        await exchange([addon], f, answer(201))
+        await exchange([addon, accounting(rt)], f, answer(201))
         assert time.monotonic() - started < 5, "the hold ended with its client, not after 30 s"
         assert f.error is not None, "nothing relayed"
         assert [r["event"] for r in events(rt, "crash-point", "crash-point-released")] == \

@@ -27,16 +27,14 @@ from kube_fault_proxy.proxy.faults.plan import (
     Wait,
 )
 from kube_fault_proxy.proxy.mitm import watch_edits
-from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
-from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
 from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
-from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.requests import identity
+from kube_fault_proxy.proxy.requests.binding import is_binding_post
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
-from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
 from kube_fault_proxy.proxy.upstream import Upstream
@@ -47,7 +45,6 @@ EDITOR = "kfp.editor"
 STALE = "kfp.stale"
 INITIAL = "kfp.initial-events"  # a stale WatchList's initial events, sent before its watch's own
 WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
-POLL_SECONDS = 0.2
 
 
 def _header_values(headers: http.Headers, *names: bytes) -> dict[bytes, str]:
@@ -73,7 +70,7 @@ def _answer(response: http.Response, decoded: bool = False) -> Answer:
 def _identify(req: http.Request, path: str, query: str) -> RequestIdentity:
     """What a request is (its verb, resource, object, client; a Binding's pod and node, read from its body).
     Never raises: an unreadable part is decided as absent."""
-    body = req.raw_content if req.method == "POST" and path.endswith("/binding") else None
+    body = req.raw_content if is_binding_post(req.method, path) else None
     headers = _header_values(req.headers, b"user-agent", b"content-type", b"accept")
     return identity.parse_untrusted(req.method, path, query, headers.get(b"user-agent", ""), body,
                                     headers.get(b"content-type", ""), headers.get(b"accept", ""))
@@ -93,36 +90,19 @@ def _make_response(step: Respond) -> http.Response:
     return http.Response.make(reply.status, reply.body, headers)
 
 
-async def _wait(flow: http.HTTPFlow, step: Wait) -> bool:
-    """Sleep without blocking other requests; False when the client left meanwhile."""
-    if not step.until_client_gone:
-        await asyncio.sleep(step.seconds)
-        return flow.client_conn.connected
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + step.seconds
-    while (left := deadline - loop.time()) > 0:
-        if not flow.client_conn.connected or flow.error is not None:
-            return False
-        await asyncio.sleep(min(POLL_SECONDS, left))
-    return flow.client_conn.connected
-
-
 class FaultAddon:
     """Parses each request, asks the runtime for a decision and carries it out.
 
-    On the way it reports what its helpers count: every request's start and end to the connection
-    timeouts, every Binding POST's read and end (with the answer its client got) to the bind outcomes.
+    The other jobs are addons of their own around it in the chain (`mitm/server.py`): the connection timeouts
+    and an outage's dropping before it, the bind accounting after it (so it sees the answer a fault left).
     """
 
-    def __init__(self, runtime: Runtime, outage: OutageController,
-                 timeouts: ConnectionTimeouts | None = None, held: HeldAnswers | None = None) -> None:
+    def __init__(self, runtime: Runtime, outage: OutageController, held: HeldAnswers | None = None) -> None:
         self.runtime = runtime
         self.held = held if held is not None else HeldAnswers()
         self.counters = runtime.counters
         self.activations = runtime.activations
         self.outage = outage
-        self.timeouts = timeouts
-        self.binds = BindOutcomes(runtime.counters.bind_outcome)
         self.stale = StaleViews(runtime.counters, runtime.clock)
         self._upstream_client: httpx.AsyncClient | None = None
         self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
@@ -176,20 +156,11 @@ class FaultAddon:
         if self._upstream_client is not None:
             await self._upstream_client.aclose()
 
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if self.timeouts is not None:
-            self.timeouts.request_started(flow.client_conn.id, flow.id)
-
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response or flow.error or not flow.live:
             return None
         path, _, query = flow.request.path.partition("?")
         ident = flow.metadata[IDENT] = _identify(flow.request, path, query)
-        if ident.binding:
-            self.binds.read(flow.id, flow)
-        if self.outage.active:
-            self._drop(flow, ident)
-            return None
         decision = self.runtime.decide(ident)
         if decision is None:
             return None
@@ -204,14 +175,6 @@ class FaultAddon:
             return self._perform(flow, before)
         self._apply(flow, before)
         return None
-
-    def _drop(self, flow: http.HTTPFlow, ident: RequestIdentity) -> None:
-        """The apiserver is "down": a request already read from a connection the outage is closing (a burst
-        arrives in one read) must not reach it, as none would after a kill -9."""
-        self.outage.drop_request()
-        flow.kill()
-        if ident.binding:
-            self._bind_ended(flow)
 
     def _serve_stale(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
                      path: str) -> Awaitable[None] | None:
@@ -252,19 +215,13 @@ class FaultAddon:
         return None
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
-        if self.timeouts is not None:
-            self.timeouts.request_ended(flow.client_conn.id, flow.id)
         ident: RequestIdentity | None = flow.metadata.get(IDENT)
         if ident is None:
             return None  # its request hook skipped it (already answered or killed): nothing to count or perform
         decision: Decision | None = flow.metadata.get(DECISION)
         if not ident.watch and flow.response is not None:
             self._answered(flow, flow.response, ident, decision)
-        if decision is None or not decision.plan.after or flow.response is None:
-            if ident.binding:  # every Binding ends here but those an after-step holds or changes
-                self._bind_ended(flow)
-            return None
-        if ident.watch:
+        if decision is None or not decision.plan.after or flow.response is None or ident.watch:
             return None
         return self._after(flow, flow.response, ident, decision)
 
@@ -282,8 +239,7 @@ class FaultAddon:
     def _after(self, flow: http.HTTPFlow, response: http.Response, ident: RequestIdentity,
                decision: Decision) -> Awaitable[None] | None:
         """The decision's after-steps on the apiserver's answer (or none, when they need a commit there was
-        not); a Binding's end is told once they are done."""
-        binding = ident.binding
+        not)."""
         status = response.status_code
         if decision.plan.after_only_if_committed and not 200 <= status < 300:
             # Nothing was committed (a 429, a 409, an apiserver timeout): the client must see that
@@ -291,36 +247,16 @@ class FaultAddon:
             self.counters.note("commit-skipped", **decision.stamp(), request=ident.as_dict(), upstreamStatus=status)
             if decision.plan.refund_if_not_committed:  # a crash point waits for a write that commits
                 self.activations.refund(decision, ident)
-            if binding:
-                self._bind_ended(flow)
             return None
         self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
         after = decision.plan.after
         if isinstance(after[0], HoldAnswer):
-            return self._holding(flow, self._hold(flow, ident, decision, after[0], count=binding))
+            return self.held.crash_point(flow, after[0].seconds, self.counters.note, **decision.stamp(),
+                                         request=ident.as_dict())
         if any(isinstance(s, Wait) for s in after):
-            return self._holding(flow, self._perform(flow, after, count=binding))
+            return self.held.holding_for(flow, self._perform(flow, after))
         self._apply(flow, after)
-        if binding:
-            self._bind_ended(flow)
         return None
-
-    def error(self, flow: http.HTTPFlow) -> None:
-        if self.timeouts is not None:
-            self.timeouts.request_ended(flow.client_conn.id, flow.id)
-        ident: RequestIdentity | None = flow.metadata.get(IDENT)
-        if ident is not None and ident.binding:
-            self._bind_ended(flow)
-
-    def _bind_ended(self, flow: http.HTTPFlow) -> None:
-        """Tell the bind outcomes what a Binding's client got: the answer (a 429 with its Retry-After),
-        or none after an error or a kill."""
-        response = flow.response
-        if flow.error is None and response is not None:
-            status = response.status_code
-            self.binds.ended(flow.id, status, response.headers.get("retry-after") if status == 429 else None)
-        else:
-            self.binds.ended(flow.id, None)
 
     def _edit_stream(self, flow: http.HTTPFlow, ident: RequestIdentity, editor: EventEditor) -> None:
         """Stream the watch through the editor, one whole event at a time (if it can read the body)."""
@@ -359,42 +295,14 @@ class FaultAddon:
         if handler is not None:
             internals.close_upstream(handler)
 
-    async def _holding(self, flow: http.HTTPFlow, held: Awaitable[None]) -> None:
-        """Await a step that holds an answer the apiserver already gave, counted as held for its client
-        (an upstream connection lost meanwhile drains the client instead of dropping the answer)."""
-        with self.held.holding(flow.client_conn.id):
-            await held
-
-    async def _hold(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: HoldAnswer,
-                    count: bool) -> None:
-        """A crash point: the committed answer held for `step.seconds` (`crash-point`, when it is held),
-        then relayed, or dropped if its client went meanwhile (`crash-point-released`, either way)."""
-        assert flow.response is not None
-        stamp, request, status = decision.stamp(), ident.as_dict(), flow.response.status_code
-        body = flow.response.raw_content or b""
-        revision = None if "content-encoding" in flow.response.headers else first_revision(body)
-        self.counters.note("crash-point", **stamp, request=request, upstreamStatus=status,
-                           resourceVersion=None if revision is None else str(revision), holdSeconds=step.seconds)
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        relayed = await _wait(flow, Wait(step.seconds, until_client_gone=True))
-        if not relayed:
-            flow.kill()  # nobody is left to read it
-        self.counters.note("crash-point-released", **stamp, request=request, upstreamStatus=status,
-                           outcome="relayed" if relayed else "dropped", heldSeconds=round(loop.time() - began, 3))
-        if count:
-            self._bind_ended(flow)
-
-    async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step], count: bool = False) -> None:
+    async def _perform(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for i, step in enumerate(steps):
             if isinstance(step, Wait):
-                if not await _wait(flow, step):
+                if not await wait(flow, step.seconds, step.until_client_gone):
                     return  # the client is gone: nothing left to answer
             else:
                 self._apply(flow, steps[i:])
                 break
-        if count:
-            self._bind_ended(flow)
 
     def _apply(self, flow: http.HTTPFlow, steps: Sequence[Step]) -> None:
         for step in steps:
@@ -423,7 +331,6 @@ class FaultAddon:
                                        req.raw_content or b"", seconds)
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
-                    if self.outage.start(seconds, refuse, **decision.stamp()):
-                        self.binds.fail_in_flight()  # every Binding in flight dies with it
+                    self.outage.start(seconds, refuse, **decision.stamp())  # every Binding in flight dies with it
                     flow.kill()
                     return

@@ -5,13 +5,17 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from mitmproxy import http
+
+from kube_fault_proxy.proxy.requests.binding import is_binding_post
+
 
 class BindOutcomes:
     """Counts every Binding POST once, by the answer its client finally got (a 2xx, a 429 with
     Retry-After, another status, none).
 
-    The fault addon reports each Binding when it is read and whenever it may have ended (a response,
-    an error, a kill); only the first end counts. One read but not yet ended is in flight while its
+    Its addon (`BindAccounting`) reports each Binding when it is read and whenever it may have ended (a
+    response, an error, a kill); only the first end counts. One read but not yet ended is in flight while its
     flow lives (held weakly, never touched): an outage fails them all at once, as their clients see
     it, since mitmproxy runs no hook for a flow whose connection it has already dropped.
     """
@@ -39,3 +43,35 @@ class BindOutcomes:
     def __len__(self) -> int:
         """How many are in flight."""
         return len(self._in_flight)
+
+
+class BindAccounting:
+    """The addon that counts Binding POSTs (`BindOutcomes`): in flight from their headers, before any fault
+    holds the request, so an outage meanwhile fails them; ended by the answer their client finally got.
+
+    It comes after the fault addon in the chain: mitmproxy runs a hook's addons in order and awaits each, so its
+    `response` sees the answer after every fault step (a substituted error, a crash point's hold, a delay)."""
+
+    def __init__(self, outcomes: BindOutcomes) -> None:
+        self.outcomes = outcomes
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        req = flow.request
+        if is_binding_post(req.method, req.path.partition("?")[0]):
+            self.outcomes.read(flow.id, flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self.ended(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.ended(flow)
+
+    def ended(self, flow: http.HTTPFlow) -> None:
+        """What a Binding's client got: the answer (a 429 with its Retry-After), or none after an error or a kill
+        (nothing for a request that is no Binding: it was never in flight)."""
+        response = flow.response
+        if flow.error is None and response is not None:
+            status = response.status_code
+            self.outcomes.ended(flow.id, status, response.headers.get("retry-after") if status == 429 else None)
+        else:
+            self.outcomes.ended(flow.id, None)

@@ -1,10 +1,33 @@
-"""Answers the proxy holds after the apiserver gave them, per client connection: they outlive their upstream."""
+"""Answers the proxy holds after the apiserver gave them, per client connection: they outlive their upstream.
+A crash point's hold is here too: the committed answer held, then relayed or dropped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from mitmproxy import http
+
+from kube_fault_proxy.proxy.revisions import first_revision
+
+POLL_SECONDS = 0.2  # how often a wait that ends when its client leaves looks
+
+
+async def wait(flow: http.HTTPFlow, seconds: float, until_client_gone: bool = False) -> bool:
+    """Sleep without blocking other requests (checking every POLL_SECONDS whether the client left, when
+    `until_client_gone`); False when the client is gone."""
+    if not until_client_gone:
+        await asyncio.sleep(seconds)
+        return flow.client_conn.connected
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (left := deadline - loop.time()) > 0:
+        if not flow.client_conn.connected or flow.error is not None:
+            return False
+        await asyncio.sleep(min(POLL_SECONDS, left))
+    return flow.client_conn.connected
 
 
 class HeldAnswers:
@@ -46,3 +69,33 @@ class HeldAnswers:
             self._when_empty[client_id] = callback
         else:
             callback()
+
+    def holding_for(self, flow: http.HTTPFlow, held: Awaitable[None]) -> Awaitable[None]:
+        """Await a step that holds an answer the apiserver already gave, counted as held for its client (an
+        upstream connection lost meanwhile drains the client instead of dropping the answer)."""
+        async def run() -> None:
+            with self.holding(flow.client_conn.id):
+                await held
+        return run()
+
+    def crash_point(self, flow: http.HTTPFlow, seconds: float, note: Callable[..., None],
+                    **stamp: Any) -> Awaitable[None]:
+        """A crash point: the committed answer held for `seconds` (`crash-point`, when it is held), then relayed,
+        or dropped if its client went meanwhile (`crash-point-released`, either way); held for its client."""
+        response = flow.response
+        assert response is not None
+
+        async def hold() -> None:
+            status = response.status_code
+            body = response.raw_content or b""
+            revision = None if "content-encoding" in response.headers else first_revision(body)
+            note("crash-point", **stamp, upstreamStatus=status,
+                 resourceVersion=None if revision is None else str(revision), holdSeconds=seconds)
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            relayed = await wait(flow, seconds, until_client_gone=True)
+            if not relayed:
+                flow.kill()  # nobody is left to read it
+            note("crash-point-released", **stamp, upstreamStatus=status,
+                 outcome="relayed" if relayed else "dropped", heldSeconds=round(loop.time() - began, 3))
+        return self.holding_for(flow, hold())

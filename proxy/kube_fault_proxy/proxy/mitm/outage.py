@@ -7,10 +7,11 @@ import contextlib
 import logging
 from typing import Any
 
-from mitmproxy import connection, ctx
+from mitmproxy import connection, ctx, http
 from mitmproxy.proxy import server_hooks
 
 from kube_fault_proxy.proxy.mitm import listen
+from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
@@ -24,8 +25,9 @@ class OutageController:
     upstream connection: requests the proxy had already forwarded die with the "apiserver" rather
     than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, binds: BindOutcomes | None = None) -> None:
         self.runtime = runtime
+        self.binds = binds  # the Bindings in flight, failed as the outage begins
         self.until = 0.0
         self.mode = "close"
         self.counts: dict[str, int | str] = {}
@@ -70,10 +72,19 @@ class OutageController:
             spec = ctx.options.mode[0].rsplit("@", 1)[0]
             self._listen = [f"{spec}@{host}:{port}"]
             self._spawn(internals.set_listeners(server, []))
+        if self.binds is not None:
+            self.binds.fail_in_flight()  # every Binding in flight dies with the "apiserver"
         return True
 
+    def request(self, flow: http.HTTPFlow) -> None:
+        """A request already read from a connection the outage is closing (a burst arrives in one read) must not
+        reach the apiserver, as none would after a kill -9: counted and killed (before the fault addon sees it)."""
+        if flow.live and flow.error is None and flow.response is None and self.active:
+            self.drop_request()
+            flow.kill()
+
     def drop_request(self) -> None:
-        """Count a request that arrived during the outage (the caller kills it)."""
+        """Count a request that arrived during the outage."""
         self.counts["requestsDropped"] = int(self.counts["requestsDropped"]) + 1
 
     def _spawn(self, coro: Any) -> None:

@@ -16,6 +16,7 @@ from kube_fault_proxy import paths
 from kube_fault_proxy.proxy.mitm import listen, patches
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
@@ -120,9 +121,10 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     # The library changes, each where its verified source is installed (before any addon is added).
     patches.install(patches.Target(m, settings.max_concurrent_streams), enabled=not settings.stock_mitmproxy)
     ready = _Ready()
-    outage = OutageController(runtime)
-    timeouts = ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout)
+    binds = BindOutcomes(runtime.counters.bind_outcome)
+    outage = OutageController(runtime, binds)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
+    # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
         core.Core(),
         proxyserver.Proxyserver(),
@@ -130,10 +132,11 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         PreferHttp2(),  # before TlsConfig, which reads the choice
         tlsconfig.TlsConfig(),
         ConnectionCounter(runtime.counters.connections),
-        timeouts,
-        outage,
+        ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout),  # ends at the answer
+        outage,  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
-        FaultAddon(runtime, outage, timeouts, held),
+        FaultAddon(runtime, outage, held),  # parses, decides, carries the decision out
+        BindAccounting(binds),  # after: a Binding's answer as the faults left it
         *extra_addons,
         ready,
     )

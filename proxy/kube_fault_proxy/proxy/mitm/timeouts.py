@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mitmproxy import connection
+from mitmproxy import connection, http
 
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -34,9 +34,10 @@ class _Conn:
 class ConnectionTimeouts:
     """Per client connection: when accepted, when last active, requests open.
 
-    The fault addon reports each request's start and end from hooks it runs anyway (one more
-    addon with the same hooks would cost every request another dispatch), by request id: a
-    request reported twice, or ended without a start, counts once or not at all.
+    An addon of its own: each request's start (its headers) and end (an answer or an error) by request id, so a
+    request reported twice, or ended without a start, counts once or not at all. It comes before the fault
+    addon in the chain: a request ends for it when the apiserver's answer arrives, as before a fault holds it.
+    (With the lean dispatch, `patches/dispatch.py`, an addon costs a hook only a call of its own.)
     """
 
     def __init__(self, runtime: Runtime, read_header_seconds: float, idle_seconds: float,
@@ -62,6 +63,15 @@ class ConnectionTimeouts:
 
     def client_disconnected(self, client: connection.Client) -> None:
         self.conns.pop(client.id, None)
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.request_started(flow.client_conn.id, flow.id)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self.request_ended(flow.client_conn.id, flow.id)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.request_ended(flow.client_conn.id, flow.id)
 
     def request_started(self, client_id: str, request_id: str | None = None) -> None:
         """A request's headers arrived on this connection (without an id: the caller reports it once)."""

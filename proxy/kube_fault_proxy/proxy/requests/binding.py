@@ -11,6 +11,12 @@ TARGET = ("target", "name")
 FIELDS = JSONFields([TARGET])  # the pod is named by the URL, as the apiserver reads it: nothing else
 
 
+def is_binding_post(method: str, path: str) -> bool:
+    """Whether a request (its method and its path without the query) creates a Binding: a POST to a pod's
+    `binding` subresource. Decided from the request line alone, before the body is read."""
+    return method == "POST" and path.endswith("/binding")
+
+
 def read_target(body: bytes, content_type: str = "") -> tuple[str | None, str | None]:
     """(Binding.target.name or None, why the body could not be read or None); never raises."""
     try:
