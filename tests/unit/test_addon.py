@@ -46,7 +46,7 @@ class Proxy:
 
     @property
     def chain(self) -> list[Any]:
-        return [self.timeouts, self.outage, self.addon, self.accounting]
+        return [self.timeouts, self.accounting.reads, self.outage, self.addon, self.accounting]
 
     async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:
         await exchange(self.chain, f, upstream)

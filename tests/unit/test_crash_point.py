@@ -104,9 +104,10 @@ def test_a_turn_given_back_to_an_older_activation_changes_nothing() -> None:
     assert newer.decide(bind("p2"), 100.0) is None
 
 
-def accounting(rt: Runtime) -> BindAccounting:
-    """The bind accounting addon that follows the fault addon in serve's chain (it counts what a hold left)."""
-    return BindAccounting(BindOutcomes(rt.counters.bind_outcome))
+def with_accounting(rt: Runtime, addon: FaultAddon) -> list[Any]:
+    """The fault addon between the bind accounting's two halves, as in serve's chain (it counts what a hold left)."""
+    accounting = BindAccounting(BindOutcomes(rt.counters.bind_outcome))
+    return [accounting.reads, addon, accounting]
 
 
 def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAddon], Awaitable[None]],
@@ -129,7 +130,7 @@ def test_a_committed_answer_is_held_journaled_then_relayed(tmp_path: Path) -> No
     async def test(rt: Runtime, addon: FaultAddon) -> None:
         f = binding("web-1", "n7")
         started = time.monotonic()
-        await exchange([addon, accounting(rt)], f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
+        await exchange(with_accounting(rt, addon), f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
         held = time.monotonic() - started
         assert 0.2 * 0.9 <= held < 2
         assert f.response is not None and f.response.status_code == 201 and f.error is None
@@ -164,7 +165,7 @@ def test_a_held_answer_whose_client_left_is_dropped(tmp_path: Path) -> None:
         f = binding("web-2")
         asyncio.get_running_loop().call_later(0.1, setattr, f.client_conn, "state", ConnectionState.CLOSED)
         started = time.monotonic()
-        await exchange([addon, accounting(rt)], f, answer(201))
+        await exchange(with_accounting(rt, addon), f, answer(201))
         assert time.monotonic() - started < 5, "the hold ended with its client, not after 30 s"
         assert f.error is not None, "nothing relayed"
         assert [r["event"] for r in events(rt, "crash-point", "crash-point-released")] == \

@@ -45,20 +45,32 @@ class BindOutcomes:
         return len(self._in_flight)
 
 
-class BindAccounting:
-    """The addon that counts Binding POSTs (`BindOutcomes`): in flight from their headers, before any fault
-    holds the request, so an outage meanwhile fails them; ended by the answer their client finally got.
-
-    It comes after the fault addon in the chain: mitmproxy runs a hook's addons in order and awaits each, so its
-    `response` sees the answer after every fault step (a substituted error, a crash point's hold, a delay)."""
+class BindReads:
+    """The bind accounting's first half, early in the chain (before an outage drops requests and before any fault
+    holds one): a Binding POST is in flight once the proxy has read it whole, so an outage meanwhile fails it."""
 
     def __init__(self, outcomes: BindOutcomes) -> None:
         self.outcomes = outcomes
 
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response or flow.error or not flow.live:
+            return  # answered or killed before it was read: never forwarded
         req = flow.request
         if is_binding_post(req.method, req.path.partition("?")[0]):
             self.outcomes.read(flow.id, flow)
+
+
+class BindAccounting:
+    """The addon that counts Binding POSTs (`BindOutcomes`) by the answer their client finally got; its first half,
+    `reads` (a `BindReads`), goes early in the chain and marks them in flight.
+
+    It comes after the fault addon in the chain: mitmproxy runs a hook's addons in order and awaits each, so its
+    `response` sees the answer after every fault step (a substituted error, a crash point's hold, a delay), and its
+    `error` the end of a request killed in its `request` hook (an outage's drop, a reset)."""
+
+    def __init__(self, outcomes: BindOutcomes) -> None:
+        self.outcomes = outcomes
+        self.reads = BindReads(outcomes)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self.ended(flow)

@@ -121,8 +121,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     # The library changes, each where its verified source is installed (before any addon is added).
     patches.install(patches.Target(m, settings.max_concurrent_streams), enabled=not settings.stock_mitmproxy)
     ready = _Ready()
-    binds = BindOutcomes(runtime.counters.bind_outcome)
-    outage = OutageController(runtime, binds)
+    binds = BindAccounting(BindOutcomes(runtime.counters.bind_outcome))
+    outage = OutageController(runtime, binds.outcomes)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
@@ -133,10 +133,11 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         tlsconfig.TlsConfig(),
         ConnectionCounter(runtime.counters.connections),
         ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout),  # ends at the answer
+        binds.reads,  # a Binding read whole is in flight: before an outage drops it or a fault holds it
         outage,  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
         FaultAddon(runtime, outage, held),  # parses, decides, carries the decision out
-        BindAccounting(binds),  # after: a Binding's answer as the faults left it
+        binds,  # after: a Binding's answer as the faults left it
         *extra_addons,
         ready,
     )
