@@ -92,6 +92,15 @@ def test_records_come_back_whole_long_ones_in_pieces_a_cut_one_dropped() -> None
     assert log.done == {"index": 1, "steps": 2}
 
 
+def test_a_log_read_back_shorter_keeps_the_earlier_read() -> None:
+    seen = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}])
+    assert worker_log.longer(seen, worker_log.WorkerLog()) is seen  # a deleted pod's log read back empty
+    grown = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}, {"name": "t2"}])
+    assert worker_log.longer(seen, grown) is grown
+    closed = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}], {"steps": 2})
+    assert worker_log.longer(seen, closed) is closed
+
+
 def test_an_index_takes_its_successful_attempt_else_the_one_that_got_furthest() -> None:
     def attempt(index: int, pod: str, phase: str, records: int, done: bool) -> Attempt:
         log = worker_log.WorkerLog([{"name": f"t{k}"} for k in range(records)], {"steps": records} if done else None)

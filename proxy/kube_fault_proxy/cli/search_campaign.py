@@ -93,7 +93,7 @@ def worker(s: Settings) -> int:
         print(line, flush=True)
 
     search = campaigns.WorkerSearch(mine, index, os.environ.get("POD_NAME"), os.environ.get("NODE_NAME"),
-                                    lambda m: console.print(m, markup=False), emit)
+                                    lambda m: console.print(m, markup=False, soft_wrap=True), emit)
     console.print(f"worker {index}: seed {mine.seed}, {mine.budget:.0f} s", markup=False)
     out = search.run()
     if out.interrupted:
@@ -110,7 +110,7 @@ def coordinate(s: Settings, c: Campaign, args: argparse.Namespace,
     console = stderr_console()
 
     def note(m: str) -> None:
-        console.print(m, markup=False)
+        console.print(m, markup=False, soft_wrap=True)
 
     follower = JobFollower(Kubectl(args.kubeconfig), c, note)
     try:

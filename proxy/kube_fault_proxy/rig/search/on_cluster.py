@@ -101,7 +101,8 @@ class JobFollower:
             statuses = pod.get("status", {}).get("containerStatuses") or []
             if any("running" in s.get("state", {}) or "terminated" in s.get("state", {}) for s in statuses):
                 with contextlib.suppress(CampaignError):  # the pod went since the listing: keep what was read
-                    log = worker_log.parse(self.k.run("-n", self.c.namespace, "logs", name, "-c", "worker"))
+                    log = worker_log.longer(log, worker_log.parse(
+                        self.k.run("-n", self.c.namespace, "logs", name, "-c", "worker")))
             self.seen[name] = attempt_of(pod, log)
         for name, a in self.seen.items():
             if name not in listed and a.phase in ("Pending", "Running"):

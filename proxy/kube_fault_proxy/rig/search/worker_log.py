@@ -58,6 +58,13 @@ def parse(text: str) -> WorkerLog:
     return log
 
 
+def longer(before: WorkerLog, now: WorkerLog) -> WorkerLog:
+    """A pod's log as read now, unless it holds less than an earlier read: a container's log only grows, and a
+    deleted pod's may read back empty while it terminates (its log files removed first)."""
+    return now if (now.done is not None, len(now.records)) >= (before.done is not None, len(before.records)) \
+        else before
+
+
 @dataclass
 class Attempt:
     """One pod of the Job: an attempt at its completion index."""
