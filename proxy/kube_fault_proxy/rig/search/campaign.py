@@ -176,10 +176,12 @@ def where_lines(doc: dict[str, Any], workers: list[WorkerRecords], out: Outcome)
     n = doc["workers"]
     lines = ["## Where the trials ran", "",
              f"Campaign Job `{doc['namespace']}/{doc['job']}`: {n} workers (Indexed, parallelism "
-             f"{doc['parallelism']}, {doc['retriesPerIndex']} retries per index), image `{doc['image']}`, "
+             f"{doc['parallelism']}, retries per index: {doc['retriesPerIndex']}), image `{doc['image']}`, "
              f"{doc['jobSeconds']:.0f} s from the Job's creation to its end. Worker *i* searched with seed "
              f"{out.settings.seed} + *i* on a control plane inside its pod; its step *j* is trial "
-             f"t*(j·{n} + i)* here (a canary: c…). The coordinator replayed, controlled and shrank here.", "",
+             f"t*(j·{n} + i)* here (a canary: c…). The coordinator took the workers' searches in index order (so a "
+             f"known bug is confirmed at the first hit of the lowest index) and replayed, controlled and shrank "
+             f"here.", "",
              "| index | seed | pod (records taken) | node | steps | trials | trial s | other attempts |",
              "|---|---|---|---|---|---|---|---|"]
     by_index: dict[int, list[dict[str, Any]]] = {}
