@@ -215,3 +215,72 @@ def test_a_record_of_another_draw_is_refused(tmp_path: Path, monkeypatch: pytest
 
     with pytest.raises(ResumeError):
         Coordinator(settings(out, seed=6), workers, Campaign(name="x", workers=1), 1.0, lambda _: None).run()
+
+
+class FakeKubectl:
+    """kubectl as the real node answered it: index 1's first pod deleted mid-run (its log read back empty while it
+    terminated), a second pod for index 1, then the Job Complete."""
+
+    def __init__(self) -> None:
+        self.tick = 0
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    @staticmethod
+    def pod(name: str, index: int, phase: str, exit_code: int | None = None) -> dict[str, Any]:
+        state = {"running": {}} if exit_code is None else {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+        return {"metadata": {"name": name, "annotations": {INDEX_ANNOTATION: str(index)}},
+                "spec": {"nodeName": "kfp-real-node"}, "status": {"phase": phase, "containerStatuses": [
+                    {"state": state}]}}
+
+    def pods(self) -> list[dict[str, Any]]:
+        first = [self.pod("w-0", 0, "Running"), self.pod("w-1-a", 1, "Running")]
+        if self.tick == 0:
+            return first
+        if self.tick == 1:
+            return [first[0], self.pod("w-1-a", 1, "Failed", 143), self.pod("w-1-b", 1, "Running")]
+        return [self.pod("w-0", 0, "Succeeded", 0), self.pod("w-1-b", 1, "Succeeded", 0)]  # w-1-a gone
+
+    def logs(self, name: str) -> str:
+        records = {"w-0": 3 + self.tick, "w-1-a": 2 if self.tick == 0 else 0, "w-1-b": self.tick}[name]
+        lines = [x for k in range(records) for x in worker_log.record_lines(k, {"name": f"t{k}"})]
+        if self.tick >= 2 and name != "w-1-a":
+            lines.append(worker_log.done_line({"steps": records}))
+        return "\n".join(lines) + "\n"
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        if args[0] == "create":
+            self.created.append(json.loads(stdin or "{}"))
+            return ""
+        if "delete" in args:
+            self.deleted.append(args[-3])
+            return ""
+        if "logs" in args:
+            return self.logs(args[args.index("logs") + 1])
+        raise AssertionError(args)
+
+    def json(self, *args: str) -> dict[str, Any]:
+        if "pods" in args:
+            return {"items": self.pods()}
+        done = self.tick >= 2
+        self.tick += 1
+        return {"status": {"conditions": [{"type": "Complete", "status": "True"}] if done else []}}
+
+
+def test_the_follower_keeps_every_attempt_and_what_a_deleted_pod_said(tmp_path: Path) -> None:
+    from kube_fault_proxy.rig.search.on_cluster import JobFollower
+
+    k = FakeKubectl()
+    notes: list[str] = []
+    now = [0.0]
+    follower = JobFollower(k, Campaign(name="kfp-search-5", workers=2), notes.append)  # type: ignore[arg-type]
+    ran = follower.follow(settings(tmp_path, budget=60), clock=lambda: now[0],
+                          sleep=lambda dt: now.__setitem__(0, now[0] + dt))
+    follower.delete()
+    assert k.created[0]["spec"]["completionMode"] == "Indexed" and k.deleted == ["kfp-search-5"]
+    assert ran.ended == "Complete" and ran.seconds == 10.0  # two polls of 5 s
+    got = {a.pod: (a.index, a.phase, len(a.log.records), a.log.done is not None) for a in ran.attempts}
+    assert got == {"w-0": (0, "Succeeded", 6, True), "w-1-a": (1, "Failed", 2, False),
+                   "w-1-b": (1, "Succeeded", 3, True)}
+    assert {i: a.pod for i, a in worker_log.chosen(ran.attempts).items()} == {0: "w-0", 1: "w-1-b"}
+    assert any("w-1-b Running" in n for n in notes) and "Complete after 10 s" in notes[-1]
