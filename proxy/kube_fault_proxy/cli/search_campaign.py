@@ -129,4 +129,8 @@ def coordinate(s: Settings, c: Campaign, args: argparse.Namespace,
     out = campaigns.Coordinator(s, workers, c, ran.seconds, note, checkpoint=checkpoint).run()
     print(f"campaign {c.name}: {ran.ended}; " + "; ".join(
         f"index {w.index} ({w.attempt.pod} on {w.attempt.node}): {w.steps} steps" for w in workers))
+    unfinished = sorted(set(range(c.workers)) - {w.index for w in workers if w.attempt.complete})
+    if unfinished:  # the verdict below covers only the trials that came back
+        print(f"campaign {c.name}: index(es) {', '.join(map(str, unfinished))} did not finish their search "
+              "(no attempt closed its log): the report covers the trials that came back", file=sys.stderr)
     return summary(out, s)
