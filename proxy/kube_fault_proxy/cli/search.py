@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from kube_fault_proxy import shipped
+from kube_fault_proxy.cli import search_campaign
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
@@ -151,8 +152,6 @@ def _search(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     if args.worker or args.on_cluster or args.print_job:
-        from kube_fault_proxy.cli import search_campaign
-
         return search_campaign.run(s, args, summary)
     yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
     build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
@@ -306,9 +305,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
     p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
                    help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
-    from kube_fault_proxy.cli.search_campaign import add_campaign_arguments
-
-    add_campaign_arguments(p)
+    search_campaign.add_campaign_arguments(p)
     ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
     r.add_argument("directory", type=Path, help="a search's output directory, or one finding's")
