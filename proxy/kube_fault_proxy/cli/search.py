@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from kube_fault_proxy import shipped
+from kube_fault_proxy.cli import search_campaign
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
@@ -24,6 +25,7 @@ from kube_fault_proxy.rig.search.controller_trial import WORKLOAD_KINDS, plan
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
+from kube_fault_proxy.rig.search.on_cluster import CampaignError
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
@@ -149,6 +151,8 @@ def _search(args: argparse.Namespace) -> int:
     from kube_fault_proxy.rig.search.output import write
 
     s = _settings(args)
+    if args.worker or args.on_cluster or args.print_job:
+        return search_campaign.run(s, args, summary)
     yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
     build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
                      *(["kube-scheduler"] if {"kube-scheduler", waist.CONTROLLER_MANAGER} & {s.scheduler, s.control}
@@ -165,6 +169,11 @@ def _search(args: argparse.Namespace) -> int:
 
         started = time.monotonic()
         out = Search(s, bar.note, progress, lambda o: write(o, sys.argv)).run()  # the report: written as it goes
+    return summary(out, s)
+
+
+def summary(out: Outcome, s: Settings) -> int:
+    """What a finished (or interrupted) search prints, and its exit code."""
     report = s.out / "report.md"
     if out.interrupted:
         print(f"interrupted by {out.interrupted} after {len(out.trials)} search trials; every process the search "
@@ -233,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
             e, ResumeError) else str(e)
         print(f"kube-fault-proxy search: {what}", file=sys.stderr)
         return USAGE
-    except (ClusterError, build.BuildError) as e:
+    except (ClusterError, build.BuildError, CampaignError) as e:
         print(f"kube-fault-proxy: {e}", file=sys.stderr)
         return USAGE if isinstance(e, build.BuildInputError) else FAILED
 
@@ -296,6 +305,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
     p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
                    help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
+    search_campaign.add_campaign_arguments(p)
     ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")
     r.add_argument("directory", type=Path, help="a search's output directory, or one finding's")

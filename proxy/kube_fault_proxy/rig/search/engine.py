@@ -172,6 +172,11 @@ class Search:
             self.prechecked += 1
         return g
 
+    def trial_number(self, drawn: int) -> int:
+        """The number a search step is known by (its name, its hit) for the step drawn as `drawn` from the seed: the
+        same here; a campaign's coordinator numbers each worker's steps apart (campaign.py)."""
+        return drawn
+
     def learn(self, g: Genome, result: TrialResult) -> None:
         """Which rule forms ran and which injected (the pre-check's learned dead forms)."""
         if result.error:
@@ -185,11 +190,12 @@ class Search:
     def canary(self, number: int, out: Outcome) -> None:
         """A fault-free trial of a drawn workload: what breaks here is the rig's or the workload's, never a finding."""
         g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes, self.waist)
-        result = self.trial(self.s.scheduler, g.with_(rules=(), action=None, origin="canary"), f"c{number}", CANARY)
+        result = self.trial(self.s.scheduler, g.with_(rules=(), action=None, origin="canary"),
+                            f"c{self.trial_number(number)}", CANARY)
         out.canaries.append(result)
         if result.broken:
-            self.note(f"  canary c{number} ({g.shape}, no fault) broke {', '.join(result.broken)}: the rig's or the "
-                      "workload's problem, not a finding")
+            self.note(f"  canary {result.name} ({g.shape}, no fault) broke {', '.join(result.broken)}: the rig's or "
+                      "the workload's problem, not a finding")
 
     def run(self) -> Outcome:
         """Search until the budget ends, filing every confirmed hit; then shrink and replay each distinct one. A
@@ -252,7 +258,7 @@ class Search:
                 number += 1
                 continue
             g = self.genome(number, corpus)
-            result = self.trial(s.scheduler, g, f"t{number}")
+            result = self.trial(s.scheduler, g, f"t{self.trial_number(number)}")
             out.trials.append(result)
             self.learn(g, result)
             new = result.tokens - seen
@@ -264,7 +270,8 @@ class Search:
             out.corpus = len(corpus)
             if self.progress is not None:
                 self.progress(out)
-            verdict = self.file_hit(number, g, result, out) if result.hit and not result.error else None
+            hit = result.hit and not result.error
+            verdict = self.file_hit(self.trial_number(number), g, result, out) if hit else None
             out.spent.add(verdict, self.step_seconds)
             number += 1
         out.search_seconds = self.elapsed()

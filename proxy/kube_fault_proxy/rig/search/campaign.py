@@ -1,0 +1,218 @@
+"""A search campaign's two sides: the worker (one completion index of the Job: the search phase only, on the control
+plane inside its pod, each trial's record said in its log) and the coordinator (the workers' records served back in
+place of running them, every hit confirmed, grouped, shrunk and reported as a local search does, with where each
+trial ran). Worker i searches with seed base + i; its step j is known to the coordinator as trial j * N + i."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kube_fault_proxy.rig.search import resume
+from kube_fault_proxy.rig.search.engine import Search
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.job_manifest import Campaign, worker_seed
+from kube_fault_proxy.rig.search.outcome import Outcome, Settings
+from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+from kube_fault_proxy.rig.search.worker_log import Attempt, chosen, done_line, record_lines
+
+
+class WorkerSearch(Search):
+    """One worker: trials until its budget ends, no confirmation (its hits are the coordinator's), every record
+    emitted as log lines the moment trials.jsonl has it."""
+
+    def __init__(self, settings: Settings, index: int, pod: str | None, node: str | None,
+                 note: Callable[[str], None], emit: Callable[[str], None]) -> None:
+        super().__init__(settings, note)
+        self.index, self.pod, self.node, self.emit, self.seq = index, pod, node, emit, 0
+
+    def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
+        """Run the trial (Search.trial records it), then say its record."""
+        before = self.journal.stat().st_size if self.journal.exists() else 0
+        result = super().trial(scheduler, genome, name, tier)
+        with self.journal.open() as f:
+            f.seek(before)
+            for line in f.read().splitlines():
+                record = {**json.loads(line), "worker": {"index": self.index, "pod": self.pod, "node": self.node}}
+                for text in record_lines(self.seq, record):
+                    self.emit(text)
+                self.seq += 1
+        return result
+
+    def file_hit(self, number: int, g: Genome, result: TrialResult, out: Outcome) -> str:
+        """A hit is only noted: the coordinator replays it and runs the control."""
+        self.note(f"  t{number} broke {', '.join(result.broken)}: for the coordinator to confirm")
+        return "for-the-coordinator"
+
+    def closing(self, out: Outcome) -> str:
+        """The log's last line."""
+        return done_line({"index": self.index, "seed": self.s.seed, "pod": self.pod, "node": self.node,
+                          "steps": len(out.trials) + len(out.canaries), "searchSeconds": round(out.search_seconds, 1),
+                          "build": out.builds.get(self.s.scheduler)})
+
+
+def global_number(index: int, local: int, workers: int) -> int:
+    """The coordinator's number for worker `index`'s step `local`."""
+    return local * workers + index
+
+
+@dataclass
+class WorkerRecords:
+    """One index's records, as the coordinator serves them: renamed to global trial numbers, tagged with the pod."""
+
+    index: int
+    seed: int
+    attempt: Attempt
+    lines: list[dict[str, Any]]
+    steps: int  # search steps from 0 on with no gap: the ones the coordinator serves
+
+    @classmethod
+    def of(cls, attempt: Attempt, base_seed: int, workers: int) -> WorkerRecords:
+        """Take an attempt's records (search steps only, in order, up to the first gap)."""
+        lines, by_local = [], {}
+        for r in attempt.log.records:
+            name = str(r.get("name", ""))
+            if not resume.search_step(name):
+                continue
+            by_local[int(name[1:])] = r
+        steps = 0
+        while steps in by_local:
+            r = by_local[steps]
+            where = {"index": attempt.index, "pod": attempt.pod, "node": attempt.node, "step": steps}
+            lines.append({**r, "name": f"{r['name'][0]}{global_number(attempt.index, steps, workers)}",
+                          "worker": where})
+            steps += 1
+        return cls(attempt.index, worker_seed(base_seed, attempt.index), attempt, lines, steps)
+
+
+def worker_records(attempts: list[Attempt], base_seed: int, workers: int) -> list[WorkerRecords]:
+    """Every index's records, each from the attempt chosen for it (worker_log.chosen)."""
+    return [WorkerRecords.of(a, base_seed, workers) for a in chosen(attempts).values()]
+
+
+class Coordinator(Search):
+    """The campaign's coordinator: each worker's search replayed from its records (the same draws, so the same
+    genomes, checked by digest), its hits confirmed on a control plane here; then the shrink phase, as a local
+    search. Trials no record has are not run: a worker's search ends where its records end."""
+
+    def __init__(self, settings: Settings, workers: list[WorkerRecords], campaign: Campaign, job_seconds: float,
+                 note: Callable[[str], None], progress: Callable[[Outcome], None] | None = None,
+                 checkpoint: Callable[[Outcome], object] | None = None) -> None:
+        super().__init__(replace(settings, fresh=True), note, progress, checkpoint)
+        self.workers, self.campaign, self.job_seconds = workers, campaign, job_seconds
+        self.index = 0
+        self.served_steps = 0
+
+    def trial_number(self, drawn: int) -> int:
+        """Worker `index`'s step `drawn`, numbered apart from every other worker's."""
+        return global_number(self.index, drawn, self.campaign.workers)
+
+    def elapsed(self) -> float:
+        """The Job's time, and the coordinator's own since."""
+        return self.job_seconds + time.monotonic() - self.t_start
+
+    def search(self, out: Outcome) -> None:
+        """Each worker's search phase in turn, from its records."""
+        base = self.s
+        every = [line for w in self.workers for line in w.lines]
+        with self.journal.open("w") as f:  # every trial of the campaign; the coordinator's own runs follow
+            f.writelines(json.dumps(line) + "\n" for line in every)
+        self.records = resume.Records(every)
+        ran: dict[str, int] = {}
+        fired: dict[str, int] = {}
+        prechecked = 0
+        try:
+            for w in self.workers:
+                self.index = w.index
+                self.s = replace(base, seed=w.seed, max_trials=w.steps, budget=math.inf)
+                self.ran, self.fired, self.prechecked = {}, {}, 0  # the pre-check's learning is the worker's own
+                self.note(f"worker {w.index} (seed {w.seed}, pod {w.attempt.pod}): {w.steps} search steps")
+                super().search(out)
+                for total, own in ((ran, self.ran), (fired, self.fired)):
+                    for k, v in own.items():
+                        total[k] = total.get(k, 0) + v
+                prechecked += self.prechecked
+        finally:
+            self.s = base
+            self.ran, self.fired, self.prechecked = ran, fired, prechecked
+        self.served_steps = self.records.served
+        out.tokens = len(set().union(*(t.tokens for t in out.trials))) if out.trials else 0
+        out.prechecked = prechecked
+        out.search_seconds = self.elapsed()
+
+    def snapshot(self, out: Outcome) -> None:
+        """As a local search's, but the steps served from the workers' records are the campaign's, not a resume."""
+        super().snapshot(out)
+        out.resumed = 0
+
+
+def where(out: Outcome, workers: list[WorkerRecords], attempts: list[Attempt], campaign: Campaign,
+          job_seconds: float) -> dict[str, Any]:
+    """campaign.json: the Job, every attempt, and for every trial the index, pod and node it ran on."""
+    trials: dict[str, Any] = {}
+    for w in workers:
+        for line in w.lines:
+            trials[str(line["name"])] = line["worker"]
+    return {"job": campaign.name, "namespace": campaign.namespace, "workers": campaign.workers,
+            "parallelism": campaign.parallelism or campaign.workers, "retriesPerIndex": campaign.retries_per_index,
+            "image": campaign.image, "jobSeconds": round(job_seconds, 1),
+            "seeds": {str(w.index): w.seed for w in workers},
+            "taken": {str(w.index): w.attempt.pod for w in workers},
+            "attempts": [a.as_dict() for a in attempts], "trials": trials,
+            "coordinator": {"hits": [h.trial for h in out.hits]}}
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 12 else f"{', '.join(names[:6])}, … {', '.join(names[-3:])}"
+
+
+def where_lines(doc: dict[str, Any], workers: list[WorkerRecords], out: Outcome) -> list[str]:
+    """The report's section on where the trials ran."""
+    n = doc["workers"]
+    lines = ["## Where the trials ran", "",
+             f"Campaign Job `{doc['namespace']}/{doc['job']}`: {n} workers (Indexed, parallelism "
+             f"{doc['parallelism']}, retries per index: {doc['retriesPerIndex']}), image `{doc['image']}`, "
+             f"{doc['jobSeconds']:.0f} s from the Job's creation to its end. Worker *i* searched with seed "
+             f"{out.settings.seed} + *i* on a control plane inside its pod; its step *j* is trial "
+             f"t*(j·{n} + i)* here (a canary: c…). The coordinator took the workers' searches in index order (so a "
+             f"known bug is confirmed at the first hit of the lowest index) and replayed, controlled and shrank "
+             f"here.", "",
+             "| index | seed | pod (records taken) | node | steps | trials | trial s | other attempts |",
+             "|---|---|---|---|---|---|---|---|"]
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for a in doc["attempts"]:
+        by_index.setdefault(int(a["index"]), []).append(a)
+    for w in workers:
+        others = [a for a in by_index.get(w.index, []) if a["pod"] != w.attempt.pod]
+        other = "; ".join(f"{a['pod']} ({a['phase']}{', ' + a['reason'] if a['reason'] else ''}, "
+                          f"{a['records']} records seen)" for a in others) or "-"
+        state = "" if w.attempt.complete else f" **({w.attempt.phase}, not finished)**"
+        seconds = sum(float(line.get("seconds", 0.0)) for line in w.lines)
+        lines.append(f"| {w.index} | {w.seed} | {w.attempt.pod}{state} | {w.attempt.node or '-'} | {w.steps} | "
+                     f"{_names([str(line['name']) for line in w.lines])} | {seconds:.0f} | {other} |")
+    missing = sorted(set(range(n)) - {w.index for w in workers})
+    if missing:
+        lines.append(f"\nIndexes with no attempt that ran a trial: {', '.join(map(str, missing))}.")
+    place = doc["trials"]
+    if out.hits:
+        lines += ["", "Hits, where they ran: " + "; ".join(
+            f"t{h.trial}: index {place[f't{h.trial}']['index']}, step {place[f't{h.trial}']['step']}, pod "
+            f"{place[f't{h.trial}']['pod']}" for h in out.hits if f"t{h.trial}" in place) + "."]
+    return [*lines, ""]
+
+
+def write_campaign(out: Outcome, workers: list[WorkerRecords], attempts: list[Attempt], campaign: Campaign,
+                   job_seconds: float) -> Path:
+    """campaign.json, and the section on where the trials ran added to report.md (after output.write)."""
+    doc = where(out, workers, attempts, campaign, job_seconds)
+    d = out.settings.out
+    (d / "campaign.json").write_text(json.dumps(doc, indent=1))
+    report = d / "report.md"
+    text = report.read_text() if report.exists() else ""
+    report.write_text(text.rstrip("\n") + "\n\n" + "\n".join(where_lines(doc, workers, out)))
+    return report

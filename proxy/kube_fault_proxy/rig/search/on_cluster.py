@@ -1,0 +1,139 @@
+"""The coordinator's side of a campaign on a cluster, through kubectl: create the Job, follow its pods (each index's
+attempts, their nodes and phases) and read their logs as trials land, until the Job ends or its deadline passes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.search import worker_log
+from kube_fault_proxy.rig.search.job_manifest import INDEX_ANNOTATION, JOB_NAME_LABEL, Campaign, deadline, job
+from kube_fault_proxy.rig.search.outcome import Settings
+from kube_fault_proxy.rig.search.worker_log import Attempt
+
+POLL_SECONDS = 5.0
+LOG_TIMEOUT = 60.0
+
+
+class CampaignError(RuntimeError):
+    """kubectl failed, or the Job could not be made."""
+
+
+class Kubectl:
+    """kubectl against the cluster the user named (the rig's build when there is one, else the one on PATH)."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        rig = build.kubernetes("kubectl").binary
+        found = str(rig) if rig.is_file() else shutil.which("kubectl")
+        if found is None:
+            raise CampaignError("no kubectl: `kube-fault-proxy cluster build` builds one, or put one on PATH")
+        self.argv = [found, *(["--kubeconfig", str(kubeconfig)] if kubeconfig else [])]
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = LOG_TIMEOUT) -> str:
+        """kubectl's output; CampaignError with its stderr when it fails."""
+        r = subprocess.run([*self.argv, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise CampaignError(f"kubectl {' '.join(args)}: {r.stderr.strip()[-2000:]}")
+        return r.stdout
+
+    def json(self, *args: str) -> dict[str, Any]:
+        """kubectl ... -o json, parsed."""
+        doc: dict[str, Any] = json.loads(self.run(*args, "-o", "json"))
+        return doc
+
+
+def attempt_of(pod: dict[str, Any], log: worker_log.WorkerLog) -> Attempt:
+    """A Job pod as an attempt at its index."""
+    meta, status = pod["metadata"], pod.get("status", {})
+    terminated = next((s.get("state", {}).get("terminated") for s in status.get("containerStatuses") or []
+                       if s.get("state", {}).get("terminated")), None)
+    reason = None
+    if terminated is not None and terminated.get("exitCode"):
+        reason = f"{terminated.get('reason', 'Error')}, exit {terminated['exitCode']}"
+    elif status.get("reason"):
+        reason = str(status["reason"])
+    return Attempt(index=int(meta["annotations"][INDEX_ANNOTATION]), pod=meta["name"],
+                   node=pod["spec"].get("nodeName"), phase=str(status.get("phase", "Pending")), log=log,
+                   started=status.get("startTime"), finished=(terminated or {}).get("finishedAt"), reason=reason)
+
+
+def job_state(doc: dict[str, Any]) -> str | None:
+    """Complete or Failed once the Job has ended (and the reason it failed), else None."""
+    for c in doc.get("status", {}).get("conditions") or []:
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return str(c["type"]) + (f" ({c.get('reason')}: {c.get('message')})" if c["type"] == "Failed" else "")
+    return None
+
+
+@dataclass
+class JobRun:
+    """What the Job did: every attempt seen (a deleted pod keeps what was last read of it), how it ended."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    seconds: float = 0.0
+    ended: str = "deadline"  # Complete, Failed (…), or deadline (the coordinator stopped waiting)
+
+
+class JobFollower:
+    """Follows one Job's pods and logs."""
+
+    def __init__(self, kubectl: Kubectl, campaign: Campaign, note: Callable[[str], None]) -> None:
+        self.k, self.c, self.note = kubectl, campaign, note
+        self.seen: dict[str, Attempt] = {}
+        self._said = ""
+
+    def poll(self) -> None:
+        """Read the Job's pods now, and the log of every pod whose container has started."""
+        pods = self.k.json("-n", self.c.namespace, "get", "pods", "-l", f"{JOB_NAME_LABEL}={self.c.name}")
+        listed = set()
+        for pod in pods.get("items", []):
+            name = pod["metadata"]["name"]
+            listed.add(name)
+            log = self.seen[name].log if name in self.seen else worker_log.WorkerLog()
+            statuses = pod.get("status", {}).get("containerStatuses") or []
+            if any("running" in s.get("state", {}) or "terminated" in s.get("state", {}) for s in statuses):
+                with contextlib.suppress(CampaignError):  # the pod went since the listing: keep what was read
+                    log = worker_log.longer(log, worker_log.parse(
+                        self.k.run("-n", self.c.namespace, "logs", name, "-c", "worker")))
+            self.seen[name] = attempt_of(pod, log)
+        for name, a in self.seen.items():
+            if name not in listed and a.phase in ("Pending", "Running"):
+                a.phase = "Gone"  # deleted (or evicted and removed) before the coordinator saw it end
+        said = "; ".join(f"{a.index}: {a.pod} {a.phase} on {a.node or '-'}, {len(a.log.records)} trials"
+                         for a in sorted(self.seen.values(), key=lambda a: (a.index, a.pod)))
+        if said != self._said:
+            self.note(f"job {self.c.name}: {said}")
+            self._said = said
+
+    def follow(self, s: Settings, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> JobRun:
+        """Create the Job and follow it until it ends (or its deadline and two minutes more have passed)."""
+        t0 = clock()
+        self.k.run("create", "-f", "-", stdin=json.dumps(job(s, self.c)))
+        self.note(f"created job {self.c.namespace}/{self.c.name}: {self.c.workers} workers, "
+                  f"{s.budget:.0f} s each; deadline {deadline(s, self.c)} s")
+        run = JobRun()
+        while clock() - t0 < deadline(s, self.c) + 120:
+            self.poll()
+            ended = job_state(self.k.json("-n", self.c.namespace, "get", "job", self.c.name))
+            if ended is not None:
+                run.ended = ended
+                break
+            sleep(POLL_SECONDS)
+        self.poll()  # the last lines of every pod
+        run.seconds = clock() - t0
+        run.attempts = sorted(self.seen.values(), key=lambda a: (a.index, a.pod))
+        self.note(f"job {self.c.name}: {run.ended} after {run.seconds:.0f} s")
+        return run
+
+    def delete(self) -> None:
+        """Delete the Job and its pods."""
+        self.k.run("-n", self.c.namespace, "delete", "job", self.c.name, "--cascade=background", "--wait=false")

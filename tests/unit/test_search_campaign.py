@@ -1,0 +1,286 @@
+"""A search campaign as an Indexed Job: the Job's manifest, the workers' log records, which attempt of an index the
+coordinator takes, and the coordinator serving two workers' records (one index retried) to the engine, confirming
+their hits and saying where each trial ran; on fake trials, no sockets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kube_fault_proxy.rig.search import campaign, engine, worker_log
+from kube_fault_proxy.rig.search.campaign import Coordinator, WorkerRecords, WorkerSearch, global_number
+from kube_fault_proxy.rig.search.engine import Search
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind
+from kube_fault_proxy.rig.search.job_manifest import INDEX_ANNOTATION, Campaign, deadline, job, worker_seed
+from kube_fault_proxy.rig.search.on_cluster import attempt_of, job_state
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Settings
+from kube_fault_proxy.rig.search.output import write
+from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
+from kube_fault_proxy.rig.search.worker_log import Attempt
+
+
+def settings(out: Path, **more: Any) -> Settings:
+    fields: dict[str, Any] = {"scheduler": "kube-scheduler", "control": UNFAULTED, "budget": 3600, "seed": 5,
+                              "kinds": ("abort", "reset", "delay"), "out": out, "state_dir": out / "state",
+                              "profiles_dir": out, "nodes": 5, "pods": 40, "shrink_budget": 30, "replays": 2}
+    return Settings(**{**fields, **more})
+
+
+# --- the Job
+
+
+def test_the_job_is_indexed_retried_per_index_and_unprivileged(tmp_path: Path) -> None:
+    s = settings(tmp_path, max_trials=9, budget=120)
+    c = Campaign(name="kfp-search-5", namespace="chaos", workers=8, parallelism=2, retries_per_index=3,
+                 cpu="750m", memory="2Gi", node_selector={"type": "real"})
+    doc = job(s, c)
+    spec = doc["spec"]
+    assert (doc["apiVersion"], doc["kind"], doc["metadata"]["namespace"]) == ("batch/v1", "Job", "chaos")
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == 8 and spec["parallelism"] == 2
+    assert spec["backoffLimitPerIndex"] == 3 and "backoffLimit" not in spec  # a failed index does not fail the rest
+    assert spec["activeDeadlineSeconds"] == deadline(s, c) == 4 * 4 * (120 + 300)  # 4 waves of 4 attempts
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"  # backoffLimitPerIndex needs it: the Job retries, not the kubelet
+    assert pod["automountServiceAccountToken"] is False and pod["nodeSelector"] == {"type": "real"}
+    (container,) = pod["containers"]
+    assert container["resources"] == {"requests": {"cpu": "750m", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
+    security = container["securityContext"]
+    assert security["runAsNonRoot"] and security["capabilities"] == {"drop": ["ALL"]}
+    assert not security["allowPrivilegeEscalation"] and "privileged" not in security
+    args = container["args"]
+    assert args[:2] == ["search", "--worker"]
+    flags = dict(zip(args[2::2], args[3::2], strict=False))
+    assert flags["--seed"] == "5" and flags["--budget"] == "120s" and flags["--control"] == "none"
+    assert flags["--max-trials"] == "9" and flags["--nodes"] == "5" and flags["--kinds"] == "abort,reset,delay"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["KFP_CACHE_DIR"]["value"] == "/opt/kfp-cache"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # the index comes from the Job controller (JOB_COMPLETION_INDEX): nothing in the template names one
+    assert "JOB_COMPLETION_INDEX" not in env and INDEX_ANNOTATION not in json.dumps(doc)
+
+
+def test_feature_gates_reach_the_workers_and_the_seeds_and_numbers_are_apart(tmp_path: Path) -> None:
+    s = settings(tmp_path, feature_gates={"kube-scheduler": {"SchedulerAsyncAPICalls": True}})
+    args = job(s, Campaign(name="x"))["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--feature-gates") + 1] == "kube-scheduler:SchedulerAsyncAPICalls=true"
+    assert [worker_seed(5, i) for i in range(3)] == [5, 6, 7]
+    numbers = {global_number(i, j, 3) for i in range(3) for j in range(10)}
+    assert numbers == set(range(30))  # every worker's steps, none shared
+
+
+@pytest.mark.parametrize("bad", [dict(workers=0), dict(parallelism=0), dict(retries_per_index=-1)])
+def test_a_campaign_refuses_nonsense(bad: dict[str, int]) -> None:
+    with pytest.raises(ValueError):
+        Campaign(name="x", **bad)
+
+
+# --- the log
+
+
+def test_records_come_back_whole_long_ones_in_pieces_a_cut_one_dropped() -> None:
+    long = {"name": "t1", "tokens": [f"pod-{i}:abort>reset>{i * 7919}" for i in range(3000)]}
+    lines = [*worker_log.record_lines(0, {"name": "t0"}), "a note of the search",
+             *worker_log.record_lines(1, long), *worker_log.record_lines(2, {"name": "c2"})[:0]]
+    assert len(worker_log.record_lines(1, long)) > 1 and all(len(x) < 16384 for x in lines)
+    cut = worker_log.record_lines(3, long)[:-1]  # the pod ended mid-record
+    text = "\n".join([*lines, *cut, worker_log.done_line({"index": 1, "steps": 2})]) + "\n"
+    log = worker_log.parse(text)
+    assert [r["name"] for r in log.records] == ["t0", "t1"] and log.records[1] == long
+    assert log.done == {"index": 1, "steps": 2}
+
+
+def test_a_log_read_back_shorter_keeps_the_earlier_read() -> None:
+    seen = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}])
+    assert worker_log.longer(seen, worker_log.WorkerLog()) is seen  # a deleted pod's log read back empty
+    grown = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}, {"name": "t2"}])
+    assert worker_log.longer(seen, grown) is grown
+    closed = worker_log.WorkerLog([{"name": "t0"}, {"name": "t1"}], {"steps": 2})
+    assert worker_log.longer(seen, closed) is closed
+
+
+def test_an_index_takes_its_successful_attempt_else_the_one_that_got_furthest() -> None:
+    def attempt(index: int, pod: str, phase: str, records: int, done: bool) -> Attempt:
+        log = worker_log.WorkerLog([{"name": f"t{k}"} for k in range(records)], {"steps": records} if done else None)
+        return Attempt(index, pod, "kfp-real-node", phase, log)
+
+    failed = attempt(1, "w-1-a", "Failed", 7, False)
+    retried = attempt(1, "w-1-b", "Succeeded", 4, True)
+    taken = worker_log.chosen([attempt(0, "w-0-a", "Succeeded", 5, True), failed, retried,
+                               attempt(2, "w-2-a", "Failed", 2, False), attempt(2, "w-2-b", "Failed", 3, False)])
+    assert {i: a.pod for i, a in taken.items()} == {0: "w-0-a", 1: "w-1-b", 2: "w-2-b"}
+
+
+def test_a_pod_is_read_as_an_attempt_and_a_job_as_ended() -> None:
+    pod = {"metadata": {"name": "w-1-x", "annotations": {INDEX_ANNOTATION: "1"}}, "spec": {"nodeName": "n"},
+           "status": {"phase": "Failed", "startTime": "T0", "containerStatuses": [
+               {"state": {"terminated": {"exitCode": 143, "reason": "Error", "finishedAt": "T1"}}}]}}
+    a = attempt_of(pod, worker_log.WorkerLog())
+    assert (a.index, a.pod, a.node, a.phase, a.reason, a.finished) == (1, "w-1-x", "n", "Failed", "Error, exit 143",
+                                                                       "T1")
+    assert job_state({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}) == "Complete"
+    assert job_state({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                                                 "message": "m"}]}}) == "Failed (DeadlineExceeded: m)"
+    assert job_state({"status": {}}) is None
+
+
+# --- workers and the coordinator
+
+
+class FakeRigs:
+    """Stands in for every control plane: each trial is instant; a profile with an abort strands pods."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ran: list[str] = []
+        monkeypatch.setattr(Search, "rig", lambda s, scheduler: self._rig(s, scheduler))
+        monkeypatch.setattr(engine, "run_trial", self.run_trial)
+
+    def _rig(self, search: Search, scheduler: str) -> Any:
+        search.builds[scheduler] = f"{scheduler} v1.36.3"
+        return SimpleNamespace(scheduler=scheduler, cluster=SimpleNamespace(processes={}))
+
+    def run_trial(self, rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
+        self.ran.append(name)
+        broken = ["stranded"] if "abort" in {fault_kind(r) for r in genome.rules} else []
+        return TrialResult(name, rig.scheduler, genome, broken=broken, injections=3 if genome.rules else 0,
+                           fired={r["name"] for r in genome.rules}, tokens={f"{genome.digest()}"}, seconds=2.0)
+
+
+def worker_log_text(tmp_path: Path, index: int, pod: str, steps: int) -> str:
+    """What worker `index`'s pod logs for a search of `steps` steps."""
+    lines: list[str] = []
+    s = settings(tmp_path / pod, seed=worker_seed(5, index), max_trials=steps, control=None, fresh=True)
+    w = WorkerSearch(s, index, pod, "kfp-real-node", lambda _: None, lines.append)
+    out = w.run()
+    assert not out.findings and all(h.verdict != "confirmed" for h in out.hits)  # the coordinator's to confirm
+    return "\n".join([*lines, w.closing(out)]) + "\n"
+
+
+def test_the_coordinator_confirms_two_workers_hits_and_says_where_each_trial_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rigs = FakeRigs(monkeypatch)
+    full = {i: worker_log.parse(worker_log_text(tmp_path, i, f"w-{i}", 12)) for i in (0, 1)}
+    assert rigs.ran == [f"{p}{k}" for k in range(12) for p in ("c" if k == 9 else "t",)] * 2  # only search steps
+    # index 1 was retried: its first pod failed after 5 trials (its log cut there), the second succeeded
+    evicted = worker_log.WorkerLog(full[1].records[:5])
+    attempts = [Attempt(0, "w-0", "kfp-real-node", "Succeeded", full[0]),
+                Attempt(1, "w-1-evicted", "kfp-real-node", "Failed", evicted, reason="Error, exit 143"),
+                Attempt(1, "w-1", "kfp-real-node", "Succeeded", full[1])]
+    c = Campaign(name="kfp-search-5", workers=2)
+    workers = campaign.worker_records(attempts, 5, 2)
+    assert [(w.index, w.seed, w.attempt.pod, w.steps) for w in workers] == [(0, 5, "w-0", 12), (1, 6, "w-1", 12)]
+
+    rigs.ran.clear()
+    out_dir = tmp_path / "campaign"
+    s = settings(out_dir, budget=60)
+
+    def checkpoint(o: Any) -> None:
+        write(o, ["search", "--on-cluster"])
+        campaign.write_campaign(o, workers, attempts, c, 300.0)
+
+    out = Coordinator(s, workers, c, 300.0, lambda _: None, checkpoint=checkpoint).run()
+    # every search step came from the workers' records; the coordinator ran only replays, controls and shrinks
+    assert not [n for n in rigs.ran if n[:1] in "tc" and n[1:].isdigit()]
+    assert len(out.trials) + len(out.canaries) == 24
+    names = {t.name for t in [*out.trials, *out.canaries]}
+    assert names == {f"t{n}" for n in range(24)} - {"t18", "t19"} | {"c18", "c19"}  # step 9 of each: a canary
+    hits = [h for h in out.hits if h.verdict == "confirmed"]
+    assert {h.trial % 2 for h in hits} == {0, 1} and out.findings and all(f"t{h.trial}-replay" in rigs.ran for h in hits)
+    by_name = {t.name: t for t in out.trials}
+    assert all(by_name[f"t{h.trial}"].broken == h.broken for h in out.hits)  # each hit is its worker's trial
+    doc = json.loads((out_dir / "campaign.json").read_text())
+    assert doc["taken"] == {"0": "w-0", "1": "w-1"} and doc["seeds"] == {"0": 5, "1": 6}
+    assert doc["trials"]["t7"] == {"index": 1, "pod": "w-1", "node": "kfp-real-node", "step": 3}
+    assert doc["trials"]["t6"]["index"] == 0 and doc["trials"]["t6"]["step"] == 3
+    assert [a["pod"] for a in doc["attempts"]] == ["w-0", "w-1-evicted", "w-1"]
+    report = (out_dir / "report.md").read_text()
+    assert "## Where the trials ran" in report
+    assert "| 1 | 6 | w-1 | kfp-real-node | 12 |" in report
+    assert "w-1-evicted (Failed, Error, exit 143, 5 records seen)" in report
+    first = hits[0].trial
+    assert f"t{first}: index {first % 2}, step {first // 2}, pod w-{first % 2}" in report
+    assert "Resumed:" not in report  # the workers' records are the campaign's, not a resume
+    trials = [json.loads(x) for x in (out_dir / "trials.jsonl").read_text().splitlines()]
+    assert {t["worker"]["pod"] for t in trials if "worker" in t} == {"w-0", "w-1"}
+
+
+def test_a_record_of_another_draw_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeRigs(monkeypatch)
+    log = worker_log.parse(worker_log_text(tmp_path, 0, "w-0", 3))
+    workers = [WorkerRecords.of(Attempt(0, "w-0", None, "Succeeded", log), base_seed=6, workers=1)]  # not seed 5
+    out = tmp_path / "c"
+    from kube_fault_proxy.rig.search.resume import ResumeError
+
+    with pytest.raises(ResumeError):
+        Coordinator(settings(out, seed=6), workers, Campaign(name="x", workers=1), 1.0, lambda _: None).run()
+
+
+class FakeKubectl:
+    """kubectl as the real node answered it: index 1's first pod deleted mid-run (its log read back empty while it
+    terminated), a second pod for index 1, then the Job Complete."""
+
+    def __init__(self) -> None:
+        self.tick = 0
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    @staticmethod
+    def pod(name: str, index: int, phase: str, exit_code: int | None = None) -> dict[str, Any]:
+        state = {"running": {}} if exit_code is None else {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+        return {"metadata": {"name": name, "annotations": {INDEX_ANNOTATION: str(index)}},
+                "spec": {"nodeName": "kfp-real-node"}, "status": {"phase": phase, "containerStatuses": [
+                    {"state": state}]}}
+
+    def pods(self) -> list[dict[str, Any]]:
+        first = [self.pod("w-0", 0, "Running"), self.pod("w-1-a", 1, "Running")]
+        if self.tick == 0:
+            return first
+        if self.tick == 1:
+            return [first[0], self.pod("w-1-a", 1, "Failed", 143), self.pod("w-1-b", 1, "Running")]
+        return [self.pod("w-0", 0, "Succeeded", 0), self.pod("w-1-b", 1, "Succeeded", 0)]  # w-1-a gone
+
+    def logs(self, name: str) -> str:
+        records = {"w-0": 3 + self.tick, "w-1-a": 2 if self.tick == 0 else 0, "w-1-b": self.tick}[name]
+        lines = [x for k in range(records) for x in worker_log.record_lines(k, {"name": f"t{k}"})]
+        if self.tick >= 2 and name != "w-1-a":
+            lines.append(worker_log.done_line({"steps": records}))
+        return "\n".join(lines) + "\n"
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        if args[0] == "create":
+            self.created.append(json.loads(stdin or "{}"))
+            return ""
+        if "delete" in args:
+            self.deleted.append(args[-3])
+            return ""
+        if "logs" in args:
+            return self.logs(args[args.index("logs") + 1])
+        raise AssertionError(args)
+
+    def json(self, *args: str) -> dict[str, Any]:
+        if "pods" in args:
+            return {"items": self.pods()}
+        done = self.tick >= 2
+        self.tick += 1
+        return {"status": {"conditions": [{"type": "Complete", "status": "True"}] if done else []}}
+
+
+def test_the_follower_keeps_every_attempt_and_what_a_deleted_pod_said(tmp_path: Path) -> None:
+    from kube_fault_proxy.rig.search.on_cluster import JobFollower
+
+    k = FakeKubectl()
+    notes: list[str] = []
+    now = [0.0]
+    follower = JobFollower(k, Campaign(name="kfp-search-5", workers=2), notes.append)  # type: ignore[arg-type]
+    ran = follower.follow(settings(tmp_path, budget=60), clock=lambda: now[0],
+                          sleep=lambda dt: now.__setitem__(0, now[0] + dt))
+    follower.delete()
+    assert k.created[0]["spec"]["completionMode"] == "Indexed" and k.deleted == ["kfp-search-5"]
+    assert ran.ended == "Complete" and ran.seconds == 10.0  # two polls of 5 s
+    got = {a.pod: (a.index, a.phase, len(a.log.records), a.log.done is not None) for a in ran.attempts}
+    assert got == {"w-0": (0, "Succeeded", 6, True), "w-1-a": (1, "Failed", 2, False),
+                   "w-1-b": (1, "Succeeded", 3, True)}
+    assert {i: a.pod for i, a in worker_log.chosen(ran.attempts).items()} == {0: "w-0", 1: "w-1-b"}
+    assert any("w-1-b Running" in n for n in notes) and "Complete after 10 s" in notes[-1]
