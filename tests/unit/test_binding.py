@@ -108,3 +108,11 @@ def test_the_deep_sibling_binding_matches_its_target_nodes_rule() -> None:
         assert decision is not None and decision.plan.describe() == "respond 500"
     other = parse_untrusted("POST", path, body=deep.replace(b'"node-1"', b'"node-2"'), content_type="application/json")
     assert engine.decide(other, 0.0) is None
+
+
+def test_a_binding_post_is_told_from_the_request_line_with_or_without_a_query() -> None:
+    from kube_fault_proxy.proxy.requests.binding import is_binding_post
+
+    path = "/api/v1/namespaces/default/pods/p/binding"
+    assert is_binding_post("POST", path) and is_binding_post("POST", path + "?timeout=10s")
+    assert not is_binding_post("GET", path) and not is_binding_post("POST", "/api/v1/namespaces/default/bindings")

@@ -56,7 +56,7 @@ class BindReads:
         if flow.response or flow.error or not flow.live:
             return  # answered or killed before it was read: never forwarded
         req = flow.request
-        if is_binding_post(req.method, req.path.partition("?")[0]):
+        if is_binding_post(req.method, req.path):
             self.outcomes.read(flow.id, flow)
 
 

@@ -12,9 +12,10 @@ FIELDS = JSONFields([TARGET])  # the pod is named by the URL, as the apiserver r
 
 
 def is_binding_post(method: str, path: str) -> bool:
-    """Whether a request (its method and its path without the query) creates a Binding: a POST to a pod's
-    `binding` subresource. Decided from the request line alone, before the body is read."""
-    return method == "POST" and path.endswith("/binding")
+    """Whether a request (its method and its path, with or without the query) creates a Binding: a POST to a
+    pod's `binding` subresource. Decided from the request line alone, before the body is read; the path is split
+    only for a POST, so any other request costs one comparison."""
+    return method == "POST" and path.partition("?")[0].endswith("/binding")
 
 
 def read_target(body: bytes, content_type: str = "") -> tuple[str | None, str | None]:

@@ -229,9 +229,8 @@ class Cluster:
         if proc is None:
             return None
         stop_groups({name: proc.pid}, grace=grace)
-        with signals_held():
-            self.state.processes.pop(name, None)
-            self.save()
+        self.state.processes.pop(name, None)  # gone: a signal from here on leaves nothing unnamed
+        self.save()
         return proc.pid
 
     def kubeconfig(self, name: str) -> Path:
