@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,23 @@ class Started:
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
         return stop_child(self.proc, timeout)
+
+
+def stop_or_dump(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """SIGTERM; if it has not exited in time, SIGABRT, whose faulthandler (PYTHONFAULTHANDLER, set by
+    start_proxy) writes every thread's stack to its log, then SIGKILL. Returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+    return int(proc.returncode)
 
 
 def start(args: list[str], ready_file: Path, log: Path, timeout: float = 30.0,
@@ -71,4 +89,4 @@ def start_proxy(upstream_url: str, pki: Path, workdir: Path, *extra: str,
             "--client-key", str(pki / "client.key"), "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
             "--journal", str(workdir / "journal.jsonl"), *extra]
     return start_serve(args, workdir / "proxy.json", workdir / "proxy.log", timeout=30, cwd=ROOT,
-                       env={"KFP_STATE_DIR": str(workdir / "state"), **(env or {})})
+                       env={"KFP_STATE_DIR": str(workdir / "state"), "PYTHONFAULTHANDLER": "1", **(env or {})})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import Started, start_fake_apiserver, start_proxy
+from tests.support.processes import Started, start_fake_apiserver, start_proxy, stop_or_dump
 
 
 @contextlib.contextmanager
@@ -28,7 +28,10 @@ def proxy_in_front(upstream: Started, pki: Path, workdir: Path, *extra: str) -> 
     """`kube-fault-proxy serve` in front of the stand-in; it must exit cleanly (0) when stopped."""
     started = start_proxy(upstream.extra["url"], pki, workdir, *extra)
     yield started
-    assert started.stop() == 0, started.log.read_text()
+    code = stop_or_dump(started.proc)
+    journal = workdir / "journal.jsonl"
+    tail = "\n".join(journal.read_text(errors="replace").splitlines()[-15:]) if journal.exists() else ""
+    assert code == 0, f"serve exited with {code}\n--- its log:\n{started.log.read_text()}\n--- journal tail:\n{tail}"
 
 
 def pass_through(control: httpx.Client) -> None:
