@@ -56,9 +56,9 @@ def test_yunikorns_pod_informer_relists_through_a_stale_watch_list(yunikorn_clus
     """YuniKorn v1.9.0 (client-go v0.35.5, WatchListClient on by default) relists its pods through a WatchList
     after its connection drops (after this outage it resumed its pods watch first, which the rule expires; after
     a resetUpstream in a search it relisted at once): the stale rule serves it 2 pod writes back, and it still
-    schedules. Its own watches are protobuf, which the proxy does not read: the revisions come from the test's
-    JSON writes. Last in the module: no test before it inherits the view."""
-    [served], expired = relist_through_a_stale_watch_list(yunikorn_cluster, "yunikorn*")
+    schedules. The pods are written straight to the apiserver: the proxy learns their revisions from YuniKorn's
+    own pod watch, which is protobuf. Last in the module: no test before it inherits the view."""
+    [served], expired = relist_through_a_stale_watch_list(yunikorn_cluster, "yunikorn*", writes_via_proxy=False)
     assert served["request"]["userAgent"].startswith("yunikorn") and served["request"]["sendInitialEvents"] is True
     assert (served["servedAs"], served["writesSince"]) == ("watchlist", 2)
     assert int(served["servedResourceVersion"]) < int(served["newestResourceVersion"]) and served["pages"] >= 1

@@ -15,17 +15,19 @@ from tests.support.cluster import api_client, create_pods, make_namespace, wait_
 TRIGGER = "kfp-outage-now"  # the ConfigMap the test reads through the proxy to start the outage
 
 
-def relist_through_a_stale_watch_list(c: Cluster, user_agents: str,
-                                      timeout: float = 30) -> tuple[list[dict[str, Any]], bool]:
+def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: float = 30,
+                                      writes_via_proxy: bool = True) -> tuple[list[dict[str, Any]], bool]:
     """The staleList records (`inject`) served to the client whose user agent matches, after a 1 s outage drops
     its connections (its resumed pods watch, if it resumes one, expired), and whether that expire acted; a LIST
     rule stands by, so a client that relists with a LIST instead of a WatchList is journaled too (`servedAs`).
-    Three pods (of no scheduler) are written through the proxy first: a client on protobuf shows the proxy no
-    pod revision (it reads JSON only), so the served revision comes from these JSON answers."""
+    Three pods (of no scheduler) are written first, through the proxy (their answers are revisions it sees) or,
+    with `writes_via_proxy=False`, straight to the apiserver: then the proxy knows their revisions only from the
+    client's own pod watch (a scheduler watches every pod)."""
     namespace = f"t-{uuid.uuid4().hex[:8]}"
-    make_namespace(api_client(c.kubeconfig("admin")), namespace)
+    admin = api_client(c.kubeconfig("admin"))
+    make_namespace(admin, namespace)
     via = api_client(c.kubeconfig("admin-via-proxy"))
-    create_pods(via, namespace, 3, scheduler="kfp-nobody")  # writes the proxy sees, in JSON
+    create_pods(via if writes_via_proxy else admin, namespace, 3, scheduler="kfp-nobody")
     pods: dict[str, Any] = {"resources": ["pods"], "userAgents": [user_agents]}
     control = ControlClient(c.control_url)
     since = control.cursor()

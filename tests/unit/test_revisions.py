@@ -9,8 +9,16 @@ import pytest
 from kube_fault_proxy.proxy import revisions
 from kube_fault_proxy.proxy.counters import Counters
 from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC
 from kube_fault_proxy.proxy.requests.identity import parse
-from kube_fault_proxy.proxy.revisions import Choice, RevisionLog, WatchScanner, first_revision, proto_revision
+from kube_fault_proxy.proxy.revisions import (
+    Choice,
+    ProtoWatchScanner,
+    RevisionLog,
+    WatchScanner,
+    first_revision,
+    proto_revision,
+)
 from kube_fault_proxy.proxy.stale_views import Answer, StaleViews
 
 PODS = ("", "pods")
@@ -205,3 +213,87 @@ def test_a_protobuf_clients_writes_are_revisions_the_stale_views_can_serve_from(
     assert views.log.choose_writes(CMS, 2, 100.0) == Choice(3655, None, 2, 3656)
     views.answered(create, Answer(201, pb, True, b"\x1f\x8b gzip"), None)  # encoded: not read, counted
     assert views.log.choose_writes(CMS, 3, 100.0) == Choice(3655, None, 3, 3656)
+
+
+# kube-apiserver v1.36.3's protobuf watch of a namespace's pods (Accept `application/vnd.kubernetes.protobuf, */*`,
+# sendInitialEvents): p0 and p1 ADDED (247, 248), the initial-events-end BOOKMARK (248), then p2 ADDED (249), p0
+# patched (250), p1 deleted (251: its deletionTimestamp; 252: DELETED) and a closing BOOKMARK; each event a frame.
+WATCH_PB = (PROTOBUF / "watchlist-pods.pb").read_bytes()
+WATCH_PB_EVENTS = [(247, True), (248, True), (248, False), (249, True), (250, True), (251, True), (252, True),
+                   (252, False)]
+
+
+def _scan_pb(chunks: list[bytes]) -> list[tuple[int, bool]]:
+    got: list[tuple[int, bool]] = []
+    scanner = ProtoWatchScanner(lambda rv, write: got.append((rv, write)))
+    for chunk in chunks:
+        scanner.feed(chunk)
+    return got
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 1091, 4096, len(WATCH_PB)])
+def test_a_protobuf_watchs_events_give_their_objects_revisions_whatever_the_chunks(size: int) -> None:
+    assert _scan_pb([WATCH_PB[i:i + size] for i in range(0, len(WATCH_PB), size)]) == WATCH_PB_EVENTS
+
+
+def test_a_protobuf_watch_split_anywhere_in_its_first_frames_reads_the_same() -> None:
+    """Every cut in the first two frames and the bookmark after them: in a length, a head, a tail."""
+    for n in range(1, 2400):
+        assert _scan_pb([WATCH_PB[:n], WATCH_PB[n:]]) == WATCH_PB_EVENTS, n
+
+
+def _ld(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (lengths under 2**14 here)."""
+    length = len(payload)
+    size = bytes([length]) if length < 0x80 else bytes([(length & 0x7F) | 0x80, length >> 7])
+    return bytes([(number << 3) | 2]) + size + payload
+
+
+def _frame(event_type: bytes, obj: bytes) -> bytes:
+    event = _ld(1, event_type) + _ld(2, _ld(1, obj))
+    return len(event).to_bytes(4, "big") + event
+
+
+def _pod_pb(meta: bytes, spec_bytes: int = 0) -> bytes:
+    unknown = _ld(1, _ld(1, b"v1") + _ld(2, b"Pod")) + _ld(2, _ld(1, meta) + _ld(2, b"s" * spec_bytes))
+    return PROTOBUF_MAGIC + unknown
+
+
+def test_a_protobuf_watchs_large_objects_error_events_and_far_revisions() -> None:
+    """A 9 KB pod is read from its frame's head (its revision is in its metadata, first); an ERROR event's Status
+    (kube-apiserver's own, a DELETE's) has no revision; a revision beyond the head is not looked for, and the
+    frames after each are read in step."""
+    error = _frame(b"ERROR", (PROTOBUF / "delete-configmap.pb").read_bytes())
+    far = _frame(b"ADDED", _pod_pb(_ld(1, b"n" * 3000) + _ld(6, b"778")))
+    stream = (_frame(b"MODIFIED", _pod_pb(_ld(1, b"big") + _ld(6, b"777"), spec_bytes=9000)) + error + far
+              + _frame(b"DELETED", _pod_pb(_ld(1, b"p") + _ld(6, b"779"))))
+    for size in (1, 13, 700, len(stream)):
+        assert _scan_pb([stream[i:i + size] for i in range(0, len(stream), size)]) == [(777, True), (779, True)]
+
+
+@pytest.mark.parametrize("frame", [
+    b"\x00\x00\x00\x00",  # an empty frame
+    b"\x00\x00\x00\x03\x0a\x05A",  # a field longer than its frame
+    _frame(b"ADDED", b"not the k8s envelope"),
+    _frame(b"ADDED", _pod_pb(_ld(6, b"12x"))),  # a revision that is not digits
+])
+def test_protobuf_frames_that_are_not_such_events_give_nothing_and_keep_the_stream_in_step(frame: bytes) -> None:
+    last = _frame(b"ADDED", _pod_pb(_ld(6, b"5")))
+    assert _scan_pb([frame + last]) == [(5, True)]
+
+
+def test_a_protobuf_watch_is_a_revision_source_for_the_stale_views() -> None:
+    """YuniKorn's informers watch in protobuf: the pod writes its watch shows are writes a staleList can hide
+    (`hide 2` serves the revision before the last two, p1's deletion), the bookmarks are revisions seen, and the
+    stream passes as it came."""
+    views = StaleViews(Counters(Journal(None, lambda: 100.0)), lambda: 100.0)
+    watch = parse("GET", "/api/v1/namespaces/cap/pods", "watch=1&sendInitialEvents=true")
+    stream = views.watch(watch, Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", False, None), True)
+    assert stream is not None
+    passed = [stream(WATCH_PB[i:i + 500]) for i in range(0, len(WATCH_PB), 500)]
+    assert b"".join(b"".join(p) for p in passed) == WATCH_PB
+    assert views.log.newest(PODS) == 252
+    assert views.log.choose_writes(PODS, 2, 100.0) == Choice(250, None, 2, 252)
+    encoded = Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", True, None)
+    assert views.watch(watch, encoded, True) is None  # compressed: not read
+    assert views.watch(watch, Answer(200, "application/cbor-seq", False, None), True) is None

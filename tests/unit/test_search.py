@@ -409,7 +409,7 @@ def test_a_drawn_watch_rule_comes_with_what_reopens_the_schedulers_watches(kind:
             assert not ((res, "staleList") in takes and (res, False) in takes), g.canonical()
         if any(fault_kind(r) == "expire" for r in g.rules):  # it acts on a resumed watch: after an outage
             assert "outage" in fired, g.canonical()
-        passed += precheck.can_inject(g, scheduler="kube-scheduler")  # YuniKorn's watches are protobuf (precheck.py)
+        passed += precheck.can_inject(g, scheduler="kube-scheduler") and precheck.can_inject(g, scheduler="yunikorn")
     assert passed >= 0.9 * len(with_kind), "the pre-check passes what the grammar draws (a rule on a pod write aside)"
 
 

@@ -123,7 +123,7 @@ def test_bad_controller_targets_are_usage_errors_naming_them(argv: list[str], sa
     assert said in capsys.readouterr().err
 
 
-def test_stale_list_is_drawn_to_fire_on_the_controllers_whose_pod_creates_show_revisions() -> None:
+def test_stale_list_is_drawn_to_fire_on_every_target_whose_revisions_the_proxy_reads() -> None:
     rule = {"name": "r1-stalelist-pod-watch", "match": {"verbs": ["watch"], "resources": ["pods"]},
             "when": {"maxInjections": 1}, "fault": {"staleList": {"lagWrites": 5}}}
     reset = {"name": "r2-resetupstream-pod-create", "match": dict(POD_CREATE), "when": {"maxInjections": 1},
@@ -131,7 +131,7 @@ def test_stale_list_is_drawn_to_fire_on_the_controllers_whose_pod_creates_show_r
     g = Genome(rules=(rule, reset), pods=40)
     assert precheck.can_inject(g, (), "kube-scheduler")  # a JSON client's relist: it can
     assert precheck.can_inject(g, (), KCM)  # protobuf, but its pod creates' answers carry their revision
-    assert not precheck.can_inject(g, (), "yunikorn")  # Bindings answered with a Status: no revision to serve
+    assert precheck.can_inject(g, (), "yunikorn")  # Bindings answered with a Status, but its pod watch is read
     lag = {**rule, "name": "r1-delayevents-pod-watch", "fault": {"delayEvents": {"seconds": 1.0}}}
     assert precheck.can_inject(Genome(rules=(lag, reset), pods=40), (), "yunikorn")  # an edited watch: asked in JSON
 

@@ -255,8 +255,7 @@ def test_a_stale_list_fires_on_the_schedulers_watch_list_relists_never_on_a_list
     expire = rule("expire", WATCH, "r3-expire-pod-watch")
     outage = {**rule("outage", name="r2-outage-binding"), "fault": {"outage": {"seconds": 1.0}}}
     crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
-    assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler="yunikorn")
-    for scheduler in ("kube-scheduler",):  # YuniKorn's protobuf watches: below
+    for scheduler in ("kube-scheduler", "yunikorn"):  # YuniKorn's watches are protobuf: their revisions are read
         assert not precheck.rule_can_fire(on_lists, Genome(rules=(on_lists, reset)), True, scheduler=scheduler)
         assert precheck.rule_can_fire(on_watches, Genome(rules=(on_watches, reset)), True, scheduler=scheduler,
                                       relists=True)
@@ -355,14 +354,14 @@ def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
     assert (own in report and "trial 0: no-anti-affinity-breach" in report) is (verdict == "confirmed" and bool(control))
 
 
-def test_yunikorns_protobuf_watches_are_edited_as_json_but_take_no_stale_view() -> None:
+def test_yunikorns_protobuf_watches_are_edited_as_json_and_take_a_stale_view() -> None:
     """YuniKorn asks for protobuf first and accepts JSON: an edited watch is asked for in JSON (watch-as-json), so
-    every event kind acts on it; a stale view needs revisions the proxy reads, and nothing JSON passes it there."""
+    every event kind acts on it; a stale view serves revisions the proxy read from its protobuf watches."""
     crash = rule("crashPoint", trigger={"match": dict(BINDING), "count": 5}, name="r2-crashpoint-binding")
     for kind in ("staleList", "delayEvents", "duplicateEvents", "holdEvents", "dropEvents", "coalesceEvents"):
         g = Genome(rules=(rule(kind, WATCH, f"r1-{kind.lower()}-pod-watch"), crash))
         assert precheck.can_inject(g, scheduler="kube-scheduler"), kind
-        assert precheck.can_inject(g, scheduler="yunikorn") is (kind != "staleList"), kind
+        assert precheck.can_inject(g, scheduler="yunikorn"), kind
 
 
 def test_a_rewritten_report_leaves_no_directory_of_a_finding_renamed_since(tmp_path: Path,

@@ -1,6 +1,6 @@
 """Kubernetes protobuf, read as far as a caller needs: the `k8s\\0` envelope and one field of a message at a time.
-Shared by the Binding reader (its target node) and the revision log (an answer's resourceVersion). Given a
-memoryview, a field is a view too: nothing is copied, however large the message."""
+Shared by the Binding reader (its target node) and the revision log (an answer's or a watch event's
+resourceVersion). Given a memoryview, a field is a view too: nothing is copied, however large the message."""
 
 from __future__ import annotations
 
@@ -22,9 +22,11 @@ def _varint(buf: Buf, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def field(buf: Buf, number: int) -> Buf | None:
+def field(buf: Buf, number: int, cut: bool = False) -> Buf | None:
     """The first length-delimited field `number` of a protobuf message, or None; unknown fields,
-    groups (wire types 3 and 4, which Go's generated decoders skip) included, are skipped."""
+    groups (wire types 3 and 4, which Go's generated decoders skip) included, are skipped. `cut`: `buf` is only
+    a message's first bytes, and the field, if it runs past them, is returned as far as it goes (a field cut off
+    before it is still an error)."""
     pos = groups = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
@@ -37,9 +39,10 @@ def field(buf: Buf, number: int) -> Buf | None:
             pos += 4
         elif wire == 2:
             length, pos = _varint(buf, pos)
-            if pos + length > len(buf):
+            wanted = key >> 3 == number and not groups
+            if pos + length > len(buf) and not (cut and wanted):
                 raise ValueError("truncated field")
-            if key >> 3 == number and not groups:
+            if wanted:
                 return buf[pos : pos + length]
             pos += length
         elif wire == 3:

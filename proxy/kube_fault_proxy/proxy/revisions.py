@@ -14,6 +14,7 @@ Revisions are read with a byte scan (`"resourceVersion":"N"`, the first in an ob
 line: metadata comes before spec and status), never a JSON parse, so watching costs a find per event.
 A protobuf answer (client-go's default: kube-controller-manager's, YuniKorn's) is read as far as its
 metadata, which is the object's first field (`proto_revision`): a handful of varints, never the object.
+A protobuf watch (`ProtoWatchScanner`) is read the same way, event by event, from each frame's first bytes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC, field
+from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC, Buf, field
 
 BUCKET_SECONDS = 0.25
 SEEN_KEPT = 2400  # 600 s of history at one entry a bucket (the longest lagSeconds)
@@ -56,19 +57,20 @@ OBJECT_META_RESOURCE_VERSION = 6  # ObjectMeta.resourceVersion's field number (k
 LIST_META_RESOURCE_VERSION = 2  # ListMeta.resourceVersion's
 
 
-def proto_revision(body: bytes) -> int | None:
+def proto_revision(body: Buf, cut: bool = False) -> int | None:
     """The resourceVersion of a protobuf answer (`k8s\\0` + runtime.Unknown{typeMeta: 1, raw: 2}): the raw
     object's first field is its ObjectMeta (a List's: its ListMeta), which holds it; None for a Status, an
-    empty one, or bytes that are not such an answer. Read through views: the answer is never copied."""
-    if not body.startswith(PROTOBUF_MAGIC):
+    empty one, or bytes that are not such an answer. Read through views: the answer is never copied. `cut`:
+    `body` is only the answer's first bytes (the revision itself must be whole in them)."""
+    if bytes(body[:len(PROTOBUF_MAGIC)]) != PROTOBUF_MAGIC:
         return None
     try:
         unknown = memoryview(body)[len(PROTOBUF_MAGIC):]
-        type_meta, raw = field(unknown, 1), field(unknown, 2)
+        type_meta, raw = field(unknown, 1), field(unknown, 2, cut)
         kind = bytes(field(type_meta, 2) or b"") if type_meta is not None else b""
         if raw is None or kind == b"Status":
             return None
-        meta = field(raw, 1)
+        meta = field(raw, 1, cut)
         number = LIST_META_RESOURCE_VERSION if kind.endswith(b"List") else OBJECT_META_RESOURCE_VERSION
         found = field(meta, number) if meta is not None else None
     except ValueError:  # a truncated or unknown field: not such an answer
@@ -273,3 +275,71 @@ class WatchScanner:
         if revision is not None:
             self._report(revision, not (data.startswith(BOOKMARK, start) or data.startswith(ERROR, start)))
 
+
+
+FRAME_PREFIX = 4  # a protobuf watch frame's length: 4 bytes, big-endian (apimachinery's LengthDelimitedFramer)
+WATCH_EVENT_TYPE, WATCH_EVENT_OBJECT, RAW_EXTENSION_RAW = 1, 2, 1  # metav1.WatchEvent{type, object{raw}}
+NOT_WRITES = (b"BOOKMARK", b"ERROR")
+
+
+def proto_event(head: Buf) -> tuple[int, bool] | None:
+    """A protobuf watch event's object revision and whether the event is a write (not a BOOKMARK or an ERROR),
+    from the frame's first bytes: a metav1.WatchEvent whose object's raw is the object in the `k8s\\0`
+    envelope (the apiserver's embedded encoder). None for an ERROR's Status or bytes that are not an event."""
+    try:
+        kind = field(head, WATCH_EVENT_TYPE)
+        extension = field(head, WATCH_EVENT_OBJECT, cut=True)
+        raw = field(extension, RAW_EXTENSION_RAW, cut=True) if extension is not None else None
+    except ValueError:
+        return None
+    revision = proto_revision(raw, cut=True) if raw is not None else None
+    if revision is None:
+        return None
+    return revision, bytes(kind or b"") not in NOT_WRITES
+
+
+class ProtoWatchScanner:
+    """`WatchScanner` for a protobuf watch (client-go's default Accept): each event is a frame, its length in 4
+    bytes, then a WatchEvent; only a frame's first HEAD bytes are kept (the revision is in the object's
+    metadata, its first field), the rest is counted past, whatever the chunks' boundaries."""
+
+    def __init__(self, report: Callable[[int, bool], None]) -> None:
+        self._report = report
+        self._prefix = b""  # the next frame's length bytes, while fewer than 4 have come
+        self._left = -1  # the current frame's bytes still to come (-1: between frames)
+        self._head = b""  # the current frame's first bytes (at most HEAD), while it is split across chunks
+
+    def feed(self, data: bytes) -> None:
+        """One chunk of the stream, as the apiserver sent it."""
+        view, pos, end = memoryview(data), 0, len(data)
+        while pos < end:
+            if self._left < 0:
+                if not self._prefix and pos + FRAME_PREFIX <= end:
+                    length = int.from_bytes(view[pos:pos + FRAME_PREFIX], "big")
+                    pos += FRAME_PREFIX
+                else:  # the length split across chunks
+                    got = bytes(view[pos:pos + FRAME_PREFIX - len(self._prefix)])
+                    self._prefix += got
+                    pos += len(got)
+                    if len(self._prefix) < FRAME_PREFIX:
+                        return
+                    length, self._prefix = int.from_bytes(self._prefix, "big"), b""
+                self._left = length
+                if pos + length <= end:  # the whole frame is here: read it in place
+                    self._event(view[pos:pos + min(length, HEAD)])
+                    pos += length
+                    self._left = -1
+                    continue
+            take = min(self._left, end - pos)
+            if len(self._head) < HEAD:
+                self._head += bytes(view[pos:pos + min(take, HEAD - len(self._head))])
+            pos += take
+            self._left -= take
+            if self._left == 0:
+                self._event(self._head)
+                self._head, self._left = b"", -1
+
+    def _event(self, head: Buf) -> None:
+        found = proto_event(head)
+        if found is not None:
+            self._report(*found)

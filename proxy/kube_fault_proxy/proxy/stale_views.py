@@ -1,10 +1,11 @@
 """Stale views: the revisions the proxy sees pass, and what `staleList` sends instead of a request.
 
-Every answer of a resource request (JSON, or protobuf as far as its metadata) and every JSON watch stream
-is read, never changed: the first `resourceVersion` of an answer (a list's own, or the object's) and of each
-watch event goes into the revision log; a 2xx write whose answer has none (a `Status`) is counted as a write
-all the same. A `staleList` decision picks its revision there as the request leaves: the addon sends the
-rewritten request this returns, and for a GET puts the object this reads back in place of the LIST.
+Every answer of a resource request (JSON, or protobuf as far as its metadata) and every watch stream (JSON, or
+protobuf event by event as far as the object's metadata) is read, never changed: the first `resourceVersion`
+of an answer (a list's own, or the object's) and of each watch event goes into the revision log; a 2xx write
+whose answer has none (a `Status`) is counted as a write all the same. A `staleList` decision picks its
+revision there as the request leaves: the addon sends the rewritten request this returns, and for a GET puts
+the object this reads back in place of the LIST.
 Plain data in and out; the addon alone touches flows.
 """
 
@@ -33,6 +34,7 @@ from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import (
     Choice,
     Key,
+    ProtoWatchScanner,
     RevisionLog,
     WatchScanner,
     first_revision,
@@ -79,6 +81,11 @@ class Answer:
     def json(self) -> bool:
         """A JSON answer (a watch's `;stream=watch` included)."""
         return self.content_type.split(";")[0].strip() == "application/json"
+
+    @property
+    def protobuf(self) -> bool:
+        """A Kubernetes protobuf answer (a watch's `;stream=watch` included)."""
+        return self.content_type.split(";")[0].strip() == "application/vnd.kubernetes.protobuf"
 
 
 class StaleViews:
@@ -208,20 +215,24 @@ class StaleViews:
 
     def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool,
               editor: object = None) -> Chunks | None:
-        """The stream callable that notes a JSON watch's event revisions, then does what `inner` did
-        (another fault's editor, or plain streaming), offering its events to watches that wait for them
-        (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
-        if answer.status != 200 or not answer.json or answer.encoded:
+        """The stream callable that notes a watch's event revisions (JSON or protobuf), then does what `inner`
+        did (another fault's editor, or plain streaming), offering a JSON watch's events to watches that wait
+        for them (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
+        if answer.status != 200 or answer.encoded or not (answer.json or answer.protobuf):
             return None
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
-        scanner = WatchScanner(lambda revision, write: log.seen(key, revision, clock(), write, from_watch=True))
-        signals, lines = self.signals, LineReader()
+
+        def report(revision: int, write: bool) -> None:
+            log.seen(key, revision, clock(), write, from_watch=True)
+
+        scanner = WatchScanner(report) if answer.json else ProtoWatchScanner(report)
+        signals, lines, offers = self.signals, LineReader(), answer.json
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
             if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
                 scanner.feed(data)
-                if signals.watching(key):  # another watch waits for an event of this resource
+                if offers and signals.watching(key):  # another watch waits for an event of this resource
                     for event in lines.feed(data):
                         signals.offer(key, event, editor)
                 else:

@@ -20,7 +20,8 @@ trigger on more Bindings than the last reopen comes at never fires. The schedule
 them, and one matching watches acts only on a WatchList relist, which a resumed watch is not: it needs a
 reset or a restart, or an `expire` (or a `cut` with the `expired` error) that makes a resumed watch relist.
 YuniKorn asks for protobuf first: a watch whose events a rule edits is asked for in JSON (its Accept allows
-it), but nothing else it sends or reads is JSON, so the proxy knows no revision to serve it a stale view."""
+it); its other watches stay protobuf, whose events' revisions the proxy reads too, so a stale view has revisions
+to serve it from (its own pods' events), as on the JSON targets."""
 
 from __future__ import annotations
 
@@ -37,13 +38,6 @@ NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
 DEAD_AFTER = 3  # a form that ran this often and never injected is dead
 WRITES_NO_PODS = frozenset({"kube-scheduler"})  # schedulers that patch or update no pod while all goes well
 POD_WRITES = frozenset({"patch", "update"})
-# Targets whose requests and watches are protobuf and that the proxy knows no revision of: YuniKorn v1.9.0
-# (client-go v0.35.5, Accept `application/vnd.kubernetes.protobuf,application/json`) writes Bindings, answered
-# with a revision-less Status. kube-controller-manager asks for protobuf too, but the pods its controllers create
-# are answered with the pod, whose revision the proxy reads in protobuf (`revisions.proto_revision`): a staleList
-# can hide its own last writes. (The rig configures kube-scheduler for JSON.)
-PROTOBUF = frozenset({"yunikorn"})
-READS_JSON = frozenset({"staleList"})
 SCHEDULERS = frozenset({"kube-scheduler", "yunikorn"})  # targets whose trials delete pods only by their action
 # client-go 1.35/1.36 informers relist by WatchList, never a LIST
 RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn", "kube-controller-manager"})
@@ -103,8 +97,6 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
     """Whether one rule can fire on the genome's workload (`held`: another rule holds binds back; `reopen_at`: the
     last Binding count at which the scheduler's watches reopen; `relists`: its informers relist after it)."""
     if form(rule) in set(dead):
-        return False
-    if scheduler in PROTOBUF and fault_kind(rule) in READS_JSON:
         return False
     if _late(rule) and not held:
         return False
