@@ -210,11 +210,18 @@ def test_a_watch_is_streamed_and_its_events_edited_whole(tmp_path: Path) -> None
     run(tmp_path, {"dropEvents": {"events": {"types": ["MODIFIED"]}}}, test, match=WATCH_MATCH)
 
 
+PROTOBUF_WATCH = (Path(__file__).with_name("data") / "protobuf" / "watchlist-pods.pb").read_bytes()
+
+
 def test_a_watch_the_editor_cannot_read_passes_untouched_and_is_noted(tmp_path: Path) -> None:
+    """A protobuf watch from a client that accepts nothing else: no event is edited (dropEvents drops none of its
+    frames), the bytes pass as they came (the revision log reads them, `test_revisions`), and it is journaled."""
     async def test(p: Proxy) -> None:
         f, headers = watch(b"application/vnd.kubernetes.protobuf;stream=watch")
         await p.exchange(f, headers)
-        assert f.response is not None and f.response.stream is True
+        assert f.response is not None and callable(f.response.stream)
+        chunks = [PROTOBUF_WATCH[i:i + 700] for i in range(0, len(PROTOBUF_WATCH), 700)]
+        assert [f.response.stream(c) for c in chunks] == [[c] for c in chunks]
         [noted] = events(p.runtime, "watch-unparsable")
         assert noted["contentType"] == "application/vnd.kubernetes.protobuf;stream=watch"
 
