@@ -32,20 +32,15 @@ class Started:
 
 
 def stop_or_dump(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
-    """SIGTERM; if it has not exited in time, SIGABRT, whose faulthandler (PYTHONFAULTHANDLER, set by
-    start_proxy) writes every thread's stack to its log, then SIGKILL. Returns the exit code."""
+    """`stop_child`, but a process that has not exited `timeout` s after SIGTERM first gets SIGABRT, whose
+    faulthandler (PYTHONFAULTHANDLER, set by start_proxy) writes every thread's stack to its log."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGABRT)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-    return int(proc.returncode)
+    return stop_child(proc, 5)  # its exit code; SIGKILL if even SIGABRT did not end it
 
 
 def start(args: list[str], ready_file: Path, log: Path, timeout: float = 30.0,

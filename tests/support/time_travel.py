@@ -26,7 +26,7 @@ def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: flo
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     admin = api_client(c.kubeconfig("admin"))
     make_namespace(admin, namespace)
-    via = api_client(c.kubeconfig("admin-via-proxy"))
+    via = api_client(c.kubeconfig("admin-via-proxy"))  # the outage's trigger goes through the proxy either way
     create_pods(via if writes_via_proxy else admin, namespace, 3, scheduler="kfp-nobody")
     pods: dict[str, Any] = {"resources": ["pods"], "userAgents": [user_agents]}
     control = ControlClient(c.control_url)

@@ -62,7 +62,7 @@ def proto_revision(body: Buf, cut: bool = False) -> int | None:
     object's first field is its ObjectMeta (a List's: its ListMeta), which holds it; None for a Status, an
     empty one, or bytes that are not such an answer. Read through views: the answer is never copied. `cut`:
     `body` is only the answer's first bytes (the revision itself must be whole in them)."""
-    if bytes(body[:len(PROTOBUF_MAGIC)]) != PROTOBUF_MAGIC:
+    if body[:len(PROTOBUF_MAGIC)] != PROTOBUF_MAGIC:  # a view compares by content: nothing copied
         return None
     try:
         unknown = memoryview(body)[len(PROTOBUF_MAGIC):]

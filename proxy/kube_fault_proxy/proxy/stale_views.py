@@ -43,6 +43,9 @@ from kube_fault_proxy.proxy.revisions import (
 from kube_fault_proxy.proxy.watch_signals import LineReader, WatchSignals
 
 WRITES = frozenset({"create", "update", "patch", "delete"})
+# The watches whose event revisions are read, by media type; only JSON ones are offered to waiting watches.
+WATCH_SCANNERS: dict[str, type[WatchScanner] | type[ProtoWatchScanner]] = {
+    "application/json": WatchScanner, "application/vnd.kubernetes.protobuf": ProtoWatchScanner}
 READS = frozenset({"get", "list"})
 Chunks = Callable[[bytes], Iterable[bytes] | bytes]  # a streamed body's callable: b"" marks the end
 Get = Callable[[str], Awaitable[tuple[int, str, bytes]]]  # path and query -> the apiserver's status, type, body
@@ -78,14 +81,14 @@ class Answer:
     body: bytes | None
 
     @property
-    def json(self) -> bool:
-        """A JSON answer (a watch's `;stream=watch` included)."""
-        return self.content_type.split(";")[0].strip() == "application/json"
+    def media_type(self) -> str:
+        """The content type without its parameters (a watch's `;stream=watch`)."""
+        return self.content_type.split(";")[0].strip()
 
     @property
-    def protobuf(self) -> bool:
-        """A Kubernetes protobuf answer (a watch's `;stream=watch` included)."""
-        return self.content_type.split(";")[0].strip() == "application/vnd.kubernetes.protobuf"
+    def json(self) -> bool:
+        """A JSON answer (a watch's `;stream=watch` included)."""
+        return self.media_type == "application/json"
 
 
 class StaleViews:
@@ -218,7 +221,8 @@ class StaleViews:
         """The stream callable that notes a watch's event revisions (JSON or protobuf), then does what `inner`
         did (another fault's editor, or plain streaming), offering a JSON watch's events to watches that wait
         for them (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
-        if answer.status != 200 or answer.encoded or not (answer.json or answer.protobuf):
+        scanner_type = WATCH_SCANNERS.get(answer.media_type)
+        if answer.status != 200 or answer.encoded or scanner_type is None:
             return None
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
@@ -226,8 +230,8 @@ class StaleViews:
         def report(revision: int, write: bool) -> None:
             log.seen(key, revision, clock(), write, from_watch=True)
 
-        scanner = WatchScanner(report) if answer.json else ProtoWatchScanner(report)
-        signals, lines, offers = self.signals, LineReader(), answer.json
+        scanner = scanner_type(report)
+        signals, lines, offers = self.signals, LineReader(), scanner_type is WatchScanner
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
             if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
