@@ -21,6 +21,7 @@ from kube_fault_proxy.rig.controllers.promises import check_world, judge, unconv
 from kube_fault_proxy.rig.invariants.pod_scheduled import check_scheduled
 from kube_fault_proxy.rig.invariants.pod_waits import check_waits
 from lightkube import Client
+from lightkube.types import PatchType
 
 from tests.support.cluster import api_client, make_namespace, start_cluster, stop_cluster, wait_for
 from tests.support.processes import ROOT
@@ -47,6 +48,10 @@ def test_check_judges_hand_made_workloads(kube_scheduler_cluster: Cluster, names
     make_namespace(api_client(c.kubeconfig("admin")), namespace)
     with c.admin_api().client() as client:
         rs = _create(client, namespace, workloads.replicaset("rs", 2))
+        # What a ReplicaSet controller writes once it has synced generation 1 and counted 2 pods: a snapshot judges
+        # a surplus only then (before it, a scale-down's surplus may linger).
+        client.patch(RESOURCES["ReplicaSet"].Status, "rs", {"status": {"observedGeneration": 1, "replicas": 2}},
+                     namespace=namespace, patch_type=PatchType.MERGE)
         job = _create(client, namespace, workloads.job("job", 2, 2))
         ds = _create(client, namespace, workloads.daemonset("ds"))
         for owner, count, node in ((rs, 3, "kfp-node-0001"), (job, 3, "kfp-node-0002"), (ds, 2, "kfp-node-0003")):

@@ -129,9 +129,66 @@ def test_a_replicaset_making_a_pod_over_replicas_is_caught() -> None:
     for n in "abc":
         s.pod(rs, f"web-{n}")
     [v] = [v for v in judge(s.history()) if v.invariant == "replicaset-never-over-replicas"]
-    assert v.message == "ReplicaSet w/web has 3 live pods once w/web-c joined, replicas 2: w/web-a, w/web-b, w/web-c"
+    assert v.message == ("ReplicaSet w/web has 3 live pods once w/web-c joined, over the replicas (2) of every "
+                         "generation its controller may have acted on (generation 1): w/web-a, w/web-b, w/web-c")
     assert v.objects == ("w/web", "w/web-a", "w/web-b", "w/web-c")
-    assert v.numbers == {"live": 3, "replicas": 2, "moments": 1}
+    assert v.numbers == {"live": 3, "replicas": 2, "observedGeneration": 1, "generation": 1, "moments": 1}
+
+
+def test_a_pod_decided_before_a_scale_down_and_landing_after_it_is_the_controllers_right() -> None:
+    """Issue 49's race: the controller synced generation 2 (replicas 10) and its creations landed after the spec
+    went to 2 (generation 3), before it wrote any observedGeneration. It may have acted on 10: not a breach."""
+    s = Story()
+    rs = s.workload("ReplicaSet", "web", {"replicas": 5})
+    rs = s.set("ReplicaSet", rs, "spec.replicas", 10)
+    rs = s.set("ReplicaSet", rs, "spec.replicas", 2)
+    for n in "abcd":
+        s.pod(rs, f"web-{n}")
+    assert [v for v in judge(s.history()) if v.invariant == "replicaset-never-over-replicas"] == []
+
+
+def test_a_pod_made_after_the_controller_observed_a_count_already_met_is_caught() -> None:
+    """The real breach (kubernetes#129795's symptom): the controller wrote observedGeneration 3 (replicas 2) with
+    2 live pods, and a pod joins with no newer generation: no generation it may act on asks for a third."""
+    s = Story()
+    rs = s.workload("ReplicaSet", "web", {"replicas": 5})
+    rs = s.set("ReplicaSet", rs, "spec.replicas", 10)
+    rs = s.set("ReplicaSet", rs, "spec.replicas", 2)
+    a, b = s.pod(rs, "web-a"), s.pod(rs, "web-b")
+    s.set("ReplicaSet", rs, "status", {"observedGeneration": 3, "replicas": 2})
+    s.pod(rs, "web-c")
+    [v] = [v for v in judge(s.history()) if v.invariant == "replicaset-never-over-replicas"]
+    assert v.objects == ("w/web", "w/web-a", "w/web-b", "w/web-c") and a and b
+    assert v.numbers == {"live": 3, "replicas": 2, "observedGeneration": 3, "generation": 3, "moments": 1}
+
+
+def test_a_generation_the_history_never_recorded_is_not_judged() -> None:
+    """The controller may have acted on a generation whose replicas nobody recorded: nothing to judge by."""
+    s = Story()
+    rs = s.workload("ReplicaSet", "web", {"replicas": 2})
+    late = {**rs, "metadata": {**rs["metadata"], "generation": 3}}
+    s.emit("ReplicaSet", late)
+    for n in "abc":
+        s.pod(rs, f"web-{n}")
+    assert [v for v in judge(s.history()) if v.invariant == "replicaset-never-over-replicas"] == []
+
+
+RACE = Path(__file__).parent / "data" / "replicaset-scale-race-2026-12-06.json.gz"
+
+
+def test_the_recorded_gate_cell_race_is_clean_and_a_pod_after_it_settled_is_not() -> None:
+    """A real history (the gate matrix's ReplicaSet cell, StaleControllerConsistencyReplicaSet=false, 2026-12-06):
+    kube-controller-manager v1.36.3 logged "Too few replicas" need=10 creating=10 on generation 2, and its pods
+    landed after generation 3 (replicas 2) was written. Clean now; the old form called it 3 live pods over 2.
+    A twin pod joining after the controller settled at replicas 9 (observedGeneration 6) is caught."""
+    h = History.from_dict(json.loads(gzip.decompress(RACE.read_bytes())))
+    assert judge(h, h.start, 60) == []
+    last = max((c for c in h.ordered() if c.kind == "Pod"), key=lambda c: c.revision)
+    twin = _copy(last, "rs-twin")
+    h.changes.append(Change(twin.t, twin.kind, twin.type,
+                            {**twin.obj, "metadata": {**twin.obj["metadata"], "resourceVersion": "999999"}}))
+    [v] = [v for v in judge(h, h.start, 60) if v.invariant == "replicaset-never-over-replicas"]
+    assert v.numbers == {"live": 10, "replicas": 9, "observedGeneration": 6, "generation": 6, "moments": 1}
 
 
 def test_a_deployment_over_max_surge_is_caught() -> None:
@@ -218,9 +275,12 @@ def test_a_snapshot_judges_hand_made_objects() -> None:
     pods on one node, as a user's cluster with no controllers running would show them."""
     s = Story()
     s.node("n1")
-    rs = s.workload("ReplicaSet", "rs", {"replicas": 2})
+    rs = s.workload("ReplicaSet", "rs", {"replicas": 2}, observedGeneration=1, replicas=2)  # it says it settled
     for i in range(3):
         s.pod(rs, f"rs-{i}")
+    shrinking = s.workload("ReplicaSet", "shrinking", {"replicas": 1})  # a scale-down's surplus: not settled yet
+    for i in range(3):
+        s.pod(shrinking, f"shrinking-{i}")
     job = s.workload("Job", "job", {"completions": 2, "parallelism": 2})
     for i in range(3):
         s.pod(job, f"job-{i}", phase="Succeeded")
@@ -232,7 +292,8 @@ def test_a_snapshot_judges_hand_made_objects() -> None:
     assert names(found) == ["daemonset-one-pod-per-node", "job-never-over-completions",
                             "replicaset-never-over-replicas"]
     assert check_world(world, ["elsewhere"]) == []
-    assert [v.message for v in found][:2] == ["ReplicaSet w/rs has 3 live pods, replicas 2: w/rs-0, w/rs-1, w/rs-2",
+    assert [v.message for v in found][:2] == ["ReplicaSet w/rs has 3 live pods, replicas 2, and its status says it "
+                                              "settled (observedGeneration 1, replicas 2): w/rs-0, w/rs-1, w/rs-2",
                                               "Job w/job has 3 succeeded pods, completions 2: w/job-0, w/job-1, "
                                               "w/job-2"]
 

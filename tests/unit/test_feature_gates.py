@@ -66,6 +66,12 @@ def test_controller_manager_takes_its_gates_and_a_kubeconfig_through_the_proxy()
     assert argv[-1] == "--feature-gates=StaleControllerConsistencyReplicaSet=false"
     assert "--controllers=replicaset-controller,deployment-controller,job-controller,statefulset-controller," \
            "daemonset-controller" in argv
+    assert "--v=2" in argv  # under test: its decisions logged with the replicas each acted on
+
+
+def test_controller_manager_logs_at_its_default_level_when_no_workload_controller_runs() -> None:
+    argv = controller_manager.argv(Path("/kcm"), Path("k"), Path("/pki"), 1234)
+    assert not [a for a in argv if a.startswith("--v=")]
 
 
 def test_which_clients_go_through_the_proxy(tmp_path: Path) -> None:

@@ -31,7 +31,9 @@ def argv(binary: Path, kubeconfig: Path, pki: Path, port: int, controllers: tupl
          gates: list[str] | None = None, authentication_kubeconfig: Path | None = None) -> list[str]:
     """The command line: leader election off, the service-account signing key, loopback only; `gates` is its
     --feature-gates flag, if any. The controllers use `kubeconfig` (the proxy's, when kube-controller-manager is
-    under test); its own serving endpoint's delegated authentication goes by `authentication_kubeconfig`."""
+    under test); its own serving endpoint's delegated authentication goes by `authentication_kubeconfig`. With a
+    workload controller on (kube-controller-manager under test), log level 2: each ReplicaSet decision is logged
+    with the replicas it acted on ("Too few replicas" need=10 creating=10), what tells a race from a breach."""
     auth = authentication_kubeconfig or kubeconfig
     return [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={auth}",
             f"--authorization-kubeconfig={auth}", "--leader-elect=false", "--bind-address=127.0.0.1",
@@ -39,4 +41,5 @@ def argv(binary: Path, kubeconfig: Path, pki: Path, port: int, controllers: tupl
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-            "--kube-api-qps=200", "--kube-api-burst=400", *(gates or [])]
+            "--kube-api-qps=200", "--kube-api-burst=400",
+            *(["--v=2"] if set(controllers) & set(WORKLOAD_CONTROLLERS) else []), *(gates or [])]

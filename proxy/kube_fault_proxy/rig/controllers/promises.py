@@ -5,12 +5,16 @@ etcd orders every write), and each change is judged where it can break a promise
 controller (created or adopted live), a Job pod succeeding, a Deployment's ReplicaSet scaled up.
 A violation names the object, its pods and the numbers. Each breach is reported once per object
 (the first moment), with how many moments broke it.
+
+A controller acts on the spec it has observed, not on the spec at the instant its write lands: a
+ReplicaSet's pod is judged against every generation its controller may have been acting on, from the
+last one it reported observing (`status.observedGeneration`) to the newest (see `Generations`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from kube_fault_proxy.rig.controllers.world import (
     WORKLOADS,
@@ -45,15 +49,66 @@ def _objects(obj: Obj, pods: Iterable[Obj]) -> tuple[str, ...]:
     return (ref(obj), *(ref(p) for p in pods))
 
 
-def replicaset_over(world: World, rs: Obj, joined: Obj | None = None) -> Violation | None:
-    """`replicaset-never-over-replicas` for one ReplicaSet (at a pod joining it, or now)."""
+@dataclass
+class Generations:
+    """A ReplicaSet's generations as a history recorded them (each one's replicas) and the newest one its
+    controller reported observing. The controller decides in a sync on the ReplicaSet its informer holds, writes
+    the pods, then the status with `observedGeneration` set to the generation it synced
+    (pkg/controller/replicaset/replica_set_utils.go, `updateReplicaSetStatus`), and a later sync reads an informer
+    that never goes back: so a pod it creates or adopts was decided on a generation between the last
+    `observedGeneration` written before that pod and the newest generation."""
+
+    replicas: dict[int, int] = field(default_factory=dict)
+    observed: int = 0
+
+    def see(self, rs: Obj) -> None:
+        """One recorded state of the ReplicaSet."""
+        self.replicas.setdefault(int(rs["metadata"].get("generation") or 0), replicas(rs))
+        self.observed = max(self.observed, int((rs.get("status") or {}).get("observedGeneration") or 0))
+
+    def acted_on(self, rs: Obj) -> tuple[int, int, int] | None:
+        """(oldest, newest generation, the most replicas among them) the controller may have been acting on;
+        None where one of those generations was not recorded (nothing to judge by)."""
+        newest = int(rs["metadata"].get("generation") or 0)
+        oldest = min(max(self.observed, 1), newest)
+        span = range(oldest, newest + 1)
+        if any(g not in self.replicas for g in span):
+            return None
+        return oldest, newest, max(self.replicas[g] for g in span)
+
+
+def settled(rs: Obj) -> bool:
+    """The ReplicaSet's status says its controller observed the current spec and counted `replicas` pods."""
+    status = rs.get("status") or {}
+    return int(status.get("observedGeneration") or 0) >= int(rs["metadata"].get("generation") or 0) \
+        and int(status.get("replicas", -1)) == replicas(rs)
+
+
+def replicaset_over(world: World, rs: Obj, joined: Obj | None = None,
+                    generations: Generations | None = None) -> Violation | None:
+    """`replicaset-never-over-replicas` for one ReplicaSet. At a pod joining it (a history): its live pods
+    against the most replicas of any generation its controller may have been acting on (`Generations`). Now (a
+    snapshot, which cannot tell a scale-down's surplus that may linger): only once its status says it settled."""
     pods, want = world.live_pods_of(uid(rs)), replicas(rs)
-    if len(pods) <= want:
+    if joined is None:
+        if len(pods) <= want or not settled(rs):
+            return None
+        return Violation("replicaset-never-over-replicas",
+                         f"{show('ReplicaSet', rs)} has {len(pods)} live pods, replicas {want}, and its status says "
+                         f"it settled (observedGeneration {(rs.get('status') or {}).get('observedGeneration')}, "
+                         f"replicas {want}): {_pods(pods)}", _objects(rs, pods), "replicaset",
+                         numbers={"live": len(pods), "replicas": want})
+    window = (generations or Generations()).acted_on(rs)
+    if window is None or len(pods) <= window[2]:
         return None
-    when = f" once {ref(joined)} joined" if joined is not None else ""
+    oldest, newest, most = window
+    gens = f"generation {newest}" if oldest == newest else f"generations {oldest}-{newest}"
     return Violation("replicaset-never-over-replicas",
-                     f"{show('ReplicaSet', rs)} has {len(pods)} live pods{when}, replicas {want}: {_pods(pods)}",
-                     _objects(rs, pods), "replicaset", numbers={"live": len(pods), "replicas": want})
+                     f"{show('ReplicaSet', rs)} has {len(pods)} live pods once {ref(joined)} joined, over the "
+                     f"replicas ({most}) of every generation its controller may have acted on ({gens}): "
+                     f"{_pods(pods)}", _objects(rs, pods), "replicaset",
+                     numbers={"live": len(pods), "replicas": most, "observedGeneration": oldest,
+                              "generation": newest})
 
 
 def deployment_over(world: World, deployment: Obj) -> Violation | None:
@@ -207,7 +262,8 @@ def _affected(world: World, change: Change) -> list[tuple[str, Obj]]:
     return out
 
 
-def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[str, set[str]]) -> list[Violation]:
+def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[str, set[str]],
+            generations: dict[str, Generations]) -> list[Violation]:
     """The promises a change can break, judged right after it."""
     new, out = change.obj, []
     o = owner(new)
@@ -217,7 +273,7 @@ def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[
         if parent is not None and joined:
             match o[0]:
                 case "ReplicaSet":
-                    out += [v for v in [replicaset_over(world, parent, new)] if v]
+                    out += [v for v in [replicaset_over(world, parent, new, generations.get(o[1]))] if v]
                 case "Job":
                     out += [v for v in [job_active(world, parent, new)] if v]
                 case "DaemonSet":
@@ -241,11 +297,14 @@ def judge(history: History, faults_end: float | None = None, bound: float = 60.0
     first: dict[tuple[str, str, str], Violation] = {}
     moments: dict[tuple[str, str, str], int] = {}
     seen_succeeded: dict[str, set[str]] = {}
+    generations: dict[str, Generations] = {}  # ReplicaSet uid -> what its controller may have acted on
     since: dict[str, float | None] = {}  # workload uid -> when it last became converged (None: it is not)
     changed: dict[str, float] = {}  # workload uid -> when its spec (or, for a DaemonSet, the node set) last changed
     for change in history.ordered():
         old = world.remove(change.kind, change.obj) if change.type == "DELETED" else world.put(change.kind, change.obj)
-        for v in _moment(world, change, old, seen_succeeded):
+        if change.kind == "ReplicaSet" and change.type != "DELETED":
+            generations.setdefault(uid(change.obj), Generations()).see(change.obj)
+        for v in _moment(world, change, old, seen_succeeded, generations):
             key = (v.invariant, v.objects[0], v.kind or v.node)
             first.setdefault(key, v)
             moments[key] = moments.get(key, 0) + 1

@@ -31,8 +31,12 @@ class Invariant:
 
 CONTROLLER_INVARIANTS = (
     Invariant("replicaset-never-over-replicas",
-              "a ReplicaSet never makes or adopts a pod that takes its live pods over replicas (a scale-down's "
-              "surplus may linger); a Deployment's ReplicaSets never ask for more than replicas + maxSurge"),
+              "a ReplicaSet's controller never makes or adopts a pod that takes its live pods over the replicas of "
+              "every generation it may have acted on, from the last status.observedGeneration it wrote to the newest "
+              "(it decides on the spec it observed: 'observedGeneration reflects the generation of the most recently "
+              "observed ReplicaSet', apps/v1 API; a scale-down's surplus may linger); a snapshot judges only a "
+              "ReplicaSet whose status says it settled; a Deployment's ReplicaSets never ask for more than replicas "
+              "+ maxSurge"),
     Invariant("job-never-over-completions", "a Job never has more succeeded pods than its completions"),
     Invariant("indexed-job-one-success-per-index", "an Indexed Job never has two succeeded pods for one index"),
     Invariant("job-active-within-parallelism",
