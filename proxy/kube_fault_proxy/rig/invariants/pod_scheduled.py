@@ -3,7 +3,11 @@
 kube-scheduler's asynchronous API calls (KEP-5229, gate SchedulerAsyncAPICalls) send the Binding and
 the pod's status patches through one dispatcher; kubernetes#139602 was a failed asynchronous bind
 whose later status patch left a bound pod with PodScheduled=False. The apiserver sets the condition
-True when it commits a Binding, so a bound pod without it means a write arrived out of order.
+True in the same write that commits a Binding (`BindingREST.setPodNodeAndMetadata`,
+pkg/registry/core/pod/storage/storage.go in v1.36.3), so a bound pod with PodScheduled=False means a write
+arrived out of order. A bound pod with no PodScheduled condition at all never went through a Binding: it
+was created with `nodeName` (a DaemonSet's, a static or a hand-placed pod), no scheduler bound it, and its
+kubelet (none under KWOK) writes the condition. It is not judged.
 Pure: pods in, violations out; judged once the cluster is quiet (`check`).
 """
 
@@ -32,9 +36,8 @@ def check_scheduled(pods: Iterable[Obj], schedulers: set[str], namespaces: Itera
                 or (wanted and pod["metadata"].get("namespace") not in wanted):
             continue
         c = condition(pod, "PodScheduled")
-        if c is None or c.get("status") != "True":
-            said = "no PodScheduled condition" if c is None else \
-                f"PodScheduled={c.get('status')} ({c.get('reason') or 'no reason'}: {c.get('message') or ''})"
+        if c is not None and c.get("status") != "True":  # None: placed by nodeName, bound by no Binding
+            said = f"PodScheduled={c.get('status')} ({c.get('reason') or 'no reason'}: {c.get('message') or ''})"
             out.append(Violation(NAME, f"{ref(pod)} is bound to {pod['spec']['nodeName']} with {said}",
-                                 (ref(pod),), c.get("reason", "") if c else "missing", pod["spec"]["nodeName"]))
+                                 (ref(pod),), c.get("reason", ""), pod["spec"]["nodeName"]))
     return out
