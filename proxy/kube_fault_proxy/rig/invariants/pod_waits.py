@@ -96,7 +96,7 @@ def waits_from_history(history: History) -> list[Wait]:
 
 def waits_from_pods(pods: Iterable[Obj]) -> list[Wait]:
     """Each pod's wait as it shows now: created, and bound when its PodScheduled=True condition last changed
-    (a bound pod without it is `bound-pod-scheduled`'s, and counts as bound at creation here)."""
+    (a bound pod without it, placed by nodeName or left False, counts as bound at creation here)."""
     out = []
     for pod in pods:
         created = _time(pod["metadata"].get("creationTimestamp")) or 0.0
