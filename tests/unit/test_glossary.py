@@ -1,0 +1,48 @@
+"""The glossary defines every invariant the registry knows, by name and alias, with the registry's meaning;
+the guides index lists every guide once."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kube_fault_proxy.rig.invariants.catalogue import KNOWN, Invariant
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def row(inv: Invariant) -> str:
+    """The glossary's table row for one invariant."""
+    alias = f"`{inv.alias}`" if inv.alias else ""
+    return f"| {alias} | `{inv.name}` | {inv.meaning} |"
+
+
+def undefined(glossary: str) -> list[str]:
+    """The invariants (by label) whose row the glossary lacks or states otherwise."""
+    lines = set(glossary.splitlines())
+    return [inv.label for inv in KNOWN.values() if row(inv) not in lines]
+
+
+def test_the_glossary_defines_every_invariant_the_registry_knows() -> None:
+    assert undefined((DOCS / "glossary.md").read_text()) == []
+
+
+def test_a_glossary_without_an_alias_or_a_name_fails() -> None:
+    text = (DOCS / "glossary.md").read_text()
+    i2, stranded = KNOWN["I2"], KNOWN["stranded"]
+    assert undefined(text.replace(row(i2), row(i2).replace("`I2`", ""))) == ["I2 no-phantom-allocation"]
+    assert undefined(text.replace(row(stranded), "")) == ["stranded"]
+    assert len(undefined("")) == len(KNOWN) > 20
+
+
+def test_the_glossary_names_i1_to_i5() -> None:
+    text = (DOCS / "glossary.md").read_text()
+    assert all(f"`I{n}`" in text for n in range(1, 6))
+
+
+def test_the_guides_index_lists_every_guide_once() -> None:
+    index = (DOCS / "guides" / "index.md").read_text()
+    linked = re.findall(r"\]\(([\w-]+\.md)\)", index)
+    guides = sorted(p.name for p in (DOCS / "guides").glob("*.md") if p.name != "index.md")
+    assert sorted(linked) == guides
