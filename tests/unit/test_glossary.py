@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kube_fault_proxy.proxy.faults import KINDS
 from kube_fault_proxy.rig.invariants.catalogue import KNOWN, Invariant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +40,19 @@ def test_a_glossary_without_an_alias_or_a_name_fails() -> None:
 def test_the_glossary_names_i1_to_i5() -> None:
     text = (DOCS / "glossary.md").read_text()
     assert all(f"`I{n}`" in text for n in range(1, 6))
+
+
+def _entry(text: str, term: str) -> str:
+    """A glossary entry's paragraph, from its bold term to the next blank line."""
+    return text.split(f"**{term}** — ", 1)[1].split("\n\n", 1)[0]
+
+
+def test_the_glossary_lists_the_request_and_view_kinds_as_the_registry_groups_them() -> None:
+    text = (DOCS / "glossary.md").read_text()
+    request = _entry(text, "fault kind").split("Request kinds answer a\nrequest", 1)[1].split(";", 1)[0]
+    for group, words in (("request", request), ("view", _entry(text, "view fault"))):
+        named = set(re.findall(r"`([a-zA-Z]+)`", words))
+        assert named == {k.kind for k in KINDS if k.search_group == group}, group
 
 
 def test_the_guides_index_lists_every_guide_once() -> None:
