@@ -1,5 +1,5 @@
-"""The glossary defines every invariant the registry knows, by name and alias, with the registry's meaning;
-the guides index lists every guide once."""
+"""The glossary defines every invariant the registry knows, by name and alias (the meaning is the glossary's
+prose, from the registry when written); its kind lists follow the registry; the guides index lists every guide."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ DOCS = ROOT / "docs"
 
 
 def row(inv: Invariant) -> str:
-    """The glossary's table row for one invariant."""
+    """The start of the glossary's table row for one invariant: its alias and its name (its meaning follows)."""
     alias = f"`{inv.alias}`" if inv.alias else ""
-    return f"| {alias} | `{inv.name}` | {inv.meaning} |"
+    return f"| {alias} | `{inv.name}` | "
 
 
 def undefined(glossary: str) -> list[str]:
-    """The invariants (by label) whose row the glossary lacks or states otherwise."""
-    lines = set(glossary.splitlines())
-    return [inv.label for inv in KNOWN.values() if row(inv) not in lines]
+    """The invariants (by label) with no row in the glossary, or a row whose meaning is empty."""
+    rows = [line for line in glossary.splitlines() if line.startswith("| ")]
+    return [inv.label for inv in KNOWN.values()
+            if not any(line.startswith(row(inv)) and len(line) > len(row(inv)) + 10 for line in rows)]
 
 
 def test_the_glossary_defines_every_invariant_the_registry_knows() -> None:
@@ -33,7 +34,7 @@ def test_a_glossary_without_an_alias_or_a_name_fails() -> None:
     text = (DOCS / "glossary.md").read_text()
     i2, stranded = KNOWN["I2"], KNOWN["stranded"]
     assert undefined(text.replace(row(i2), row(i2).replace("`I2`", ""))) == ["I2 no-phantom-allocation"]
-    assert undefined(text.replace(row(stranded), "")) == ["stranded"]
+    assert undefined(text.replace(row(stranded), "| | `stranded-pods` | ")) == ["stranded"]
     assert len(undefined("")) == len(KNOWN) > 20
 
 
