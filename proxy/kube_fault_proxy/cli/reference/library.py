@@ -30,8 +30,10 @@ JOURNAL_RECORDS = {
     "crash-point": "a crashPoint rule holds a committed write's answer: the stamp, request, upstreamStatus, the "
                    "committed object's resourceVersion and holdSeconds; kill the scheduler now",
     "crash-point-released": "a held answer's hold ended: `outcome` relayed (late) or dropped (the client had gone)",
-    "watch-event": "a watch fault edited a stream: the stamp, the stream and the action (`dropped`, `duplicated`, "
-                   "`cut`, `coalesced` with held, delivered and elided counts, …)",
+    "watch-event": "a watch fault edited a stream: the stamp, the stream and the action: `dropped`, `duplicated`, "
+                   "`cut` (after an event) or `cut-at-end` (when the apiserver ended it), `coalesced` (held, "
+                   "delivered and elided counts), `delayed` (events, how late), `delay-cap` (released early, over "
+                   "the cap), `held` (events, seconds, the event that released them)",
     "watch-as-json": "a watch fault that edits events asked the apiserver for the watch in JSON, the form it reads, "
                      "since the client's Accept (`accept`, e.g. client-go's protobuf-first one) allows JSON too",
     "watch-unparsable": "a watch fault met a stream it cannot read (protobuf from a client that accepts nothing "
