@@ -75,13 +75,14 @@ def bounds(info: FieldInfo, schema: dict[str, Any]) -> str:
             if isinstance(meta, cls) and not said & set(keys):
                 found.append(form.format(getattr(meta, attr)))
     for member in members:
-        found += _schema_bounds(member)
+        found += schema_bounds(member)
         if isinstance(member.get("items"), dict):
-            found += [f"each {b}" for b in _schema_bounds(member["items"])]
+            found += [f"each {b}" for b in schema_bounds(member["items"])]
     return ", ".join(dict.fromkeys(found))
 
 
-def _schema_bounds(schema: dict[str, Any]) -> list[str]:
+def schema_bounds(schema: dict[str, Any]) -> list[str]:
+    """The limits a JSON Schema sets, as a reader says them."""
     found = [form.format(schema[key]) for key, form in _SCHEMA_BOUNDS if key in schema]
     found = ["not empty" if b == "at least 1 items" else b for b in found]
     pattern = schema.get("pattern")
