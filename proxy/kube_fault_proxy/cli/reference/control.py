@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from kube_fault_proxy.cli.reference.markdown import code, page, table, text
+from kube_fault_proxy.cli.reference.models import schema_bounds
 from kube_fault_proxy.proxy.control.app import build_app
 from kube_fault_proxy.proxy.control.metrics import registry_for
+from kube_fault_proxy.proxy.control.openapi import UNGUARDED_401
 from kube_fault_proxy.proxy.journal import Journal
 from kube_fault_proxy.proxy.profiles.library import Library
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -48,19 +50,37 @@ def _anchor(method: str, path: str) -> str:
     return "-".join(slug.split())
 
 
+def parameter_description(param: dict[str, Any]) -> str:
+    """What a parameter means, where FastAPI put it (on the parameter, or on its schema)."""
+    return str(param.get("description") or param.get("schema", {}).get("description") or "")
+
+
+def undescribed_parameters(doc: dict[str, Any]) -> list[str]:
+    """Every parameter of a route with no description, as `GET /v1/journal limit`."""
+    return [f"{m} {p} {param['name']}" for m, p, op in operations(doc) for param in op.get("parameters", [])
+            if not parameter_description(param)]
+
+
+def _default(schema: dict[str, Any]) -> str:
+    return code(schema["default"]) if "default" in schema else ("**required**" if schema else "")
+
+
 def _operation(method: str, path: str, op: dict[str, Any]) -> str:
     parts = [f"### {method} {path}\n\n{text(op.get('description') or op.get('summary') or '')}\n"]
     params = [(code(p["name"]), p["in"], text(_schema_name(p.get("schema", {}))),
-               text(p.get("description") or p.get("schema", {}).get("description", "")))
+               ", ".join(schema_bounds(p.get("schema", {}))),
+               "**required**" if p.get("required") else _default(p.get("schema", {})),
+               text(parameter_description(p)))
               for p in op.get("parameters", [])]
     if params:
-        parts.append(table(("parameter", "in", "type", "description"), params))
+        parts.append(table(("parameter", "in", "type", "bounds", "default", "description"), params))
     body = op.get("requestBody", {}).get("content", {})
     if body:
         kinds = ", ".join(f"{code(ct)} ({text(_schema_name(c.get('schema', {})))})" for ct, c in body.items())
         parts.append(f"Body: {kinds}.\n")
     answers = [(code(status), text(answer.get("description", "")))
-               for status, answer in sorted(op.get("responses", {}).items())]
+               for status, answer in sorted(op.get("responses", {}).items())
+               if answer.get("description") != UNGUARDED_401]  # said once, in the page's introduction
     parts.append(table(("status", "meaning"), answers))
     return "\n".join(parts)
 
@@ -69,8 +89,9 @@ def api_page() -> str:
     """docs/reference/control-api.md."""
     doc = openapi()
     ops = operations(doc)
-    sections = [table(("call", "does"), [(f"[{code(f'{m} {p}')}](#{_anchor(m, p)})", text(_first_sentence(op)))
-                                         for m, p, op in ops])]
+    sections = [table(("call", "does", "token"),
+                      [(f"[{code(f'{m} {p}')}](#{_anchor(m, p)})", text(_first_sentence(op)),
+                        "when set" if op.get("security") else "never") for m, p, op in ops])]
     by_tag: dict[str, list[str]] = {}
     for method, path, op in ops:
         by_tag.setdefault((op.get("tags") or ["other"])[0], []).append(_operation(method, path, op))
@@ -81,7 +102,10 @@ def api_page() -> str:
                     "[Fault kinds](fault-kinds.md).\n")
     return page("Control API", f"{text(doc['info'].get('description', ''))} JSON over HTTP on `127.0.0.1:7080` by "
                 "default; the live document is at `/openapi.json`, browsable at `/docs` and `/redoc`. Every refusal "
-                "(4xx) has one JSON shape, `ErrorBody`.", sections)
+                "(4xx) has one JSON shape, `ErrorBody`. When `serve` runs with a control token (`--control-token` or "
+                "`KFP_CONTROL_TOKEN`), a call whose **token** column says \"when set\" answers `401` Unauthorized "
+                "without `Authorization: Bearer TOKEN`; without a token no call answers 401, so the calls below do not "
+                "list it.", sections)
 
 
 def metric_families() -> list[tuple[str, str, str, tuple[str, ...]]]:

@@ -101,6 +101,16 @@ def _patch_summary(path: Path) -> str:
     return header.strip().split("\n\n", 1)[0]
 
 
+def shipped_kinds() -> dict[str, list[str]]:
+    """Each fault kind the shipped profiles use, with the names of the profiles that use it."""
+    using: dict[str, list[str]] = {}
+    for path in sorted(shipped.PROFILES.glob("*.yaml")):
+        p = load_file(path)
+        for kind in dict.fromkeys(rule.fault.spec.kind for rule in p.spec.rules):
+            using.setdefault(kind, []).append(p.name)
+    return using
+
+
 def shipped_page() -> str:
     """docs/reference/shipped.md: the profile library, the scenarios and the YuniKorn patches the package ships."""
     profiles = []

@@ -11,6 +11,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from kube_fault_proxy.cli.reference import examples
+from kube_fault_proxy.cli.reference.library import shipped_kinds
 from kube_fault_proxy.cli.reference.markdown import code, page, table, text
 from kube_fault_proxy.proxy.faults import KINDS, Fault, FaultSpec
 from kube_fault_proxy.proxy.profiles import profile
@@ -73,13 +75,14 @@ def bounds(info: FieldInfo, schema: dict[str, Any]) -> str:
             if isinstance(meta, cls) and not said & set(keys):
                 found.append(form.format(getattr(meta, attr)))
     for member in members:
-        found += _schema_bounds(member)
+        found += schema_bounds(member)
         if isinstance(member.get("items"), dict):
-            found += [f"each {b}" for b in _schema_bounds(member["items"])]
+            found += [f"each {b}" for b in schema_bounds(member["items"])]
     return ", ".join(dict.fromkeys(found))
 
 
-def _schema_bounds(schema: dict[str, Any]) -> list[str]:
+def schema_bounds(schema: dict[str, Any]) -> list[str]:
+    """The limits a JSON Schema sets, as a reader says them."""
     found = [form.format(schema[key]) for key, form in _SCHEMA_BOUNDS if key in schema]
     found = ["not empty" if b == "at least 1 items" else b for b in found]
     pattern = schema.get("pattern")
@@ -156,15 +159,23 @@ def _searched(kind: type[FaultSpec]) -> str:
     return f"{kind.search_group}: {drawn}{weaker}"
 
 
+def _example(kind: str, shipped: list[str]) -> str:
+    """A whole profile with one rule of the kind, and the shipped profiles that use it."""
+    named = ", ".join(f"[{code(name)}](shipped.md)" for name in shipped) or "none"
+    return (f"Example (a whole profile; `kube-fault-proxy profiles validate FILE` checks one):\n\n"
+            f"```yaml\n{examples.profile(kind)}```\n\nShipped profiles that use it: {named}.\n")
+
+
 def fault_kinds_page() -> str:
     """docs/reference/fault-kinds.md: every fault kind and its settings."""
     links = {m.__name__: f"#{m.__name__.lower()}" for m in KINDS}
     links |= {m.__name__: f"#{m.__name__.lower()}" for m in nested(list(KINDS))}
     sections = [table(("kind", "what it does", "in the fault search"),
                       [(f"[{code(k.kind)}](#{k.kind.lower()})", text(doc(k)), _searched(k)) for k in KINDS])]
+    using = shipped_kinds()
     for kind in KINDS:
         sections.append(f"## {kind.kind}\n\n{text(doc(kind))} Written `{kind.kind}: {{…}}` under a rule's "
-                        f"`fault`.\n\n{field_table(kind, links)}")
+                        f"`fault`.\n\n{field_table(kind, links)}\n{_example(kind.kind, using.get(kind.kind, []))}")
     for model in nested(list(KINDS)):
         sections.append(section(model, links, model.__name__))
     return page("Fault kinds", "Each rule of a profile carries exactly one fault kind under `fault`. The settings "
@@ -216,6 +227,8 @@ def scenario_page() -> str:
 def undescribed() -> list[str]:
     """Every fault kind without a docstring and every profile or scenario field without a description."""
     missing = [f"fault kind {k.kind}" for k in KINDS if not doc(k)]
+    missing += [f"fault kind {k.kind}: no example in cli/reference/examples.py" for k in KINDS
+                if k.kind not in examples.RULES]
     every = [*KINDS, *nested(list(KINDS)), *PROFILE_MODELS, *SCENARIO_MODELS]
     for model in dict.fromkeys(every):
         missing += [f"{model.__name__}.{key}" for key, info, _ in fields(model) if not info.description]

@@ -30,7 +30,8 @@ async def reset_stats(runtime: Runtime = RuntimeDep) -> dict[str, Any]:
 @router.get("/v1/journal")
 async def get_journal(
     since: Annotated[int, Query(ge=0, description="return records after this seq")] = 0,
-    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=10000, description="return at most this many records, the oldest "
+                                                            "first; `next` says where to go on")] = 1000,
     runtime: Runtime = RuntimeDep,
 ) -> dict[str, Any]:
     """Journal records after `since`, oldest first; `next` is the cursor for the following call."""

@@ -29,8 +29,9 @@ PROFILE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"description": "The profile", "content": {"application/json": {"schema": PROFILE_REF},
                                                     "application/yaml": {"schema": PROFILE_REF}}},
 }
-Name = Annotated[str, Path(examples=["bind-fail-30pct"])]
-NewName = Annotated[str, Path(pattern=NAME_PATTERN, examples=["bind-fail-30pct"])]  # what metadata.name may be
+Name = Annotated[str, Path(examples=["bind-fail-30pct"], description="a profile's name (its metadata.name)")]
+NewName = Annotated[str, Path(pattern=NAME_PATTERN, examples=["bind-fail-30pct"],  # what metadata.name may be
+                              description="the profile's name; the body's metadata.name must be the same")]
 
 
 def summary(runtime: Runtime, name: str) -> dict[str, Any]:

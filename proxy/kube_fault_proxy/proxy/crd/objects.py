@@ -51,22 +51,25 @@ class Condition(BaseModel):
     """metav1.Condition: whether a proxy applied the activation, and why not."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Annotated[str, Field(max_length=316)]
-    status: Literal["True", "False", "Unknown"]
-    reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
-    message: Annotated[str, Field(max_length=32768)] = ""
-    lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"})
+    type: Annotated[str, Field(max_length=316)] = Field(description="always Applied")
+    status: Literal["True", "False", "Unknown"] = Field(description="True: the proxy runs this activation")
+    reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)] = Field(
+        description="Applied, or why not: InvalidActivation, Expired, Superseded, ProfileNotFound, InvalidProfile, "
+                    "Overridden")
+    message: Annotated[str, Field(max_length=32768)] = Field("", description="the reason in words")
+    lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"},
+                                    description="when status or reason last changed")
 
 
 class RuleCounts(BaseModel):
     """One rule's counters on one proxy: how far its trigger and limits have got there."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
-    matched: int = 0
-    eligible: int = 0
-    injected: int = 0
-    triggerSeen: int = 0
+    name: str = Field(description="the rule's name")
+    matched: int = Field(0, description="requests the rule's match selected")
+    eligible: int = Field(0, description="matched requests its when allowed (window, trigger, afterMatches)")
+    injected: int = Field(0, description="faults it injected")
+    triggerSeen: int = Field(0, description="requests its trigger's match counted")
 
 
 def _map_list(key: str) -> dict[str, Any]:
@@ -81,21 +84,26 @@ class ProxyStatus(BaseModel):
     name: str = Field(description="the proxy (serve --proxy-name)")
     active: bool = Field(description="whether the proxy injects this activation now")
     epoch: int | None = Field(None, description="the proxy's activation epoch (in its journal)")
-    profile: str | None = None
+    profile: str | None = Field(None, description="the FaultProfile it runs")
     profileGeneration: int | None = Field(None, description="the FaultProfile's metadata.generation it runs")
-    seed: int | None = None
-    appliedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    seed: int | None = Field(None, description="the seed it runs with")
+    appliedAt: str | None = Field(None, json_schema_extra={"format": "date-time"},
+                                  description="when the proxy applied it")
+    expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"},
+                                  description="when it ends (spec.ttlSeconds after the object was created)")
     injections: int = Field(0, description="faults injected so far under this activation (updated every few seconds)")
-    rules: list[RuleCounts] = Field(default_factory=list, json_schema_extra=_map_list("name"))
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_map_list("type"))
+    rules: list[RuleCounts] = Field(default_factory=list, json_schema_extra=_map_list("name"),
+                                    description="each rule's counters on this proxy")
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_map_list("type"),
+                                        description="the Applied condition")
 
 
 class ActivationStatus(BaseModel):
     """Each proxy writes its own entry (server-side apply, one field manager per proxy)."""
 
     model_config = ConfigDict(extra="forbid")
-    proxies: list[ProxyStatus] = Field(default_factory=list, json_schema_extra=_map_list("name"))
+    proxies: list[ProxyStatus] = Field(default_factory=list, json_schema_extra=_map_list("name"),
+                                       description="one entry per proxy, written by that proxy")
 
 
 def ref(obj: Obj) -> str:
