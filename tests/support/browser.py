@@ -36,7 +36,7 @@ def missing() -> str | None:
     """Why the browser cannot start here, or None."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
-            return (f"{path} is missing: run scripts/bootstrap as root "
+            return (f"{path} is missing: run scripts/bootstrap --with-browser as root "
                     "(it installs Debian's chromium and chromium-driver)")
     return None
 

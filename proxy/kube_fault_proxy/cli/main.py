@@ -173,9 +173,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--namespace", help="set metadata.namespace")
     _ctl_args(sub.add_parser("ctl", help="talk to a running proxy's control plane"))
     _cluster_args(sub.add_parser("cluster", help="a local real control plane (kube-apiserver, etcd, schedulers)"))
-    from kube_fault_proxy.cli import scenarios, search, workload
+    from kube_fault_proxy.cli import scenarios, search, standin, workload
 
     workload.add_arguments(sub)
+    standin.add_arguments(sub)
     scenarios.add_arguments(sub)
     search.add_arguments(sub)
     _rich_help(p)
@@ -238,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from kube_fault_proxy.cli.scenarios import run as run_scenario
 
                 return run_scenario(args)
+            case "stand-in":
+                from kube_fault_proxy.cli.standin import run as run_standin
+
+                return run_standin(args)
             case "search":
                 from kube_fault_proxy.cli.search import run as run_search
 
