@@ -25,11 +25,12 @@ from kube_fault_proxy.rig.cluster.control_plane import (
     regate_scheduler,
     up,
 )
+from kube_fault_proxy.rig.cluster.versions import KUBERNETES
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import judge, unconverged
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
-from kube_fault_proxy.rig.pytest_plugin import Faults, ProxyHandle
+from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle
 from kube_fault_proxy.rig.workloads import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,10 +64,12 @@ CELLS = sorted(EXPECTED, key=lambda k: (k[0] != "pass-through", k[0], not k[1]))
 
 
 @pytest.fixture(scope="module")
-def scheduler_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """kube-scheduler v1.36.3 through the proxy on 3 KWOK nodes; each cell restarts it with its own gates."""
+def scheduler_target(tmp_path_factory: pytest.TempPathFactory, kfp_config: PluginConfig) -> Iterator[Cluster]:
+    """kube-scheduler (v1.36.3, or --kube-fault-proxy-kubernetes) through the proxy on 3 KWOK nodes; each cell
+    restarts it with its own gates."""
     c = up(Options(state_dir=tmp_path_factory.mktemp("gate-matrix-kube-scheduler"), nodes=NODES,
-                   scheduler="kube-scheduler", proxy=True, profiles_dir=ROOT / "fault_profiles"))
+                   scheduler="kube-scheduler", proxy=True, profiles_dir=ROOT / "fault_profiles",
+                   kubernetes=kfp_config.kubernetes or KUBERNETES))
     yield c
     down(c.dir)
 
