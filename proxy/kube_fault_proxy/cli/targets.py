@@ -33,7 +33,7 @@ def add_kubernetes_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubernetes", type=kubernetes_version, default=KUBERNETES, metavar="VERSION",
                    help="the Kubernetes release of kube-apiserver, kube-controller-manager, kube-scheduler and "
                         f"kubectl, with the etcd it is tested with ({', '.join(RELEASES)}, or a later patch of "
-                        f"one of their minor releases; default {KUBERNETES})")
+                        "one of their minor releases)")
 
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
