@@ -303,16 +303,26 @@ def test_known_gates_reads_the_release_and_its_staging_modules(tmp_path: Path, c
                         ("k8s.io/client-go", "v0.38.0-beta.0", "go1.27.3"),
                         ("k8s.io/component-base", "v0.38.0-beta.0", "go1.27.3"),
                         ("k8s.io/component-base", "v0.38.0-beta.0", "go1.27.3")]
+    assert build.gates_file("v1.38.0-beta.0").read_text().split() == sorted(names)
     go.asked.clear()
+    assert build.known_gates("v1.38.0-beta.0", go) == names and go.asked == []  # kept: read once
     build.known_gates("v1.37.2", go)
     assert {t for _, _, t in go.asked} == {None}
+
+
+def test_without_go_and_never_read_the_gates_are_unknown(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build.shutil, "which", lambda _: None)
+    assert build.known_gates("v1.37.2") is None
+    build.gates_file("v1.37.2").parent.mkdir(parents=True)
+    build.gates_file("v1.37.2").write_text("AtomicFIFO\nSchedulerAsyncAPICalls\n")
+    assert build.known_gates("v1.37.2") == {"AtomicFIFO", "SchedulerAsyncAPICalls"}
 
 
 def test_up_refuses_a_gate_the_release_lacks_before_building(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              cache: Path) -> None:
     asked: list[str] = []
 
-    def known(version: str) -> frozenset[str]:
+    def known(version: str) -> frozenset[str] | None:
         asked.append(version)
         return frozenset({"SchedulerAsyncAPICalls"})
 

@@ -168,9 +168,21 @@ GATE_FILES = {"k8s.io/client-go": ("features/known_features.go",),
               "k8s.io/component-base": ("logs/api/v1/kube_features.go", "featuregate/feature_gate.go")}
 
 
-def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str]:
+def gates_file(version: str) -> Path:
+    """Where the gates read from a release's source are kept (one name a line), so later checks need no `go`."""
+    return cache_dir() / "gates" / f"kubernetes-{version}.txt"
+
+
+def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str] | None:
     """The feature gates release `version` has, read from its source (and its staging modules') in the Go
-    module cache: pkg/features/kube_features.go's registry, client-go's and component-base's gates."""
+    module cache: pkg/features/kube_features.go's registry, client-go's and component-base's gates. Kept in
+    gates_file(version) once read. None when they were never read and there is no `go` to fetch the source
+    (a machine with prebuilt binaries only)."""
+    kept = gates_file(version)
+    if kept.is_file():
+        return frozenset(kept.read_text().split())
+    if go is None and shutil.which("go") is None:
+        return None
     go = go or Toolchain()
     env = _go_env(toolchain_env(version))
     workdir = cache_dir() / "build"
@@ -179,9 +191,14 @@ def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str]:
     twin = "v0." + version.removeprefix("v1.")
     others = [go.module_dir(module, twin, env, workdir) / f for module, files in GATE_FILES.items() for f in files]
     try:
-        return feature_gates.known(root / "pkg" / "features" / "kube_features.go", others)
+        names = feature_gates.known(root / "pkg" / "features" / "kube_features.go", others)
     except (OSError, ValueError) as e:
         raise BuildError(f"reading the feature gates of k8s.io/kubernetes@{version}: {e}") from None
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_suffix(".partial")
+    partial.write_text("".join(f"{n}\n" for n in sorted(names)))
+    partial.replace(kept)
+    return names
 
 
 def kwok_stages() -> Path:
