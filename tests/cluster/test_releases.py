@@ -6,6 +6,7 @@ are cached.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -38,7 +39,9 @@ def test_release_binds_pods_through_the_proxy(tmp_path: Path, release: str) -> N
         served = subprocess.run([str(kubectl), "--kubeconfig", str(c.kubeconfig("admin")), "version", "-o", "json"],
                                 capture_output=True, text=True, timeout=30)
         assert served.returncode == 0, served.stderr
-        assert f'"gitVersion": "{release}"' in served.stdout, served.stdout
+        versions_seen = json.loads(served.stdout)
+        assert versions_seen["serverVersion"]["gitVersion"] == release, served.stdout
+        assert versions_seen["clientVersion"]["gitVersion"] == release, served.stdout
         faults = Faults(ProxyHandle(c.control_url), None)
         faults.reset()
         before = faults.stats()["bindsTotal"]["succeeded"]
