@@ -262,7 +262,7 @@ def test_a_releases_gates_are_read_from_its_registry(tmp_path: Path) -> None:
                      "AtomicFIFO"}  # neither the commented example nor an untyped string of another file
     feature_gates.check({"kube-scheduler": {"SchedulerAsyncAPICalls": True}}, "v1.37.2", names)
     with pytest.raises(ValueError, match=r"Kubernetes v1\.37\.2 has no feature gate kube-apiserver:NotRegistered, "
-                                         r"kube-scheduler:Nope \(its pkg/features/kube_features.go registers 5 "):
+                                         r"kube-scheduler:Nope \(5 gates read from its source"):
         feature_gates.check({"kube-scheduler": {"Nope": False, "AtomicFIFO": True},
                              "kube-apiserver": {"NotRegistered": True}}, "v1.37.2", names)
 

@@ -120,4 +120,5 @@ def check(gates: Mapping[str, Mapping[str, bool]], release: str, names: frozense
                      if gate not in names)
     if unknown:
         raise ValueError(f"Kubernetes {release} has no feature gate {', '.join(unknown)} "
-                         f"(its pkg/features/kube_features.go registers {len(names)} gates)")
+                         f"({len(names)} gates read from its source: pkg/features/kube_features.go, client-go, "
+                         "component-base)")
