@@ -7,6 +7,7 @@ import json
 import httpx
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.pytest_plugin import PluginConfig
 
 from tests.support.cluster import all_running, api_client, create_pods, kfp, pods, wait_for
 from tests.support.crash_point import PODS, crash_at_a_point
@@ -26,12 +27,14 @@ def test_200_pods_bound_and_the_queue_agrees(yunikorn_cluster: Cluster) -> None:
     assert control.stats()["requests"] - before >= 200  # YuniKorn's binds went through the proxy
 
 
-def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster) -> None:
+def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster, kfp_config: PluginConfig) -> None:
     r = kfp("cluster", "--state-dir", str(yunikorn_cluster.dir), "status")
     st = json.loads(r.stdout)
     assert r.returncode == 0 and st["schedulerBuild"] == "yunikorn v1.9.0"
-    assert st["builds"] == {"etcd": "v3.6.16", "kube-apiserver": "v1.36.3", "kube-controller-manager": "v1.36.3",
-                            "kubectl": "v1.36.3", "kwok": "v0.7.0", "yunikorn-scheduler": "v1.9.0"}
+    release = kfp_config.kubernetes or "v1.36.3"  # the session's release (--kube-fault-proxy-kubernetes)
+    etcd = {"v1.36.3": "v3.6.16", "v1.37.2": "v3.7.0", "v1.38.0-beta.0": "v3.7.1"}[release]
+    assert st["builds"] == {"etcd": etcd, "kube-apiserver": release, "kube-controller-manager": release,
+                            "kubectl": release, "kwok": "v0.7.0", "yunikorn-scheduler": "v1.9.0"}
 
 
 def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikorn_cluster: Cluster) -> None:

@@ -26,13 +26,14 @@ from kube_fault_proxy.rig.cluster.control_plane import (
     up,
 )
 from kube_fault_proxy.rig.cluster.processes import log_size
+from kube_fault_proxy.rig.cluster.versions import KUBERNETES
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import judge, unconverged
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.invariants.catalogue import Violation
 from kube_fault_proxy.rig.invariants.history import History
-from kube_fault_proxy.rig.pytest_plugin import Faults, ProxyHandle
+from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle
 from kube_fault_proxy.rig.workloads import load
 from lightkube import Client
 
@@ -67,10 +68,12 @@ CELLS = sorted(EXPECTED, key=lambda k: (k[0] != "pass-through", k[0], not k[1]))
 
 
 @pytest.fixture(scope="module")
-def scheduler_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """kube-scheduler v1.36.3 through the proxy on 3 KWOK nodes; each cell restarts it with its own gates."""
+def scheduler_target(tmp_path_factory: pytest.TempPathFactory, kfp_config: PluginConfig) -> Iterator[Cluster]:
+    """kube-scheduler (v1.36.3, or --kube-fault-proxy-kubernetes) through the proxy on 3 KWOK nodes; each cell
+    restarts it with its own gates."""
     c = up(Options(state_dir=tmp_path_factory.mktemp("gate-matrix-kube-scheduler"), nodes=NODES,
-                   scheduler="kube-scheduler", proxy=True, profiles_dir=ROOT / "fault_profiles"))
+                   scheduler="kube-scheduler", proxy=True, profiles_dir=ROOT / "fault_profiles",
+                   kubernetes=kfp_config.kubernetes or KUBERNETES))
     yield c
     down(c.dir)
 
@@ -238,12 +241,14 @@ def replicaset_cell(c: Cluster, on: bool, namespace: str) -> ControllerCell:
 
 
 @pytest.fixture(scope="module")
-def controller_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """kube-controller-manager v1.36.3 with its workload controllers through the proxy, kube-scheduler direct, 3
-    KWOK nodes; each cell restarts kube-controller-manager with its own gates (under the cell's profile)."""
+def controller_target(tmp_path_factory: pytest.TempPathFactory, kfp_config: PluginConfig) -> Iterator[Cluster]:
+    """kube-controller-manager (the session's release) with its workload controllers through the proxy,
+    kube-scheduler direct, 3 KWOK nodes; each cell restarts kube-controller-manager with its own gates (under the
+    cell's profile)."""
     c = up(Options(state_dir=tmp_path_factory.mktemp("gate-matrix-kcm"), nodes=NODES, scheduler="kube-scheduler",
                    proxy=True, through_proxy=("kube-controller-manager",), profiles_dir=ROOT / "fault_profiles",
-                   controllers=controller_manager.CONTROLLERS + controller_manager.WORKLOAD_CONTROLLERS))
+                   controllers=controller_manager.CONTROLLERS + controller_manager.WORKLOAD_CONTROLLERS,
+                   kubernetes=kfp_config.kubernetes or KUBERNETES))
     yield c
     down(c.dir)
 

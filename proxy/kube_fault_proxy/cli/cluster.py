@@ -30,7 +30,7 @@ def _build(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy cluster build: no component {', '.join(unknown)} "
               f"(there are: yunikorn, {', '.join(build.ALL)})", file=sys.stderr)
         return USAGE
-    overrides = {}
+    overrides = build.components(args.kubernetes)
     if args.patch is not None or args.source is not None:
         if args.components and names != ["yunikorn-scheduler"]:
             print("kube-fault-proxy cluster build: --patch and --source build yunikorn only", file=sys.stderr)
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams,
                                yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source,
-                               real_node=args.real_node))
+                               real_node=args.real_node, kubernetes=args.kubernetes))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
                       file=sys.stderr)
                 print(env(c.dir))

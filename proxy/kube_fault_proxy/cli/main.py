@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kube_fault_proxy import __version__, paths, shipped
 from kube_fault_proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
-from kube_fault_proxy.cli.targets import add_target_arguments
+from kube_fault_proxy.cli.targets import add_kubernetes_argument, add_target_arguments
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -136,6 +136,7 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    help="yunikorn: apply this unified diff to a copy of the v1.9.0 shim (cached by its hash)")
     b.add_argument("--source", type=Path, metavar="DIR",
                    help="yunikorn: build this yunikorn-k8shim checkout (a replace directive; cached by its hash)")
+    add_kubernetes_argument(b)
     u.add_argument("--yunikorn-patch", type=Path, metavar="FILE",
                    help="with --scheduler yunikorn: v1.9.0 with this unified diff applied (see `cluster build`)")
     u.add_argument("--yunikorn-source", type=Path, metavar="DIR",

@@ -14,7 +14,7 @@ from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig.cluster import build, feature_gates
+from kube_fault_proxy.rig.cluster import build, feature_gates, versions
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
 from kube_fault_proxy.rig.console import show_table
 from kube_fault_proxy.rig.invariants import check
@@ -40,11 +40,11 @@ class Contender:
     patch: Path | None = None
     source: Path | None = None
 
-    def component(self) -> build.Component | None:
-        """The scheduler's binary."""
+    def component(self, kubernetes: str = versions.KUBERNETES) -> build.Component | None:
+        """The scheduler's binary (kube-scheduler of the Kubernetes release `kubernetes`)."""
         if self.scheduler == "yunikorn":
             return build.yunikorn(self.patch, self.source)
-        return build.ALL["kube-scheduler"] if self.scheduler == "kube-scheduler" else None
+        return build.kubernetes("kube-scheduler", kubernetes) if self.scheduler == "kube-scheduler" else None
 
 
 def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with_release: bool) -> list[Contender]:
@@ -61,20 +61,22 @@ def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
                   profiles: Path, state_dir: Path, existing: Target | None = None,
                   yunikorn_builds: list[Contender] | None = None, with_release: bool = False,
-                  gates: feature_gates.Gates | None = None) -> tuple[int, str, Path]:
+                  gates: feature_gates.Gates | None = None,
+                  kubernetes: str = versions.KUBERNETES) -> tuple[int, str, Path]:
     """Every requested run; (exit code, summary table, report directory).
 
     With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
     of a fresh local control plane each. YuniKorn runs once per build in `yunikorn_builds`
     (patched or source-tree), after the release if `with_release`; without builds, the release. `gates`
-    (component -> gate -> on) go to each local control plane's components."""
+    (component -> gate -> on) go to each local control plane's components, of the Kubernetes release `kubernetes`."""
     scenario = load_scenario(path)
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
     contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
-        base = [build.ALL[n] for n in needed_components("none")]  # etcd, apiserver, controller-manager, KWOK, kubectl
-        for c in [c.component() for c in contenders] + base:
+        release = build.components(kubernetes)
+        base = [release[n] for n in needed_components("none")]  # etcd, apiserver, controller-manager, KWOK, kubectl
+        for c in [c.component(kubernetes) for c in contenders] + base:
             if c is not None:  # one at a time, before any run: a patch that does not apply stops everything
                 build.build(c)
     runs = []
@@ -88,7 +90,7 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
             if existing is None:
                 result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
                                    yunikorn_patch=contender.patch, yunikorn_source=contender.source,
-                                   feature_gates=_gates_for(gates or {}, scheduler))
+                                   feature_gates=_gates_for(gates or {}, scheduler), kubernetes=kubernetes)
             else:
                 result = run_on(existing, scenario, scheduler, s)
             d = out / f"{name}-seed-{s}"
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--feature-gates start a local control plane's components with those gates, "
                              "not --kubeconfig's cluster")
         code, table, out = run_scenarios(path, schedulers, seed, repeat, args.output, args.profiles, state_dir,
-                                         existing, builds, with_release, gates)
+                                         existing, builds, with_release, gates, args.kubernetes)
     except ProfileError as e:
         print(e, file=sys.stderr)
         return USAGE

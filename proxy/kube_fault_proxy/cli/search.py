@@ -12,10 +12,10 @@ from pathlib import Path
 from kube_fault_proxy import shipped
 from kube_fault_proxy.cli import search_campaign
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
-from kube_fault_proxy.cli.targets import feature_gate
+from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
-from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster import build, versions
 from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.console import Progress, stderr_console
@@ -127,7 +127,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
-                    fresh=args.fresh, feature_gates=gates, workloads=workloads)
+                    fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -157,7 +157,7 @@ def _search(args: argparse.Namespace) -> int:
     build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
                      *(["kube-scheduler"] if {"kube-scheduler", waist.CONTROLLER_MANAGER} & {s.scheduler, s.control}
                        else [])],
-                    overrides={"yunikorn-scheduler": yunikorn})
+                    overrides={**build.components(s.kubernetes), "yunikorn-scheduler": yunikorn})
     console = stderr_console()
     with Progress("search trials", None, console=console) as bar:
         def progress(out: Outcome) -> None:
@@ -221,8 +221,9 @@ def _replay(args: argparse.Namespace) -> int:
     note = stderr_console().print
     gates = doc.get("featureGates") or {}  # the target's gates: the build it broke
     kinds = tuple(doc.get("workloads") or WORKLOAD_KINDS)  # kube-controller-manager's: the workloads it made
+    release = doc.get("kubernetes") or versions.KUBERNETES  # a search written before releases ran the default
     with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates,
-                     kinds) as rig:
+                     kinds, release) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
@@ -258,6 +259,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="the target's feature gates (repeatable; components kube-scheduler, with --scheduler "
                         "kube-scheduler, and kube-apiserver), e.g. kube-scheduler:SchedulerAsyncAPICalls=true; "
                         "the target is the build plus its gates")
+    add_kubernetes_argument(p)
     p.add_argument("--control", metavar="CONTROL",
                    help="the control a hit must leave clean: the other scheduler (yunikorn, kube-scheduler) under "
                         f"the same profile; {UNFAULTED} (the same scheduler and workload without it); "

@@ -33,6 +33,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "yunikorn-source": ("string", "with cluster and yunikorn: built from this yunikorn-k8shim checkout"),
     "feature-gates": ("string", "with cluster: feature gates, component:Gate=bool separated by spaces or commas "
                                 "(e.g. kube-scheduler:SchedulerAsyncAPICalls=true)"),
+    "kubernetes": ("string", "with cluster: the Kubernetes release of its components, e.g. v1.37.2 (default: "
+                             "the rig's default release)"),
 }
 JOURNAL_TAIL = 12
 
@@ -52,6 +54,7 @@ class PluginConfig:
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
     feature_gates: dict[str, dict[str, bool]] = field(default_factory=dict)  # component -> gate -> on
+    kubernetes: str | None = None  # the release of the cluster's components; None: versions.KUBERNETES
 
 
 def _gates(text: str | None) -> dict[str, dict[str, bool]]:
@@ -62,6 +65,19 @@ def _gates(text: str | None) -> dict[str, dict[str, bool]]:
         return collect(text.replace(",", " ").split() if text else [])
     except ValueError as e:
         raise pytest.UsageError(f"kube-fault-proxy feature-gates: {e}") from None
+
+
+def _kubernetes(text: str | None) -> str | None:
+    """The kubernetes setting, checked; a release the rig does not build is a usage error naming it."""
+    from kube_fault_proxy.rig.cluster.versions import line
+
+    if not text:
+        return None
+    try:
+        line(text)
+    except ValueError as e:
+        raise pytest.UsageError(f"kube-fault-proxy kubernetes: {e}") from None
+    return text
 
 
 CONFIG_KEY: pytest.StashKey[PluginConfig] = pytest.StashKey()
@@ -111,6 +127,7 @@ def _merged(config: pytest.Config) -> PluginConfig:
         yunikorn_patch=path("yunikorn-patch"),
         yunikorn_source=path("yunikorn-source"),
         feature_gates=_gates(get("feature-gates")),
+        kubernetes=_kubernetes(get("kubernetes")),
     )
 
 
@@ -250,11 +267,13 @@ def kfp_config(request: pytest.FixtureRequest) -> PluginConfig:
 def kfp_cluster(kfp_config: PluginConfig) -> Iterator[Any]:
     """The local real control plane with the proxy in front (`cluster up` underneath)."""
     from kube_fault_proxy.rig.cluster.control_plane import Options, running
+    from kube_fault_proxy.rig.cluster.versions import KUBERNETES
 
     state = Path(tempfile.mkdtemp(prefix="kfp-pytest-cluster-"))
     with running(Options(state_dir=state, nodes=kfp_config.nodes, scheduler=kfp_config.scheduler, proxy=True,
                          profiles_dir=kfp_config.profiles, yunikorn_patch=kfp_config.yunikorn_patch,
-                         yunikorn_source=kfp_config.yunikorn_source, feature_gates=kfp_config.feature_gates),
+                         yunikorn_source=kfp_config.yunikorn_source, feature_gates=kfp_config.feature_gates,
+                         kubernetes=kfp_config.kubernetes or KUBERNETES),
                  keep=kfp_config.keep) as c:
         yield c
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from kube_fault_proxy.rig.cluster import patches, versions
+from kube_fault_proxy.rig.cluster import feature_gates, patches, versions
 from kube_fault_proxy.rig.console import Progress
 
 SHIM = "github.com/apache/yunikorn-k8shim"
@@ -70,10 +70,30 @@ def _k8s_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def kubernetes(name: str) -> Component:
-    """kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or kubelet from k8s.io/kubernetes."""
-    v = versions.KUBERNETES
-    return Component(name, v, f"k8s.io/kubernetes/cmd/{name}", _k8s_ldflags(v))
+def release(version: str) -> versions.Line:
+    """The release's line (its etcd and Go toolchain); BuildInputError for a version the rig does not build."""
+    try:
+        return versions.line(version)
+    except ValueError as e:
+        raise BuildInputError(str(e)) from None
+
+
+def toolchain_env(version: str) -> dict[str, str]:
+    """What every `go` command building this Kubernetes release needs in its environment: GOTOOLCHAIN for a
+    release whose go.mod asks for a newer Go than the machine's (v1.38: go1.27.3), nothing for the others."""
+    toolchain = release(version).toolchain
+    return {"GOTOOLCHAIN": toolchain} if toolchain else {}
+
+
+def kubernetes(name: str, version: str = versions.KUBERNETES) -> Component:
+    """kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or kubelet from k8s.io/kubernetes at
+    `version` (default: versions.KUBERNETES)."""
+    return Component(name, version, f"k8s.io/kubernetes/cmd/{name}", _k8s_ldflags(version), toolchain_env(version))
+
+
+def etcd(version: str = versions.KUBERNETES) -> Component:
+    """The etcd server the Kubernetes release `version` is tested with (versions.LINES)."""
+    return Component("etcd", release(version).etcd, "go.etcd.io/etcd/server/v3")
 
 
 def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
@@ -126,13 +146,59 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
 
 
 VCS_DIRS = (".git", ".hg", ".svn")
-ETCD = Component("etcd", versions.ETCD, "go.etcd.io/etcd/server/v3")
+ETCD = etcd()
 YUNIKORN = yunikorn()
 KWOK_COMPONENT = Component("kwok", versions.KWOK, f"{KWOK}/cmd/kwok",
                            (f"-X {KWOK}/pkg/consts.Version={versions.KWOK.lstrip('v')}",))
-ALL = {c.name: c for c in (kubernetes("kube-apiserver"), kubernetes("kube-controller-manager"),
-                           kubernetes("kube-scheduler"), kubernetes("kubectl"), kubernetes("kubelet"), ETCD,
-                           KWOK_COMPONENT, YUNIKORN, burst_client())}
+# The components of one Kubernetes release: its own binaries and its etcd.
+RELEASE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "etcd")
+
+
+def components(version: str = versions.KUBERNETES) -> dict[str, Component]:
+    """Every component by name, the Kubernetes ones (and etcd) of release `version`; the same names as ALL."""
+    own = [kubernetes(n, version) for n in RELEASE_COMPONENTS if n != "etcd"]
+    return {c.name: c for c in (*own, etcd(version), KWOK_COMPONENT, YUNIKORN, burst_client())}
+
+
+ALL = components()
+
+
+# Besides k8s.io/kubernetes's registry, the gates its binaries add to the same --feature-gates, by module.
+GATE_FILES = {"k8s.io/client-go": ("features/known_features.go",),
+              "k8s.io/component-base": ("logs/api/v1/kube_features.go", "featuregate/feature_gate.go")}
+
+
+def gates_file(version: str) -> Path:
+    """Where the gates read from a release's source are kept (one name a line), so later checks need no `go`."""
+    return cache_dir() / "gates" / f"kubernetes-{version}.txt"
+
+
+def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str] | None:
+    """The feature gates release `version` has, read from its source (and its staging modules') in the Go
+    module cache: pkg/features/kube_features.go's registry, client-go's and component-base's gates. Kept in
+    gates_file(version) once read. None when they were never read and there is no `go` to fetch the source
+    (a machine with prebuilt binaries only)."""
+    kept = gates_file(version)
+    if kept.is_file():
+        return frozenset(kept.read_text().split())
+    if go is None and shutil.which("go") is None:
+        return None
+    go = go or Toolchain()
+    env = _go_env(toolchain_env(version))
+    workdir = cache_dir() / "build"
+    workdir.mkdir(parents=True, exist_ok=True)
+    root = go.module_dir("k8s.io/kubernetes", version, env, workdir)
+    twin = "v0." + version.removeprefix("v1.")
+    others = [go.module_dir(module, twin, env, workdir) / f for module, files in GATE_FILES.items() for f in files]
+    try:
+        names = feature_gates.known(root / "pkg" / "features" / "kube_features.go", others)
+    except (OSError, ValueError) as e:
+        raise BuildError(f"reading the feature gates of k8s.io/kubernetes@{version}: {e}") from None
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_suffix(".partial")
+    partial.write_text("".join(f"{n}\n" for n in sorted(names)))
+    partial.replace(kept)
+    return names
 
 
 def kwok_stages() -> Path:

@@ -24,7 +24,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from kube_fault_proxy import paths, shipped
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Kube, Node, ensure_namespace
 from kube_fault_proxy.paths import private_dir, write_private
-from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki, real_node, state
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, kwok, pki, real_node, state, versions
 from kube_fault_proxy.rig.cluster.processes import (
     PORT_TAKEN,
     Stopped,
@@ -92,6 +92,8 @@ class Options:
     through_proxy: tuple[str, ...] | None = None
     # A real kubelet with containerd and runc beside the KWOK nodes (real_node.py).
     real_node: bool = False
+    # The Kubernetes release of kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (and its etcd).
+    kubernetes: str = versions.KUBERNETES
 
     def proxied(self) -> tuple[str, ...]:
         """The clients that go through the proxy (none without one)."""
@@ -359,7 +361,17 @@ def up(opts: Options) -> Cluster:
     if opts.scheduler == "yunikorn" and port_in_use(YUNIKORN_PORT, "0.0.0.0"):
         raise ClusterError(f"port {YUNIKORN_PORT} is in use: YuniKorn's REST port is fixed (another YuniKorn?)")
     needed = needed_components(opts.scheduler)
-    components = {**build.ALL, "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
+    components = {**build.components(opts.kubernetes),
+                  "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
+    if opts.feature_gates:  # a gate the release lacks: said now, not by a binary that exits at startup
+        names = build.known_gates(opts.kubernetes)
+        if names is None:
+            say(f"  feature gates not checked against {opts.kubernetes}: no go toolchain to read its source")
+        else:
+            try:
+                feature_gates.check(opts.feature_gates, opts.kubernetes, names)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
     binaries = build.build_all(needed, overrides=components)
     shutil.rmtree(opts.state_dir, ignore_errors=True)
     c = Cluster(opts.state_dir)
@@ -604,8 +616,8 @@ def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: fl
     opts = Options(state_dir=c.dir, nodes=c.nodes, scheduler=c.scheduler, proxy=c.proxy is not None,
                    timeout=timeout, feature_gates=all_gates, through_proxy=c.through_proxy,
                    controllers=tuple(controllers))
-    _start_controller_manager(c, opts, build.build_all(["kube-controller-manager"], say=False)[
-        "kube-controller-manager"])
+    _start_controller_manager(c, opts, build.build(build.kubernetes(
+        "kube-controller-manager", c.state.builds["kube-controller-manager"]), say=False))
     c.save()
     return time.monotonic() - t0
 
@@ -840,7 +852,7 @@ def env(state_dir: Path) -> str:
     if not c.state.kubeconfigs:
         raise ClusterError(f"no cluster in {state_dir}: run `kube-fault-proxy cluster up`")
     lines = [f"export KUBECONFIG={c.kubeconfig('admin')}"]
-    kubectl = build.kubernetes("kubectl").binary
+    kubectl = build.kubernetes("kubectl", c.state.builds.get("kubectl", versions.KUBERNETES)).binary
     if kubectl.is_file():  # `up` builds it; a path that does not exist is never exported
         lines.append(f"export KFP_KUBECTL={kubectl}")
     if c.proxy is not None:

@@ -19,6 +19,7 @@ from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Po
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler, restarted_within
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check
@@ -448,13 +449,16 @@ def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expecta
 
 def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, profiles_dir: Path,
               say: bool = True, yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
-              feature_gates: Mapping[str, Mapping[str, bool]] | None = None) -> RunResult:
+              feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
+              kubernetes: str = versions.KUBERNETES) -> RunResult:
     """Bring up the local control plane with the proxy and this scheduler, run, tear down (a
-    YuniKorn run uses the patched or source-tree build, if given; `feature_gates` go to the components)."""
+    YuniKorn run uses the patched or source-tree build, if given; `feature_gates` go to the components, all
+    of the Kubernetes release `kubernetes`)."""
     yk = scheduler == "yunikorn"
     opts = Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
                    profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
-                   yunikorn_source=yunikorn_source if yk else None, feature_gates=feature_gates or {})
+                   yunikorn_source=yunikorn_source if yk else None, feature_gates=feature_gates or {},
+                   kubernetes=kubernetes)
     with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
         result = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
                         c.scheduler_build, c.scheduler_variant, clean=False)

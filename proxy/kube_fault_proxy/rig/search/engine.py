@@ -90,7 +90,7 @@ class Search:
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
             self.rigs[key] = self._rigs.enter_context(Rig.running(
                 left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
-                self.s.yunikorn_source, self.gates_of(key), self.s.workloads))
+                self.s.yunikorn_source, self.gates_of(key), self.s.workloads, self.s.kubernetes))
             self.builds[key] = self.rigs[key].build
         self.remember_pids(key, self.rigs[key])
         return self.rigs[key]

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.search.outcome import Settings
 
 WORKER_IMAGE = "localhost/kube-fault-proxy-worker:local"  # what scripts/search-worker-image builds
@@ -59,6 +60,8 @@ def worker_args(s: Settings) -> list[str]:
         args += ["--max-trials", str(s.max_trials)]
     for component, gates in s.feature_gates.items():
         args += [a for gate, on in gates.items() for a in ("--feature-gates", f"{component}:{gate}={str(on).lower()}")]
+    if s.kubernetes != versions.KUBERNETES:
+        args += ["--kubernetes", s.kubernetes]
     return args
 
 

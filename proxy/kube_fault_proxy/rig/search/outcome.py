@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding
 from kube_fault_proxy.rig.search.genome import Genome
@@ -50,6 +51,8 @@ class Settings:
     feature_gates: dict[str, dict[str, bool]] = field(default_factory=dict)
     # kube-controller-manager as the target: the workload kinds a trial makes (controller_trial.WORKLOAD_KINDS).
     workloads: tuple[str, ...] = ("replicaset", "deployment", "job", "statefulset", "daemonset")
+    # The Kubernetes release of every rig's control plane and kube-scheduler (versions.RELEASES).
+    kubernetes: str = versions.KUBERNETES
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from kube_fault_proxy import __version__, shipped
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.invariants.safety import SAFETY
 from kube_fault_proxy.rig.runs.report import timeline_svg
@@ -115,7 +116,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
     doc: dict[str, Any] = {
         "argv": argv, "commit": _commit(), "scheduler": s.scheduler, "control": s.control, "seed": s.seed,
         "build": out.builds.get(s.scheduler), "controlBuild": out.builds.get(s.control or ""),
-        "featureGates": s.feature_gates,
+        "featureGates": s.feature_gates, "kubernetes": s.kubernetes,
         "workloads": list(s.workloads) if s.scheduler == CONTROLLER_MANAGER else None,
         "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
@@ -281,7 +282,9 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
                       f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
                       f"--scheduler {s.scheduler} --seed {minimal.seed}"
                       + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")
-                      + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else "")]), "```", "",
+                      + (f" --yunikorn-source {s.yunikorn_source}" if s.yunikorn_source else "")
+                      + (f" --kubernetes {s.kubernetes}" if s.kubernetes != versions.KUBERNETES else "")]),
+                  "```", "",
                   "## Minimal profile (`minimal-profile.yaml`)", "", "```yaml",
                   (s.out / "minimal-profile.yaml").read_text().rstrip(), "```", "",
                   "What each invariant means: " + "; ".join(f"{label(i)}: {INVARIANTS[i].meaning}"

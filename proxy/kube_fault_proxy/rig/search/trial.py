@@ -17,7 +17,7 @@ from lightkube.types import PatchType
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
-from kube_fault_proxy.rig.cluster import controller_manager
+from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
@@ -76,11 +76,12 @@ class Rig:
     def running(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
                 yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
                 feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
-                kinds: tuple[str, ...] = WORKLOAD_KINDS) -> Iterator[Rig]:
+                kinds: tuple[str, ...] = WORKLOAD_KINDS, kubernetes: str = versions.KUBERNETES) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
         patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
         kube-scheduler rig, the other components' to every rig. A kube-controller-manager rig runs its workload
-        controllers through the proxy and kube-scheduler direct."""
+        controllers through the proxy and kube-scheduler direct. Every component but YuniKorn is of the
+        Kubernetes release `kubernetes`."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
         gates = {c: dict(g) for c, g in (feature_gates or {}).items() if c != "kube-scheduler" or scheduler == c}
         extra: dict[str, Any] = {}
@@ -90,7 +91,7 @@ class Rig:
         with running(Options(state_dir=state_dir, nodes=nodes,
                              scheduler="kube-scheduler" if scheduler == CONTROLLER_MANAGER else scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
-                             feature_gates=gates, **extra)) as c:
+                             feature_gates=gates, kubernetes=kubernetes, **extra)) as c:
             yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes, kinds=kinds)  # the default NodeShape
 
     @property
