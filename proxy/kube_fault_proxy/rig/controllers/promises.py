@@ -60,10 +60,11 @@ class Generations:
     """A workload's generations as a history recorded them (each one's limit: a ReplicaSet's replicas, a
     Deployment's replicas + maxSurge) and the newest one its controller reported observing. The controller
     decides in a sync on the object its informer holds, writes the pods (or scales the ReplicaSets), then the
-    status with `observedGeneration` set to the generation it synced (pkg/controller/replicaset/
-    replica_set_utils.go, `updateReplicaSetStatus`; pkg/controller/deployment/sync.go, `calculateStatus`), and a
-    later sync reads an informer that never goes back: so what it writes was decided on a generation between
-    the last `observedGeneration` written before that write and the newest generation."""
+    status with `observedGeneration` set to the generation it synced
+    (pkg/controller/replicaset/replica_set_utils.go, `updateReplicaSetStatus`;
+    pkg/controller/deployment/sync.go, `calculateStatus`), and a later sync reads an informer that never goes
+    back: so what it writes was decided on a generation between the last `observedGeneration` written before
+    that write and the newest generation."""
 
     limit: Callable[[Obj], int] = replicas  # (first: the field below shadows world.replicas in this body)
     replicas: dict[int, int] = field(default_factory=dict)
@@ -74,10 +75,10 @@ class Generations:
         self.replicas.setdefault(int(obj["metadata"].get("generation") or 0), self.limit(obj))
         self.observed = max(self.observed, int((obj.get("status") or {}).get("observedGeneration") or 0))
 
-    def acted_on(self, rs: Obj) -> tuple[int, int, int] | None:
+    def acted_on(self, obj: Obj) -> tuple[int, int, int] | None:
         """(oldest, newest generation, the highest limit among them) the controller may have been acting on;
         None where one of those generations was not recorded (nothing to judge by)."""
-        newest = int(rs["metadata"].get("generation") or 0)
+        newest = int(obj["metadata"].get("generation") or 0)
         oldest = min(max(self.observed, 1), newest)
         span = range(oldest, newest + 1)
         if any(g not in self.replicas for g in span):
