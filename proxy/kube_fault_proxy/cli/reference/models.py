@@ -17,7 +17,12 @@ from kube_fault_proxy.cli.reference.markdown import code, page, table, text
 from kube_fault_proxy.proxy.faults import KINDS, Fault, FaultSpec
 from kube_fault_proxy.proxy.profiles import profile
 from kube_fault_proxy.proxy.schema.strict import format_duration
-from kube_fault_proxy.rig.invariants.catalogue import CATALOGUE, CONDITION_INVARIANTS, CONTROLLER_INVARIANTS
+from kube_fault_proxy.rig.invariants.catalogue import (
+    CATALOGUE,
+    CONDITION_INVARIANTS,
+    CONTROLLER_INVARIANTS,
+    Invariant,
+)
 from kube_fault_proxy.rig.runs import scenario
 
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
@@ -205,6 +210,15 @@ SCENARIO_MODELS: list[type[BaseModel]] = [scenario.Scenario, scenario.ScenarioMe
                                           scenario.Expectation]
 
 
+def promised(invariant: Invariant) -> str:
+    """An invariant's upstream promise as a table cell: the quote, then where it is, linked."""
+    where = invariant.promise.source
+    if where.startswith("https://"):
+        where = where.removeprefix("https://").split("#")[0].rstrip("/")
+    quote = text(f'"{invariant.promise.quote}"')
+    return f"{quote} ([{text(where)}]({invariant.promise.link}))"
+
+
 def scenario_page() -> str:
     """docs/reference/scenario.md: the Scenario file format, the events a step waits for, the invariants."""
     links = {m.__name__: f"#{m.__name__.lower()}" for m in SCENARIO_MODELS}
@@ -212,13 +226,16 @@ def scenario_page() -> str:
     sections.append("## Events a step may wait for (`onEvent`)\n\n" + ", ".join(code(e) for e in scenario.EVENTS)
                     + ".\n")
     sections.append("## Invariants (`expect.invariants`, `expect.mayBreak`)\n\nA scenario names an invariant by its "
-                    "name or its alias.\n\n" + table(("name", "alias", "holds when"), [
-                        (code(i.name), code(i.alias) if i.alias else "", text(i.meaning)) for i in CATALOGUE]))
+                    "name or its alias. Each quotes the upstream promise it encodes.\n\n"
+                    + table(("name", "alias", "holds when", "promised by"), [
+                        (code(i.name), code(i.alias) if i.alias else "", text(i.meaning), promised(i))
+                        for i in CATALOGUE]))
     sections.append("## Invariants of workload controllers and conditions\n\n`kube-fault-proxy check` also judges "
                     "these, on the cluster as it is (and the rig on a history recorded directly from the apiserver): "
                     "what kube-controller-manager's workload controllers promise, and the conditions a scheduler "
-                    "must leave.\n\n" + table(("name", "holds when"), [
-                        (code(i.name), text(i.meaning)) for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)]))
+                    "must leave.\n\n" + table(("name", "holds when", "promised by"), [
+                        (code(i.name), text(i.meaning), promised(i))
+                        for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)]))
     return page("Scenario format", "A scenario (`kube-fault-proxy scenario run FILE`) names the cluster, the load, a "
                 "fault timeline, how the run settles and what each scheduler's run must show. It is strict like a "
                 "profile.", sections)

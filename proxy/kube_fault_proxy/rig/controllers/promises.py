@@ -7,13 +7,14 @@ A violation names the object, its pods and the numbers. Each breach is reported 
 (the first moment), with how many moments broke it.
 
 A controller acts on the spec it has observed, not on the spec at the instant its write lands: a
-ReplicaSet's pod is judged against every generation its controller may have been acting on, from the
-last one it reported observing (`status.observedGeneration`) to the newest (see `Generations`).
+ReplicaSet's pod, and a Deployment's ReplicaSet scaled up, are judged against every generation their
+controller may have been acting on, from the last one it reported observing (`status.observedGeneration`)
+to the newest (see `Generations`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from kube_fault_proxy.rig.controllers.world import (
@@ -49,27 +50,35 @@ def _objects(obj: Obj, pods: Iterable[Obj]) -> tuple[str, ...]:
     return (ref(obj), *(ref(p) for p in pods))
 
 
+def surge_limit(deployment: Obj) -> int:
+    """The most pods a Deployment's ReplicaSets may ask for together: replicas + maxSurge."""
+    return replicas(deployment) + max_surge(deployment)
+
+
 @dataclass
 class Generations:
-    """A ReplicaSet's generations as a history recorded them (each one's replicas) and the newest one its
-    controller reported observing. The controller decides in a sync on the ReplicaSet its informer holds, writes
-    the pods, then the status with `observedGeneration` set to the generation it synced
-    (pkg/controller/replicaset/replica_set_utils.go, `updateReplicaSetStatus`), and a later sync reads an informer
-    that never goes back: so a pod it creates or adopts was decided on a generation between the last
-    `observedGeneration` written before that pod and the newest generation."""
+    """A workload's generations as a history recorded them (each one's limit: a ReplicaSet's replicas, a
+    Deployment's replicas + maxSurge) and the newest one its controller reported observing. The controller
+    decides in a sync on the object its informer holds, writes the pods (or scales the ReplicaSets), then the
+    status with `observedGeneration` set to the generation it synced
+    (pkg/controller/replicaset/replica_set_utils.go, `updateReplicaSetStatus`;
+    pkg/controller/deployment/sync.go, `calculateStatus`), and a later sync reads an informer that never goes
+    back: so what it writes was decided on a generation between the last `observedGeneration` written before
+    that write and the newest generation."""
 
+    limit: Callable[[Obj], int] = replicas  # (first: the field below shadows world.replicas in this body)
     replicas: dict[int, int] = field(default_factory=dict)
     observed: int = 0
 
-    def see(self, rs: Obj) -> None:
-        """One recorded state of the ReplicaSet."""
-        self.replicas.setdefault(int(rs["metadata"].get("generation") or 0), replicas(rs))
-        self.observed = max(self.observed, int((rs.get("status") or {}).get("observedGeneration") or 0))
+    def see(self, obj: Obj) -> None:
+        """One recorded state of the workload."""
+        self.replicas.setdefault(int(obj["metadata"].get("generation") or 0), self.limit(obj))
+        self.observed = max(self.observed, int((obj.get("status") or {}).get("observedGeneration") or 0))
 
-    def acted_on(self, rs: Obj) -> tuple[int, int, int] | None:
-        """(oldest, newest generation, the most replicas among them) the controller may have been acting on;
+    def acted_on(self, obj: Obj) -> tuple[int, int, int] | None:
+        """(oldest, newest generation, the highest limit among them) the controller may have been acting on;
         None where one of those generations was not recorded (nothing to judge by)."""
-        newest = int(rs["metadata"].get("generation") or 0)
+        newest = int(obj["metadata"].get("generation") or 0)
         oldest = min(max(self.observed, 1), newest)
         span = range(oldest, newest + 1)
         if any(g not in self.replicas for g in span):
@@ -111,18 +120,35 @@ def replicaset_over(world: World, rs: Obj, joined: Obj | None = None,
                               "generation": newest})
 
 
-def deployment_over(world: World, deployment: Obj) -> Violation | None:
-    """`replicaset-never-over-replicas` for a Deployment: its ReplicaSets' replicas against replicas + maxSurge."""
+def deployment_over(world: World, deployment: Obj, generations: Generations | None = None) -> Violation | None:
+    """`replicaset-never-over-replicas` for a Deployment: its ReplicaSets' replicas against replicas + maxSurge
+    ("the total number of old and new pods do not exceed 130% of desired pods", apps/v1 API, for maxSurge 30%).
+    At a ReplicaSet scaled up (a history): against the highest replicas + maxSurge of any generation its
+    controller may have been acting on (`Generations`). Now (a snapshot): only once its status says it observed
+    the current generation."""
     sets = world.replicasets_of(uid(deployment))
     asked, want, surge = sum(replicas(r) for r in sets), replicas(deployment), max_surge(deployment)
-    if asked <= want + surge:
-        return None
+    numbers: dict[str, float] = {}
+    if generations is None:
+        observed = int((deployment.get("status") or {}).get("observedGeneration") or 0)
+        if asked <= want + surge or observed < int(deployment["metadata"].get("generation") or 0):
+            return None
+        over = f"over replicas {want} + maxSurge {surge}"
+    else:
+        window = generations.acted_on(deployment)
+        if window is None or asked <= window[2]:
+            return None
+        oldest, newest, most = window
+        over = f"over replicas {want} + maxSurge {surge}" if oldest == newest else \
+            f"over replicas + maxSurge ({most}) of every generation its controller may have acted on " \
+            f"(generations {oldest}-{newest})"
+        numbers = {"limit": most, "observedGeneration": oldest, "generation": newest}
     pods = [p for r in sets for p in world.live_pods_of(uid(r))]
     each = ", ".join(f"{r['metadata']['name']} {replicas(r)}" for r in sets)
     return Violation("replicaset-never-over-replicas",
-                     f"{show('Deployment', deployment)}'s ReplicaSets ask for {asked} pods ({each}), over replicas "
-                     f"{want} + maxSurge {surge}; live pods: {_pods(pods)}", _objects(deployment, pods), "deployment",
-                     numbers={"asked": asked, "replicas": want, "maxSurge": surge, "live": len(pods)})
+                     f"{show('Deployment', deployment)}'s ReplicaSets ask for {asked} pods ({each}), {over}; live "
+                     f"pods: {_pods(pods)}", _objects(deployment, pods), "deployment",
+                     numbers={"asked": asked, "replicas": want, "maxSurge": surge, "live": len(pods), **numbers})
 
 
 def job_over(world: World, job: Obj, succeeded_uids: set[str] | None = None) -> list[Violation]:
@@ -286,7 +312,7 @@ def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[
     if change.kind == "ReplicaSet" and change.type != "DELETED" and o is not None and o[0] == "Deployment" \
             and (old is None or replicas(new) > replicas(old)):
         deployment = world.objects["Deployment"].get(o[1])
-        out += [v for v in [deployment and deployment_over(world, deployment)] if v]
+        out += [v for v in [deployment and deployment_over(world, deployment, generations.get(o[1]))] if v]
     return out
 
 
@@ -297,13 +323,15 @@ def judge(history: History, faults_end: float | None = None, bound: float = 60.0
     first: dict[tuple[str, str, str], Violation] = {}
     moments: dict[tuple[str, str, str], int] = {}
     seen_succeeded: dict[str, set[str]] = {}
-    generations: dict[str, Generations] = {}  # ReplicaSet uid -> what its controller may have acted on
+    generations: dict[str, Generations] = {}  # ReplicaSet or Deployment uid -> what its controller may have acted on
     since: dict[str, float | None] = {}  # workload uid -> when it last became converged (None: it is not)
     changed: dict[str, float] = {}  # workload uid -> when its spec (or, for a DaemonSet, the node set) last changed
     for change in history.ordered():
         old = world.remove(change.kind, change.obj) if change.type == "DELETED" else world.put(change.kind, change.obj)
         if change.kind == "ReplicaSet" and change.type != "DELETED":
             generations.setdefault(uid(change.obj), Generations()).see(change.obj)
+        if change.kind == "Deployment" and change.type != "DELETED":
+            generations.setdefault(uid(change.obj), Generations(limit=surge_limit)).see(change.obj)
         for v in _moment(world, change, old, seen_succeeded, generations):
             key = (v.invariant, v.objects[0], v.kind or v.node)
             first.setdefault(key, v)
