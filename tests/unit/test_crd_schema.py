@@ -207,7 +207,8 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
     return o
 
 
-@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow])  # print_blob: a failure prints how to replay it
 @given(mutated())
 def test_schema_and_loader_agree_on_mutated_profiles(o: dict[str, Any]) -> None:
     by_loader = loader_problems(o)
