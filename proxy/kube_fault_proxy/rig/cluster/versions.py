@@ -33,8 +33,6 @@ LINES = {
 }
 # The releases the Go module proxy serves here (2026-12-06); later patches of a line above are accepted too.
 RELEASES = ("v1.36.3", "v1.37.2", "v1.38.0-beta.0")
-# The default release's etcd.
-ETCD = LINES[KUBERNETES.lstrip("v").rsplit(".", 1)[0]].etcd
 
 _VERSION = re.compile(r"v1\.(\d+)\.\d+(-(alpha|beta|rc)\.\d+)?")
 
@@ -50,6 +48,10 @@ def line(version: str) -> Line:
         raise ValueError(f"Kubernetes version {version!r}: the rig builds v{', v'.join(LINES)} "
                          f"(served here: {', '.join(RELEASES)})")
     return LINES[minor]
+
+
+ETCD = line(KUBERNETES).etcd  # the default release's etcd
+
 # YuniKorn: v1.9.0 is the newest release and still has YUNIKORN-3355. It pins yunikorn-core
 # v1.9.0-1 and yunikorn-scheduler-interface v1.9.0-0, which the module proxy refuses; their
 # v1.9.0 tags are served and hold byte-identical source (same go.sum hash), so they are

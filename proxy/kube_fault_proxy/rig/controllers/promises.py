@@ -66,13 +66,13 @@ class Generations:
     back: so what it writes was decided on a generation between the last `observedGeneration` written before
     that write and the newest generation."""
 
-    limit: Callable[[Obj], int] = replicas  # (first: the field below shadows world.replicas in this body)
-    replicas: dict[int, int] = field(default_factory=dict)
+    limit: Callable[[Obj], int] = replicas
+    limits: dict[int, int] = field(default_factory=dict)  # generation -> its limit
     observed: int = 0
 
     def see(self, obj: Obj) -> None:
         """One recorded state of the workload."""
-        self.replicas.setdefault(int(obj["metadata"].get("generation") or 0), self.limit(obj))
+        self.limits.setdefault(int(obj["metadata"].get("generation") or 0), self.limit(obj))
         self.observed = max(self.observed, int((obj.get("status") or {}).get("observedGeneration") or 0))
 
     def acted_on(self, obj: Obj) -> tuple[int, int, int] | None:
@@ -81,9 +81,9 @@ class Generations:
         newest = int(obj["metadata"].get("generation") or 0)
         oldest = min(max(self.observed, 1), newest)
         span = range(oldest, newest + 1)
-        if any(g not in self.replicas for g in span):
+        if any(g not in self.limits for g in span):
             return None
-        return oldest, newest, max(self.replicas[g] for g in span)
+        return oldest, newest, max(self.limits[g] for g in span)
 
 
 def settled(rs: Obj) -> bool:
