@@ -203,6 +203,9 @@ def write_kubeconfig(path: Path, server: str, certs: Path) -> Path:
     return write_private(path, yaml.safe_dump(doc, sort_keys=False))  # it holds a client key
 
 
+SHUTDOWN_SECONDS = 5.0
+
+
 @contextmanager
 def running(listen: tuple[str, int], directory: Path, nodes: int = 3, pods: int = 10,
             verbose: bool = False) -> Iterator[tuple[StandInServer, str]]:
@@ -211,12 +214,17 @@ def running(listen: tuple[str, int], directory: Path, nodes: int = 3, pods: int 
     if not (certs / "apiserver.crt").exists():
         pki.make(certs)
     server = StandInServer(listen, Cluster(nodes, pods), verbose)
-    server.socket = tls_context(certs).wrap_socket(server.socket, server_side=True)
+    # The handshake happens on the request's own thread (on its first read), not in accept() on the serving
+    # thread, where a client that connects and never finishes its handshake would hold up every other one and
+    # shutdown() with them.
+    server.socket = tls_context(certs).wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     host, port = server.server_address[:2]
     thread = threading.Thread(target=server.serve_forever, name="stand-in", daemon=True)
     thread.start()
     try:
         yield server, f"https://{host!s}:{port}"
     finally:
-        server.shutdown()
+        stopping = threading.Thread(target=server.shutdown, name="stand-in-stop", daemon=True)
+        stopping.start()
+        stopping.join(SHUTDOWN_SECONDS)  # a request still stuck after that is left to the process's exit
         server.server_close()
