@@ -346,3 +346,64 @@ def test_an_extra_success_in_the_recorded_history_is_caught() -> None:
     h.changes.append(_copy(done, "indexed-0-twin"))
     found = {v.invariant for v in judge(h, h.start, 60)}
     assert found == {"job-never-over-completions", "indexed-job-one-success-per-index"}
+
+
+def _recreate(s: Story, replicas: int = 2) -> tuple[Obj, list[Obj]]:
+    """A Recreate StatefulSet whose pods all run at revision r1."""
+    sts = s.workload("StatefulSet", "c", {"replicas": replicas, "updateStrategy": {"type": "Recreate"}},
+                     updateRevision="r1")
+    pods = [s.pod(sts, f"c-{i}", labels={"controller-revision-hash": "r1"}) for i in range(replicas)]
+    return sts, pods
+
+
+def test_a_recreate_rollout_that_waits_for_the_old_pods_to_go_is_clean() -> None:
+    """KEP-3541's order: every r1 pod deleted and gone (a pod that ended may stay), then the r2 pods."""
+    s = Story()
+    sts, (c0, c1) = _recreate(s)
+    sts = s.set("StatefulSet", sts, "spec.template", {"metadata": {"annotations": {"kfp-rollout": "2"}}})
+    s.set("Pod", c0, "metadata.deletionTimestamp", "now")
+    s.delete("Pod", c0)
+    s.set("Pod", c1, "status.phase", "Failed")  # ended: no longer runs, though not yet removed
+    s.pod(sts, "c-0", labels={"controller-revision-hash": "r2"})
+    s.delete("Pod", c1)
+    s.pod(sts, "c-1", labels={"controller-revision-hash": "r2"})
+    s.set("StatefulSet", sts, "status", {"observedGeneration": 2, "replicas": 2, "updateRevision": "r2"})
+    assert judge(s.history(), faults_end=None, bound=60) == []
+
+
+def test_a_recreate_pod_made_while_an_old_one_is_still_terminating_is_caught() -> None:
+    s = Story()
+    sts, (c0, c1) = _recreate(s)
+    sts = s.set("StatefulSet", sts, "spec.template", {"metadata": {"annotations": {"kfp-rollout": "2"}}})
+    s.set("Pod", c0, "metadata.deletionTimestamp", "now")
+    s.delete("Pod", c0)
+    c1 = s.set("Pod", c1, "metadata.deletionTimestamp", "now")  # deleted, not yet fully terminated
+    s.pod(sts, "c-0", labels={"controller-revision-hash": "r2"})
+    s.delete("Pod", c1)
+    s.pod(sts, "c-1", labels={"controller-revision-hash": "r2"})
+    s.set("StatefulSet", sts, "status", {"observedGeneration": 2, "replicas": 2, "updateRevision": "r2"})
+    [mixed] = judge(s.history(), faults_end=None, bound=60)
+    assert mixed.invariant == "statefulset-recreate-never-mixes-revisions" and mixed.kind == "revision-r2"
+    assert mixed.message == ("StatefulSet w/c (updateStrategy Recreate) created c-0 at revision r2 while 1 pod(s) "
+                             "of another revision had not ended: w/c-1")
+    assert mixed.objects == ("w/c", "w/c-0", "w/c-1")
+
+
+def test_a_rolling_statefulset_may_run_two_revisions() -> None:
+    """The invariant is Recreate's promise only: a RollingUpdate StatefulSet replaces pods one at a time."""
+    s = Story()
+    sts = s.workload("StatefulSet", "r", {"replicas": 2}, updateRevision="r2")
+    s.pod(sts, "r-0", labels={"controller-revision-hash": "r1"})
+    s.pod(sts, "r-1", labels={"controller-revision-hash": "r2"})
+    s.set("StatefulSet", sts, "status", {"observedGeneration": 1, "replicas": 2, "updateRevision": "r2"})
+    assert judge(s.history(), faults_end=None, bound=60) == []
+
+
+def test_a_recreate_statefulset_left_at_the_old_revision_has_not_converged() -> None:
+    s = Story()
+    sts, _ = _recreate(s)
+    sts = s.set("StatefulSet", sts, "spec.template", {"metadata": {"annotations": {"kfp-rollout": "2"}}})
+    s.set("StatefulSet", sts, "status", {"observedGeneration": 2, "replicas": 2, "updateRevision": "r2"})
+    [stuck] = judge(s.history(), faults_end=None, bound=60)
+    assert stuck.invariant == "workload-converges"
+    assert "pods not at update revision r2: ['c-0', 'c-1']" in stuck.message

@@ -89,6 +89,18 @@ def test_a_trials_plan_is_a_function_of_the_load_and_the_kinds() -> None:
         plan(40, ("replicaset", "cronjob"))
 
 
+def test_a_recreate_statefulset_is_named_only_and_rolled_twice() -> None:
+    """KEP-3541's StatefulSet (gate StatefulSetRecreateStrategy) is never in the default set: no v1.36.3
+    apiserver accepts its strategy, and v1.37.2's only with the gate on."""
+    assert "statefulset-recreate" not in {m["metadata"]["name"] for m in plan(40).manifests}
+    recreate = plan(40, ("statefulset-recreate",))
+    [sts] = recreate.manifests
+    assert sts["spec"]["updateStrategy"] == {"type": "Recreate"} and sts["spec"]["replicas"] == 2
+    moves = [mv.describe() for rnd in recreate.rounds for mv in rnd]
+    assert moves == ["rolled StatefulSet cache out", "rolled StatefulSet cache out", "scaled StatefulSet cache to 3"]
+    assert recreate.pods(4) == 2 + 2 + 2 + 1  # each rollout makes every pod again; the scale-up one more
+
+
 def settings_of(tmp_path: Path, target: str, *more: str) -> Settings:
     return _settings(parser().parse_args(["search", "--target", target, "--budget", "1m", "-o", str(tmp_path),
                                           *more]))

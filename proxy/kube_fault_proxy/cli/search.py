@@ -21,7 +21,7 @@ from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known, waist
-from kube_fault_proxy.rig.search.controller_trial import WORKLOAD_KINDS, plan
+from kube_fault_proxy.rig.search.controller_trial import NAMED_ONLY_KINDS, WORKLOAD_KINDS, plan
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
@@ -254,7 +254,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--target", "--scheduler", dest="scheduler", metavar="TARGET",
                    help=f"what is under test: {', '.join(waist.TARGETS)}; kube-controller-manager may name the "
                         f"workload kinds its trials make (kube-controller-manager:replicaset,job; default all of "
-                        f"{','.join(WORKLOAD_KINDS)}). --scheduler is the same option")
+                        f"{','.join(WORKLOAD_KINDS)}; named only: {','.join(NAMED_ONLY_KINDS)}, a StatefulSet "
+                        f"that updates by Recreate, which needs the gate StatefulSetRecreateStrategy). --scheduler is "
+                        f"the same option")
     p.add_argument("--feature-gates", type=feature_gate, action="append", default=[], metavar="COMPONENT:GATE=BOOL",
                    help="the target's feature gates (repeatable; components kube-scheduler, with --scheduler "
                         "kube-scheduler, and kube-apiserver), e.g. kube-scheduler:SchedulerAsyncAPICalls=true; "

@@ -24,11 +24,13 @@ from kube_fault_proxy.rig.controllers.world import (
     daemon_limit,
     daemon_node,
     eligible,
+    ended,
     live,
     max_surge,
     ordinal,
     owner,
     replicas,
+    revision,
     show,
     succeeded,
     uid,
@@ -203,6 +205,27 @@ def statefulset_twins(world: World, sts: Obj) -> list[Violation]:
             for n, ps in sorted(by.items()) if len(ps) > 1]
 
 
+def recreating(sts: Obj) -> bool:
+    """The StatefulSet updates by Recreate (KEP-3541)."""
+    return bool(((sts["spec"].get("updateStrategy") or {}).get("type")) == "Recreate")
+
+
+def statefulset_mixed(world: World, sts: Obj, joined: Obj) -> Violation | None:
+    """`statefulset-recreate-never-mixes-revisions`: a pod made while a pod of another revision has not ended."""
+    made = revision(joined)
+    if not recreating(sts) or made is None:
+        return None
+    others = [p for p in world.pods_of(uid(sts))
+              if uid(p) != uid(joined) and not ended(p) and revision(p) not in (None, made)]
+    if not others:
+        return None
+    return Violation("statefulset-recreate-never-mixes-revisions",
+                     f"{show('StatefulSet', sts)} (updateStrategy Recreate) created {joined['metadata']['name']} at "
+                     f"revision {made} while {len(others)} pod(s) of another revision had not ended: {_pods(others)}",
+                     _objects(sts, [joined, *others]), f"revision-{made}",
+                     numbers={"other-revision": len(others)})
+
+
 def _start(sts: Obj) -> int:
     return int((sts["spec"].get("ordinals") or {}).get("start", 0))
 
@@ -262,7 +285,17 @@ def converged(world: World, kind: str, obj: Obj) -> tuple[bool, str]:
         case "StatefulSet":
             ordinals = list(range(_start(obj), _start(obj) + replicas(obj)))
             live_ordinals = sorted(ordinal(p) or 0 for p in pods)
-            return live_ordinals == ordinals, f"live ordinals {live_ordinals}, want {ordinals}"
+            if live_ordinals != ordinals:
+                return False, f"live ordinals {live_ordinals}, want {ordinals}"
+            if recreating(obj):  # Recreate's rollout ends with every pod at the update revision
+                status = obj.get("status") or {}
+                target = status.get("updateRevision")
+                behind = [p["metadata"]["name"] for p in pods if revision(p) != target]
+                observed = int(status.get("observedGeneration", 0)) >= int(obj["metadata"].get("generation", 0))
+                if not observed or behind:
+                    return False, (f"updateStrategy Recreate: {'not yet observed its spec; ' if not observed else ''}"
+                                   f"pods not at update revision {target}: {behind}")
+            return True, f"live ordinals {live_ordinals}"
         case "DaemonSet":
             nodes = world.objects["Node"].values()
             wanted = {n["metadata"]["name"] for n in nodes if eligible(obj, n)}
@@ -306,6 +339,7 @@ def _moment(world: World, change: Change, old: Obj | None, seen_succeeded: dict[
                     out += daemonset_crowded(world, parent, daemon_node(new))
         if parent is not None and o[0] == "StatefulSet" and old is None:
             out += statefulset_twins(world, parent)
+            out += [v for v in [statefulset_mixed(world, parent, new)] if v]
         if parent is not None and o[0] == "Job" and succeeded(new) and not (old is not None and succeeded(old)):
             seen_succeeded.setdefault(o[1], set()).add(uid(new))
             out += job_over(world, parent, seen_succeeded[o[1]])

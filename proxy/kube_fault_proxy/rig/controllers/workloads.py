@@ -36,10 +36,13 @@ def deployment(name: str, replicas: int, max_surge: int | str = 1, max_unavailab
     return _apps("Deployment", name, {"replicas": replicas, "strategy": strategy})
 
 
-def statefulset(name: str, replicas: int) -> Obj:
-    """A StatefulSet with parallel pod management (no volumes; its governing Service need not exist)."""
-    return _apps("StatefulSet", name, {"replicas": replicas, "serviceName": name,
-                                       "podManagementPolicy": "Parallel"})
+def statefulset(name: str, replicas: int, strategy: str = "RollingUpdate") -> Obj:
+    """A StatefulSet with parallel pod management (no volumes; its governing Service need not exist) and this
+    update strategy (`Recreate`: KEP-3541, gate StatefulSetRecreateStrategy, Beta and on by default from 1.38)."""
+    spec: Obj = {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel"}
+    if strategy != "RollingUpdate":
+        spec["updateStrategy"] = {"type": strategy}
+    return _apps("StatefulSet", name, spec)
 
 
 def daemonset(name: str) -> Obj:

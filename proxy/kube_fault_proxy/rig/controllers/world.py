@@ -45,6 +45,17 @@ def succeeded(pod: Obj) -> bool:
     return bool((pod.get("status") or {}).get("phase") == "Succeeded")
 
 
+def revision(pod: Obj) -> str | None:
+    """The controller revision a StatefulSet (or DaemonSet) pod was made from: its `controller-revision-hash` label."""
+    value = (pod["metadata"].get("labels") or {}).get("controller-revision-hash")
+    return str(value) if value else None
+
+
+def ended(pod: Obj) -> bool:
+    """The pod's containers ran to an end (Succeeded or Failed); a pod being deleted has not ended yet."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 def ordinal(pod: Obj) -> int | None:
     """A StatefulSet pod's ordinal: its `apps.kubernetes.io/pod-index` label, else its name's suffix."""
     label = (pod["metadata"].get("labels") or {}).get("apps.kubernetes.io/pod-index")

@@ -15,11 +15,15 @@ from typing import Any
 
 K8S = "kubernetes v1.36.3"  # the source the rig builds; k8s.io/api v0.36.3 is its staging/src/k8s.io/api
 API = "k8s.io/api v0.36.3"
+K8S_138 = "kubernetes v1.38.0-beta.0"  # what ships next: promises of code that v1.36.3 does not have
+API_138 = "k8s.io/api v0.38.0-beta.0"
 CORE = "yunikorn-core v1.9.0"
 SHIM = "yunikorn-k8shim v1.9.0"
 DOCS = "https://kubernetes.io/docs/"
 _REPOS = {K8S: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/",
           API: "https://github.com/kubernetes/api/blob/v0.36.3/",
+          K8S_138: "https://github.com/kubernetes/kubernetes/blob/v1.38.0-beta.0/",
+          API_138: "https://github.com/kubernetes/api/blob/v0.38.0-beta.0/",
           CORE: "https://github.com/apache/yunikorn-core/blob/v1.9.0/",
           SHIM: "https://github.com/apache/yunikorn-k8shim/blob/v1.9.0/"}
 _SOURCE = re.compile(r"https://\S+|(?:" + "|".join(map(re.escape, _REPOS)) + r"): \S+\.go, \S.*")
@@ -108,6 +112,14 @@ CONTROLLER_INVARIANTS = (
               Promise("It tries to ensure that the specified number of Pods from ordinal 0 through N-1 are alive and "
                       "ready.",
                       f"{DOCS}tasks/run-application/force-delete-stateful-set-pod/#statefulset-considerations")),
+    Invariant("statefulset-recreate-never-mixes-revisions",
+              "a StatefulSet that updates by Recreate never creates a pod while a pod of another revision of it "
+              "exists and has not ended (Succeeded or Failed); a pod being deleted still counts, it is not fully "
+              "terminated",
+              Promise("RecreateStatefulSetStrategyType indicates that all existing pods will be deleted and fully "
+                      "terminated before any new-revision pods are created. This ensures that old and new revision "
+                      "Pods never run at the same time.",
+                      f"{API_138}: apps/v1/types.go, RecreateStatefulSetStrategyType")),
     Invariant("daemonset-one-pod-per-node",
               "a DaemonSet never has more than one live pod for a node (two while a rolling update surges)",
               Promise("When surge is not enabled, if there is more than 1 running pod on a node delete all but the "

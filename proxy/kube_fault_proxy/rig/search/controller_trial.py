@@ -30,6 +30,9 @@ from kube_fault_proxy.rig.workloads import load
 
 CONTROLLER_MANAGER = "kube-controller-manager"
 WORKLOAD_KINDS = ("replicaset", "deployment", "job", "statefulset", "daemonset")  # `--target kcm:<these>`
+# Named only, never in the default set: a StatefulSet that updates by `Recreate` (KEP-3541) needs the gate
+# StatefulSetRecreateStrategy, Alpha and off in 1.37, Beta and on from 1.38, and no 1.36 apiserver accepts it.
+NAMED_ONLY_KINDS = ("statefulset-recreate",)
 STEP = 1.5  # seconds between two moves of the plan (each lands while the controllers still act on the last)
 BOUND = 30.0  # every workload converges within this after the faults end (`workload-converges`)
 POLL = 0.5
@@ -88,11 +91,12 @@ class Plan:
 def plan(pods: int, kinds: Sequence[str] = WORKLOAD_KINDS) -> Plan:
     """The workloads for a load of about `pods` pods, of these kinds, and their moves: a ReplicaSet scaled up then
     down, a Deployment rolled out and scaled, two Jobs (one indexed) running to completion, a StatefulSet scaled up,
-    down and one of its pods deleted, a DaemonSet on every node. ValueError names an unknown kind."""
-    unknown = sorted(set(kinds) - set(WORKLOAD_KINDS))
+    down and one of its pods deleted, a DaemonSet on every node; named only, a StatefulSet that updates by
+    Recreate rolled out twice (the second time while it scales up). ValueError names an unknown kind."""
+    unknown = sorted(set(kinds) - set(WORKLOAD_KINDS) - set(NAMED_ONLY_KINDS))
     if unknown or not kinds:
         raise ValueError(f"unknown workload kind(s) {', '.join(unknown) or '(none)'}; "
-                         f"known: {', '.join(WORKLOAD_KINDS)}")
+                         f"known: {', '.join(WORKLOAD_KINDS + NAMED_ONLY_KINDS)}")
     r, d, c, s = max(2, pods // 5), max(2, pods // 10), max(2, pods // 10), min(5, max(2, pods // 20))
     manifests: list[Obj] = []
     rounds: list[list[Move]] = [[], [], [], []]
@@ -113,6 +117,12 @@ def plan(pods: int, kinds: Sequence[str] = WORKLOAD_KINDS) -> Plan:
         rounds[3] += [Move("StatefulSet", "db", {"spec": {"replicas": 1}}), Move("Pod", "db-0")]
     if "daemonset" in kinds:
         manifests.append(workloads.daemonset("agent"))
+    if "statefulset-recreate" in kinds:
+        manifests.append(workloads.statefulset("cache", s, strategy="Recreate"))
+        rounds[0].append(Move("StatefulSet", "cache", {"spec": {"template": {"metadata": {"annotations": {
+            "kfp-rollout": "2"}}}}}))
+        rounds[2] += [Move("StatefulSet", "cache", {"spec": {"template": {"metadata": {"annotations": {
+            "kfp-rollout": "3"}}}}}), Move("StatefulSet", "cache", {"spec": {"replicas": s + 1}})]
     return Plan(tuple(manifests), tuple(tuple(m) for m in rounds if m))
 
 
