@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import yaml
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kube_fault_proxy.rig.runs.scenario import load_scenario
@@ -241,7 +242,7 @@ def test_a_kube_controller_manager_search_runs_its_workloads_through_the_proxy_a
     for t in (faulted, canary):  # a ReplicaSet, a Deployment and its ReplicaSets, their pods: all in the history
         assert t["counts"]["workloads"] >= 3 and t["counts"]["changes"] >= 30, t["counts"]
     doc = json.loads((out / "search.json").read_text())
-    assert doc["scheduler"] == target and doc["build"].startswith(f"{target} v1.36.3")
+    assert doc["scheduler"] == target and doc["build"].startswith(f"{target} {versions.KUBERNETES}")
     assert doc["workloads"] == ["replicaset", "deployment"]
     pids = doc["processes"][target]
     assert [name for name, pid in pids.items() if group_alive(pid)] == []  # the control plane is down

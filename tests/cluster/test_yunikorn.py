@@ -6,6 +6,7 @@ import json
 
 import httpx
 from kube_fault_proxy.proxy.control.client import ControlClient
+from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
 
@@ -31,7 +32,7 @@ def test_cluster_status_names_the_exact_build(yunikorn_cluster: Cluster, kfp_con
     r = kfp("cluster", "--state-dir", str(yunikorn_cluster.dir), "status")
     st = json.loads(r.stdout)
     assert r.returncode == 0 and st["schedulerBuild"] == "yunikorn v1.9.0"
-    release = kfp_config.kubernetes or "v1.36.3"  # the session's release (--kube-fault-proxy-kubernetes)
+    release = kfp_config.kubernetes or versions.KUBERNETES  # the session's release (--kube-fault-proxy-kubernetes)
     etcd = {"v1.36.3": "v3.6.16", "v1.37.2": "v3.7.0", "v1.38.0-beta.0": "v3.7.1"}[release]
     assert st["builds"] == {"etcd": etcd, "kube-apiserver": release, "kube-controller-manager": release,
                             "kubectl": release, "kwok": "v0.7.0", "yunikorn-scheduler": "v1.9.0"}

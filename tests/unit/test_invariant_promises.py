@@ -22,7 +22,7 @@ from kube_fault_proxy.rig.invariants.catalogue import (
 from tests.unit.test_controller_promises import Story
 
 EVERY = (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)
-FILE = re.compile(r"(kubernetes v1\.3[68]\.[03](-beta\.0)?|k8s\.io/api v0\.3[68]\.[03](-beta\.0)?|yunikorn-(core|k8shim) v1\.9\.0): "
+FILE = re.compile(r"(kubernetes v1\.(37\.2|38\.0-beta\.0)|k8s\.io/api v0\.(37\.2|38\.0-beta\.0)|yunikorn-(core|k8shim) v1\.9\.0): "
                   r"[\w./-]+\.go, [A-Z]?\w+(\.\w+)?(, \w+(\.\w+)?)*")
 
 
@@ -56,8 +56,8 @@ def test_a_promise_without_a_quote_or_a_named_source_is_refused(quote: str, sour
 
 def test_a_promise_links_to_the_source_at_the_version_the_rig_builds() -> None:
     p = Promise("Specifies the maximum desired number of pods the job should run at any given time. … More",
-                "k8s.io/api v0.36.3: batch/v1/types.go, JobSpec.Parallelism")
-    assert p.link == "https://github.com/kubernetes/api/blob/v0.36.3/batch/v1/types.go"
+                "k8s.io/api v0.37.2: batch/v1/types.go, JobSpec.Parallelism")
+    assert p.link == "https://github.com/kubernetes/api/blob/v0.37.2/batch/v1/types.go"
     assert p.fragments == ("Specifies the maximum desired number of pods the job should run at any given time.",
                            "More")
     shim = Promise("q", "yunikorn-k8shim v1.9.0: pkg/cache/task.go, Task.postTaskPending")

@@ -48,11 +48,11 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_releases_served_here_and_their_lines() -> None:
     assert versions.RELEASES == ("v1.36.3", "v1.37.2", "v1.38.0-beta.0")
-    assert versions.KUBERNETES == "v1.36.3"  # the default moves only when the lead decides
+    assert versions.KUBERNETES == "v1.37.2"  # the newest stable release served (issue 44); it moves by decision
     assert [versions.line(v).etcd for v in versions.RELEASES] == ["v3.6.16", "v3.7.0", "v3.7.1"]
     assert [versions.line(v).toolchain for v in versions.RELEASES] == [None, None, "go1.27.3"]
     assert versions.line("v1.38.0") == versions.line("v1.38.4") == versions.line("v1.38.0-rc.1")  # later patches
-    assert versions.ETCD == "v3.6.16"
+    assert versions.ETCD == "v3.7.0"  # the default release's
 
 
 @pytest.mark.parametrize(("version", "message"), [
@@ -201,7 +201,7 @@ def test_a_search_worker_runs_the_searchs_release(tmp_path: Path) -> None:
         return Settings(scheduler="kube-scheduler", control=None, budget=60.0, seed=1, kinds=("delay",),
                         out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path, kubernetes=release)
 
-    assert worker_args(settings("v1.37.2"))[-2:] == ["--kubernetes", "v1.37.2"]
+    assert worker_args(settings("v1.38.0-beta.0"))[-2:] == ["--kubernetes", "v1.38.0-beta.0"]
     assert "--kubernetes" not in worker_args(settings(versions.KUBERNETES))
 
 

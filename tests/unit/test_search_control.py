@@ -85,7 +85,7 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, breaks_when: bool | None) -> list
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
                 kinds: tuple[str, ...] = (), kubernetes: str = "") -> Iterator[Any]:
-        assert kubernetes == "v1.36.3"  # the search's release, passed to every rig
+        assert kubernetes == "v1.37.2"  # the search's release (the default), passed to every rig
         started.append((state_dir.name, {c: dict(g) for c, g in gates.items()}))
         on = gates.get("kube-scheduler", {}).get(ASYNC)
         build = f"kube-scheduler v1.36.3 {ASYNC}={'true' if on else 'false'}"

@@ -173,6 +173,15 @@ def gates_file(version: str) -> Path:
     return cache_dir() / "gates" / f"kubernetes-{version}.txt"
 
 
+def module_source(module: str, version: str, release: str = versions.KUBERNETES, go: Toolchain | None = None) -> Path:
+    """A module's source at a version, from Go's module cache (fetched from the module proxy when missing; read
+    only), with the Go toolchain Kubernetes `release` builds with."""
+    go = go or Toolchain()
+    workdir = cache_dir() / "build"
+    workdir.mkdir(parents=True, exist_ok=True)
+    return go.module_dir(module, version, _go_env(toolchain_env(release)), workdir)
+
+
 def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str] | None:
     """The feature gates release `version` has, read from its source (and its staging modules') in the Go
     module cache: pkg/features/kube_features.go's registry, client-go's and component-base's gates. Kept in
@@ -183,13 +192,9 @@ def known_gates(version: str, go: Toolchain | None = None) -> frozenset[str] | N
         return frozenset(kept.read_text().split())
     if go is None and shutil.which("go") is None:
         return None
-    go = go or Toolchain()
-    env = _go_env(toolchain_env(version))
-    workdir = cache_dir() / "build"
-    workdir.mkdir(parents=True, exist_ok=True)
-    root = go.module_dir("k8s.io/kubernetes", version, env, workdir)
+    root = module_source("k8s.io/kubernetes", version, version, go)
     twin = "v0." + version.removeprefix("v1.")
-    others = [go.module_dir(module, twin, env, workdir) / f for module, files in GATE_FILES.items() for f in files]
+    others = [module_source(module, twin, version, go) / f for module, files in GATE_FILES.items() for f in files]
     try:
         names = feature_gates.known(root / "pkg" / "features" / "kube_features.go", others)
     except (OSError, ValueError) as e:

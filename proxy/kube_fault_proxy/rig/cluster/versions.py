@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (and kubelet): the release built when none is
-# asked for. v1.36.3 is the newest v1.36 patch the Go module proxy serves (v1.36.6 and later are refused by it).
-KUBERNETES = "v1.36.3"
+# asked for: v1.37.2, the newest stable release the Go module proxy serves (v1.37.0 shipped 2026-08-26). v1.36.3,
+# the default until 2026-12-06, is the newest v1.36 patch it serves (v1.36.6 and later are refused by it).
+KUBERNETES = "v1.37.2"
 
 
 @dataclass(frozen=True)

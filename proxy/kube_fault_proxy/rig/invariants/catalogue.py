@@ -13,15 +13,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-K8S = "kubernetes v1.36.3"  # the source the rig builds; k8s.io/api v0.36.3 is its staging/src/k8s.io/api
-API = "k8s.io/api v0.36.3"
+K8S = "kubernetes v1.37.2"  # the source the rig builds; k8s.io/api v0.37.2 is its staging/src/k8s.io/api
+API = "k8s.io/api v0.37.2"
 K8S_138 = "kubernetes v1.38.0-beta.0"  # what ships next: promises of code that v1.36.3 does not have
 API_138 = "k8s.io/api v0.38.0-beta.0"
 CORE = "yunikorn-core v1.9.0"
 SHIM = "yunikorn-k8shim v1.9.0"
 DOCS = "https://kubernetes.io/docs/"
-_REPOS = {K8S: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/",
-          API: "https://github.com/kubernetes/api/blob/v0.36.3/",
+_REPOS = {K8S: "https://github.com/kubernetes/kubernetes/blob/v1.37.2/",
+          API: "https://github.com/kubernetes/api/blob/v0.37.2/",
           K8S_138: "https://github.com/kubernetes/kubernetes/blob/v1.38.0-beta.0/",
           API_138: "https://github.com/kubernetes/api/blob/v0.38.0-beta.0/",
           CORE: "https://github.com/apache/yunikorn-core/blob/v1.9.0/",
@@ -150,8 +150,8 @@ CONDITION_INVARIANTS = (
 
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it",
-              Promise("If a pod stays in unschedulablePods for longer than this value, the pod will be moved from "
-                      "unschedulablePods to backoffQ or activeQ.",
+              Promise("If a pod stays in unschedulableEntities for longer than this value, the pod will be moved "
+                      "from unschedulableEntities to backoffQ or activeQ.",
                       f"{K8S}: pkg/scheduler/backend/queue/scheduling_queue.go, "
                       "DefaultPodMaxInUnschedulablePodsDuration")),
     Invariant("missing-node", "no pod is bound to a node that does not exist",
