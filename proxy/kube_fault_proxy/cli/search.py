@@ -20,7 +20,7 @@ from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_sta
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import control as controls
-from kube_fault_proxy.rig.search import known, waist
+from kube_fault_proxy.rig.search import differential, known, waist
 from kube_fault_proxy.rig.search.controller_trial import NAMED_ONLY_KINDS, WORKLOAD_KINDS, plan
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
@@ -102,6 +102,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         shapes = ("roomy",)
     if args.canary_every < 0:
         raise UsageError("--canary-every must be 0 (no canaries) or more")
+    if args.differential and args.differential < differential.MIN_CLEAN_RUNS:
+        raise UsageError(f"--differential {args.differential}: 0 (off) or at least {differential.MIN_CLEAN_RUNS} "
+                         "clean runs per workload (fewer mask too little)")
     try:
         budget, shrink_budget = parse_duration(args.budget), parse_duration(args.shrink_budget)
         shrink_total = None if args.shrink_total == "none" else parse_duration(args.shrink_total)
@@ -127,7 +130,8 @@ def _settings(args: argparse.Namespace) -> Settings:
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
-                    fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes)
+                    fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes,
+                    differential=args.differential)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -273,6 +277,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help=f"workload shapes the trials draw from (default all: {', '.join(SHAPES)})")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
+    p.add_argument("--differential", type=int, default=0, metavar="K",
+                   help="the differential oracle: run each trial's workload K times with no fault (K >= 3, the first "
+                        "time it is drawn), mask what differs between those runs, and report a trial that breaks "
+                        "no invariant but ends elsewhere as `diverged` (default 0: off)")
     p.add_argument("--budget", metavar="DURATION", help="search time, e.g. 10m (shrinking has its own budget)")
     p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
     more = ", ".join(k for k in KNOWN_KINDS if k not in ALL_KINDS)

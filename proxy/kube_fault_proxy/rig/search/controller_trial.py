@@ -23,8 +23,10 @@ from kube_fault_proxy.rig.cluster.control_plane import ClusterError, regate_cont
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import PROMISES, judge, unconverged
+from kube_fault_proxy.rig.controllers.world import WORKLOADS
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs.runner import timeline_sample
+from kube_fault_proxy.rig.search import differential
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.workloads import load
 
@@ -218,6 +220,9 @@ class ControllerTrial:
         counts = {"workloads": sum(len(world.objects[k]) for k in world.objects if k not in ("Pod", "Node")),
                   "pods": len(world.objects["Pod"]), "changes": len(history.changes)}
         report = check.Report(violations, counts, list(PROMISES), quiet=self.result.quiet)
+        pods = list(world.objects["Pod"].values())
+        made = [(k, o) for k in WORKLOADS for o in world.objects[k].values()]
+        self.result.end_state = {**differential.pod_facts(pods), **differential.workload_facts(made, pods)}
         self.result.check = report.as_dict()
         self.result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
 

@@ -9,8 +9,9 @@ run K times with no fault (K >= 3), and a fact whose value differs between those
 faulted trial whose facts differ from the clean runs' on a fact that never varied has `diverged`. The facts
 are counts and names the workload fixes, never uids or times, so clean runs of a deterministic workload agree.
 
-The nondeterminism form (as in Kamera): one profile replayed with different event orders (the seeds of
-`delayEvents` and `holdEvents`) that ends in more than one distinct state, once masked, is also a finding.
+The nondeterminism form (as in Kamera): one profile replayed with different event orders (other seeds of the
+kinds that delay or hold watch events) that ends in more than one distinct state, once masked, is also a
+finding.
 
 Pure: states in, a baseline and divergences out.
 """
@@ -26,6 +27,7 @@ Obj = dict[str, Any]
 Fact = str | int | bool
 Facts = dict[str, Fact]
 ABSENT = "(absent)"  # how a divergence shows a fact one side does not have
+DIVERGED = "diverged"  # what a trial breaks that ends where no clean run of its workload did, no invariant broken
 MIN_CLEAN_RUNS = 3  # a mask learned from fewer runs than this masks too little to trust
 
 

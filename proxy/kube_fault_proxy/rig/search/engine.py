@@ -6,6 +6,7 @@ signature until the budget ends; each distinct finding shrunk and its minimal ca
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -17,8 +18,8 @@ from pathlib import Path
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, down
 from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.search import control as controls
+from kube_fault_proxy.rig.search import differential, precheck, resume, waist
 from kube_fault_proxy.rig.search import known as known_findings
-from kube_fault_proxy.rig.search import precheck, resume, waist
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
@@ -65,6 +66,9 @@ class Search:
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
         self.waist = waist.of(settings.scheduler)  # where the grammar draws the target's rules
+        # The differential oracle's clean end states, per rig and workload (None: its clean runs did not agree to
+        # be clean: a run broke an invariant or failed, so no baseline is trusted for that workload).
+        self.baselines: dict[str, differential.Baseline | None] = {}
 
     def scheduler_of(self, key: str) -> str:
         """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` control the target's build."""
@@ -141,6 +145,8 @@ class Search:
                 result = run_trial(rig, genome, name, tier, self.note)
             finally:  # the trial restarted the scheduler: its new pid too
                 self.remember_pids(scheduler, rig)
+            if self.s.differential and tier is not CANARY and not result.error and result.end_state:
+                self.differ(scheduler, genome, result)
             with self.journal.open("a") as f:
                 f.write(json.dumps({**result.as_dict(), "tier": tier.name, "searchSeed": self.s.seed,
                                     "build": self.builds.get(scheduler)}) + "\n")
@@ -148,6 +154,41 @@ class Search:
             self.fast_seconds.append(result.seconds)
         self.step_seconds += result.seconds
         return result
+
+    def baseline(self, scheduler: str, genome: Genome) -> differential.Baseline | None:
+        """The clean end state of a genome's workload (its pods, nodes, shape and action; not its seed) on a rig:
+        learned from `differential` fault-free runs of it, each under a seed of its own, the first time it is asked
+        for (named `b<key>-<k>`, so a resumed search takes them from its journal)."""
+        g = genome.with_(rules=(), origin="baseline")
+        key = f"{scheduler} pods={g.pods} nodes={g.nodes} shape={g.shape} action={g.action}"
+        if key not in self.baselines:
+            tag = hashlib.sha256(key.encode()).hexdigest()[:8]
+            # Each clean run under a seed of its own: a shape's pods are a function of the seed too, so what varies
+            # with it (which pods are large, which go to the tainted pool) is masked, not judged.
+            seeds = [int(hashlib.sha256(f"{key}:{k}".encode()).hexdigest()[:8], 16) for k in range(self.s.differential)]
+            runs = [self.trial(scheduler, g.with_(seed=seed), f"b{tag}-{k + 1}", CANARY)
+                    for k, seed in enumerate(seeds)]
+            unclean = [f"{r.name}: {r.error or ', '.join(r.broken)}" for r in runs if r.error or r.broken]
+            if unclean:
+                self.note(f"  no differential baseline for this workload: its clean runs were not clean "
+                          f"({'; '.join(unclean)})")
+                self.baselines[key] = None
+            else:
+                self.baselines[key] = differential.Baseline.learn([r.end_state for r in runs])
+        return self.baselines[key]
+
+    def differ(self, scheduler: str, genome: Genome, result: TrialResult) -> None:
+        """Compare a trial's end state with its workload's clean runs. A trial that broke no invariant but ended
+        where no clean run did breaks `diverged` (differential.DIVERGED); one that broke an invariant keeps the
+        divergences as evidence only."""
+        base = self.baseline(scheduler, genome)
+        if base is None:
+            return
+        result.diverged = [str(d) for d in base.diverged(result.end_state)]
+        if result.diverged and not result.broken:
+            result.broken = [differential.DIVERGED]
+            self.note(f"  {result.name}: ended where no clean run did: {'; '.join(result.diverged[:3])}"
+                      + (f" and {len(result.diverged) - 3} more" if len(result.diverged) > 3 else ""))
 
     def elapsed(self) -> float:
         """The search's time: this run's, and the trial seconds of what an earlier run recorded and this one took."""
@@ -229,6 +270,8 @@ class Search:
     def snapshot(self, out: Outcome) -> None:
         """What the outcome cannot keep up to date itself, for a report written now."""
         out.fast_seconds, out.builds, out.prechecked = list(self.fast_seconds), dict(self.builds), self.prechecked
+        out.baselines = sum(1 for b in self.baselines.values() if b is not None)
+        out.untrusted_baselines = len(self.baselines) - out.baselines
         out.dead_forms = sorted(precheck.dead_forms(self.ran, self.fired))
         out.resumed, out.pids = self.records.served, {k: dict(v) for k, v in self.pids.items()}
         if out.phase == "searching" or (out.phase == "interrupted" and not out.search_seconds):

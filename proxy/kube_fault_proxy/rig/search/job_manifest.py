@@ -58,6 +58,8 @@ def worker_args(s: Settings) -> list[str]:
             "-o", f"{WORK_DIR}/out", "--state-dir", f"{WORK_DIR}/state"]
     if s.max_trials is not None:
         args += ["--max-trials", str(s.max_trials)]
+    if s.differential:
+        args += ["--differential", str(s.differential)]
     for component, gates in s.feature_gates.items():
         args += [a for gate, on in gates.items() for a in ("--feature-gates", f"{component}:{gate}={str(on).lower()}")]
     if s.kubernetes != versions.KUBERNETES:

@@ -53,6 +53,9 @@ class Settings:
     workloads: tuple[str, ...] = ("replicaset", "deployment", "job", "statefulset", "daemonset")
     # The Kubernetes release of every rig's control plane and kube-scheduler (versions.RELEASES).
     kubernetes: str = versions.KUBERNETES
+    # The differential oracle (differential.py): clean runs per workload whose end state a trial is compared with
+    # (0: off; at least differential.MIN_CLEAN_RUNS otherwise).
+    differential: int = 0
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:
@@ -139,6 +142,9 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)  # distinct confirmed bugs, first found first
     canaries: list[TrialResult] = field(default_factory=list)  # fault-free trials; one that broke is the rig's
     prechecked: int = 0  # genomes the pre-check redrew (no rule could fire on the workload)
+    # The differential oracle: workloads it learned a clean end state of, and those whose clean runs were not clean.
+    baselines: int = 0
+    untrusted_baselines: int = 0
     tokens: int = 0  # distinct novelty tokens the search trials showed (per-pod fault sequences, phase events)
     novel: int = 0  # search trials that showed a token no earlier trial had
     dead_forms: list[str] = field(default_factory=list)  # rule forms the pre-check learned never inject

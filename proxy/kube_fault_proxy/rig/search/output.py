@@ -22,6 +22,7 @@ from kube_fault_proxy.rig.invariants.safety import SAFETY
 from kube_fault_proxy.rig.runs.report import timeline_svg
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search import coverage
+from kube_fault_proxy.rig.search.differential import DIVERGED
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
@@ -189,6 +190,13 @@ def _evidence(out: Outcome) -> list[str]:
              + (f"{len(broken)} broke invariants with no fault active, the rig's or the workload's problem "
                 f"(never a finding): " + "; ".join(f"{c.name} ({c.genome.shape}) {', '.join(c.broken)}"
                                                      for c in broken) if broken else "all clean")]
+    if s.differential:
+        diverged = [t for t in out.trials if t.diverged]
+        lines.append(f"- the differential oracle: {s.differential} fault-free runs per workload gave {out.baselines} "
+                     f"clean end states ({out.untrusted_baselines} more workloads' clean runs broke something, so "
+                     f"they are not judged); {len(diverged)} search trials ended where no clean run did, "
+                     f"{sum(1 for t in diverged if t.broken == [DIVERGED])} of them breaking no invariant "
+                     f"(`{DIVERGED}`)")
     return lines
 
 

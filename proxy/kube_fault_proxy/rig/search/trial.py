@@ -21,7 +21,7 @@ from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
 from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
-from kube_fault_proxy.rig.search import controller_trial
+from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.own_effect import own_effect
@@ -140,6 +140,8 @@ class TrialResult:
     seconds: float = 0.0
     restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
     own_effect: str | None = None  # what the journal shows the faults did that explains every break (own_effect.py)
+    end_state: dict[str, Any] = field(default_factory=dict)  # the end state as facts (differential.py)
+    diverged: list[str] = field(default_factory=list)  # how the end state differs from clean runs', beyond the mask
     quiet: bool = True
     error: str | None = None
     # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
@@ -160,7 +162,8 @@ class TrialResult:
                 "fired": sorted(self.fired), "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
-                "tokens": sorted(self.tokens), "ownEffect": self.own_effect,
+                "tokens": sorted(self.tokens), "ownEffect": self.own_effect, "endState": self.end_state,
+                "diverged": self.diverged,
                 "violations": [v["message"] for v in (self.check.get("violations") or [])[:VIOLATIONS_KEPT]]}
 
     @classmethod
@@ -171,7 +174,8 @@ class TrialResult:
                    fired=set(doc.get("fired", [])), near_miss=int(doc.get("nearMiss", 0)),
                    tokens=set(doc.get("tokens", [])), seconds=float(doc.get("seconds", 0.0)),
                    restart_seconds=float(doc.get("restartSeconds", 0.0)), quiet=bool(doc.get("quiet", True)),
-                   error=doc.get("error"), own_effect=doc.get("ownEffect"))
+                   error=doc.get("error"), own_effect=doc.get("ownEffect"), end_state=dict(doc.get("endState") or {}),
+                   diverged=list(doc.get("diverged") or []))
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -392,6 +396,8 @@ class _Trial:
                  for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
         read_journal(self.rig, self.control, result, self.namespace, self.wall0, final)
         result.own_effect = own_effect(result.check, result.history, self.genome.action)
+        result.end_state = {**differential.pod_facts(snap.pods, self.namespace),
+                            **differential.yunikorn_facts(snap.yunikorn, self.namespace)}
         if result.tokens and self.genome.shape != "roomy":
             result.tokens.add(f"shape:{self.genome.shape}")
 
