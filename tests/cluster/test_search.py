@@ -59,6 +59,7 @@ def test_search_counts_a_known_yunikorn_bug_shrinks_a_new_one_and_runs_a_clean_c
         r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "5m", "--seed", "348",
                 "--max-trials", "3", "--canary-every", "3", "--kinds", ",".join(KINDS), "--shrink-budget", "60s",
                 "--replays", "2", "--include-known", "YUNIKORN-3128", "--known", str(mine),
+                "--controls", "1",  # one control run each: three are the unit tests' (CI's time)
                 "-o", str(out), "--state-dir", str(state), timeout=1500)
     finally:  # a search that timed out leaves its control planes up (and YuniKorn's fixed port taken): stop them
         for scheduler in ("yunikorn", "kube-scheduler"):

@@ -65,7 +65,8 @@ def test_a_trial_that_ends_where_no_clean_run_did_is_a_confirmed_divergence(tmp_
     searched = names[:names.index("t1") + 1]  # the search phase; shrinking's smaller workloads learn their own
     baseline = searched[1:4]  # learned when t0 first needs it, once, and reused by every later trial of it
     assert [n[:1] for n in baseline] == ["b"] * 3 and len(set(baseline)) == 3
-    assert [n for n in searched if n not in baseline] == ["t0", "t0-replay", "t0-control", "t1"]
+    assert [n for n in searched if n not in baseline] == ["t0", "t0-replay", "t0-control", "t0-control-2",
+                                                          "t0-control-3", "t1"]
     text = write(out, ["search"]).read_text()
     assert out.baselines == 5  # the search's workload, and 4 smaller ones its shrinking tried
     assert "3 fault-free runs per workload gave 5 clean end states (0 more workloads'" in text

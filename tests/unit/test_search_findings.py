@@ -340,14 +340,19 @@ def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
 def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: list[str], verdict: str) -> None:
     def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        broken = control if name.endswith("-control") else ["I1", "stranded"]
+        ran.append(name)
+        broken = control if "-control" in name else ["I1", "stranded"]
         return TrialResult(name, scheduler, genome, broken=list(broken), injections=1, seconds=1.0)
 
+    ran: list[str] = []
     monkeypatch.setattr(Search, "trial", trial)
     s = Search(settings(tmp_path, control="kube-scheduler"), lambda _: None)
     g = Genome(rules=(rule("resetUpstream"),), pods=20)
     hit = s.confirm(0, g, TrialResult("t0", "yunikorn", g, broken=["I1", "stranded"], injections=1))
     assert (hit.verdict, hit.control, hit.target) == (verdict, control, ["I1", "stranded"])
+    # Three control runs unless one already disqualifies the hit (it stops there: the rest cannot confirm it).
+    controls = ["t0-control", "t0-control-2", "t0-control-3"] if verdict == "confirmed" else ["t0-control"]
+    assert ran == ["t0-replay", *controls]
     out = Outcome(s.s, hits=[hit], confirmed=hit, target=hit.target, shrunk=Shrunk(g, []), replays=[hit.target])
     report = write(out, ["search"]).read_text()
     own = "broke other invariants than the hit's under the same profile"

@@ -102,6 +102,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         shapes = ("roomy",)
     if args.canary_every < 0:
         raise UsageError("--canary-every must be 0 (no canaries) or more")
+    if args.controls < 1:
+        raise UsageError(f"--controls {args.controls}: at least 1 control run (--control none: no control)")
     if args.differential and args.differential < differential.MIN_CLEAN_RUNS:
         raise UsageError(f"--differential {args.differential}: 0 (off) or at least {differential.MIN_CLEAN_RUNS} "
                          "clean runs per workload (fewer mask too little)")
@@ -131,7 +133,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
                     fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes,
-                    differential=args.differential)
+                    differential=args.differential, controls=args.controls)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -277,6 +279,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help=f"workload shapes the trials draw from (default all: {', '.join(SHAPES)})")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
+    p.add_argument("--controls", type=int, default=3, metavar="N",
+                   help="control runs per hit and per minimal case (default 3): a hit is confirmed only when none "
+                        "of them breaks its invariants; they stop at the first that does")
     p.add_argument("--differential", type=int, default=0, metavar="K",
                    help="the differential oracle: run each trial's workload K times with no fault (K >= 3, the first "
                         "time it is drawn), mask what differs between those runs, and report a trial that breaks "

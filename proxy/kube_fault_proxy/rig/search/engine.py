@@ -399,7 +399,7 @@ class Search:
         if not set(first.broken) & set(replay.broken):
             hit.verdict = "not-reproduced"
             return hit
-        hit.control = self.control_run(g, f"t{number}-control")
+        hit.control = self.control_run(g, f"t{number}-control", hit.target)
         if control_shares(hit.control, hit.target):
             hit.verdict = "control-broken"
             self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control or [])} too: the rig's or "
@@ -417,16 +417,26 @@ class Search:
         """The replays' tier for the scheduler under test (trial.confirm_tier)."""
         return confirm_tier(self.s.scheduler)
 
-    def control_run(self, g: Genome, name: str) -> list[str] | None:
-        """The control under the genome: another scheduler under the same profile, the same build with other gates
-        under it (`gates:`), or (UNFAULTED) the same scheduler and workload without it; None when none is set."""
+    def control_run(self, g: Genome, name: str, target: Sequence[str] = ()) -> list[str] | None:
+        """The control under the genome, `controls` times (named `name`, `name-2`, ...): another scheduler under the
+        same profile, the same build with other gates under it (`gates:`), or (UNFAULTED) the same scheduler and
+        workload without it; what any of the runs broke (None when no control is set). It stops at the first run
+        that fails or breaks one of `target`: the hit is the faults' or the workload's then, whatever the rest do."""
         if self.s.control is None:
             return None
-        if self.s.control == UNFAULTED:
-            r = self.trial(self.s.scheduler, g.with_(rules=(), origin="control"), name, CONTROL)
-        else:
-            r = self.trial(self.s.control, g, name, CONTROL)
-        return r.broken if not r.error else [f"error: {r.error}"]
+        broken: list[str] = []
+        for k in range(self.s.controls):
+            run = name if k == 0 else f"{name}-{k + 1}"
+            if self.s.control == UNFAULTED:
+                r = self.trial(self.s.scheduler, g.with_(rules=(), origin="control"), run, CONTROL)
+            else:
+                r = self.trial(self.s.control, g, run, CONTROL)
+            if r.error:
+                return [f"error: {r.error}"]
+            broken += [b for b in r.broken if b not in broken]
+            if control_shares(broken, list(target)):
+                break
+        return broken
 
     def minimise(self, found: Finding) -> None:
         """Shrink a finding's first hit keeping its invariants broken, then replay the minimal case."""
@@ -459,4 +469,4 @@ class Search:
             found.replays.append(r.broken)
             if found.witness is None and target <= set(r.broken):
                 found.witness = r
-        found.minimal_control = self.control_run(minimal, f"minimal{tag}-control")
+        found.minimal_control = self.control_run(minimal, f"minimal{tag}-control", found.target)

@@ -56,6 +56,8 @@ class Settings:
     # The differential oracle (differential.py): clean runs per workload whose end state a trial is compared with
     # (0: off; at least differential.MIN_CLEAN_RUNS otherwise).
     differential: int = 0
+    # Control runs per confirmed hit and per minimal case: a hit is confirmed only when none breaks its invariants.
+    controls: int = 3
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:
