@@ -116,6 +116,36 @@ def test_a_jobs_extra_success_is_excused_by_its_lost_create_only(tmp_path: Path)
     assert "Job w/batch: 1 extra succeeded pod, within 1 pod create committed unanswered" in judged.excuses[0].why
 
 
+def test_two_extra_successes_after_one_lost_create_are_not_excused(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    s = run.story
+    job = s.workload("Job", "batch", {"completions": 1, "parallelism": 3})
+    pods = [s.pod(job, f"batch-{i}") for i in range(3)]
+    run.journal.lost_create("lost-answer", pods[0])
+    for p in pods:
+        s.set("Pod", p, "status.phase", "Succeeded")
+    [e] = run.judged().findings
+    assert e.why.startswith("Job w/batch: 2 extra succeeded pods; the ledger excuses 1") and "1 not excused" in e.why
+
+
+@pytest.mark.parametrize(("lost_index", "excused"), [(1, True), (0, False)])
+def test_an_indexed_jobs_twin_success_is_excused_by_a_lost_create_of_that_index(
+        tmp_path: Path, lost_index: int, excused: bool) -> None:
+    run = Run(tmp_path)
+    s = run.story
+    job = s.workload("Job", "idx", {"completions": 2, "parallelism": 2, "completionMode": "Indexed"})
+    index = "batch.kubernetes.io/job-completion-index"
+    pods = [s.pod(job, f"idx-{i}-{n}", annotations={index: str(i)}) for i, n in ((0, "a"), (1, "a"), (1, "b"))]
+    run.journal.lost_create("lost-answer", pods[lost_index])
+    for p in pods:
+        s.set("Pod", p, "status.phase", "Succeeded")
+    judged = run.judged()
+    twins = [e for e in judged.excuses if e.invariant == "indexed-job-one-success-per-index"]
+    assert [e.excused for e in twins] == [excused]
+    assert twins[0].why.startswith("Job w/idx index 1: 1 extra succeeded pod" + (
+        ", within 1 pod create committed unanswered (w/idx-1-a" if excused else "; the ledger excuses 0"))
+
+
 def test_a_dropped_added_stranding_is_excused_through_the_ledger(tmp_path: Path) -> None:
     """own_effect's case, now a ledger rule: the scheduler's pod watch lost load-3's ADDED; load-3 stranded."""
     run = Run(tmp_path)

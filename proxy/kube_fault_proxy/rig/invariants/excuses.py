@@ -36,8 +36,10 @@ from kube_fault_proxy.rig.controllers.world import (
     live,
     owner,
     replicas,
+    succeeded,
     uid,
 )
+from kube_fault_proxy.rig.invariants.check import Report
 from kube_fault_proxy.rig.invariants.history import History
 from kube_fault_proxy.rig.invariants.ledger import Effect, EffectKind, Ledger
 from kube_fault_proxy.rig.invariants.placement import Obj, ref
@@ -106,6 +108,7 @@ class Facts:
     workloads: dict[tuple[str, str], str] = field(default_factory=dict)
     pods: dict[tuple[str, str], Obj] = field(default_factory=dict)
     surplus: dict[tuple[str, str], list[Surplus]] = field(default_factory=dict)
+    succeeded: dict[str, dict[str, Obj]] = field(default_factory=dict)  # Job uid -> pod uid -> pod, ever succeeded
     end: float = 0.0
 
 
@@ -136,6 +139,9 @@ def facts(history: History) -> Facts:
         old = world.remove(change.kind, obj) if change.type == "DELETED" else world.put(change.kind, obj)
         if change.kind == "Pod":
             out.pods[(str(obj["metadata"].get("namespace", "")), str(obj["metadata"]["name"]))] = obj
+            job = owner(obj)
+            if job is not None and job[0] == "Job" and succeeded(obj):
+                out.succeeded.setdefault(job[1], {})[uid(obj)] = obj
         elif change.type != "DELETED":
             out.workloads[(change.kind, ref(obj))] = uid(obj)
             if change.kind == "ReplicaSet":
@@ -179,14 +185,16 @@ class Context:
 Rule = Callable[[Mapping[str, Any], Context], Excuse]
 
 
-def _lost_creates(ctx: Context, owner_uid: str) -> list[Effect]:
+def _lost_creates(ctx: Context, owner_kind: str, owner_ref: str, owner_uid: str) -> list[Effect]:
     """Pod creates of this owner that committed while their client saw an error: by the owner the journal's
-    `written` names, else by the pod's owner in the history."""
+    `written` names (its uid, or its kind and name), else by the pod's owner in the history."""
     out = []
     for e in ctx.ledger.of(*LOST_CREATES, resource="pods", verb="create"):
-        pod = ctx.facts.pods.get((e.touched.namespace, e.touched.name)) if ctx.facts is not None else None
+        t = e.touched
+        pod = ctx.facts.pods.get((t.namespace, t.name)) if ctx.facts is not None else None
         o = owner(pod) if pod is not None else None
-        if e.touched.owner_uid == owner_uid or (o is not None and o[1] == owner_uid):
+        named = t.owner_kind == owner_kind and f"{t.namespace}/{t.owner_name}" == owner_ref
+        if (owner_uid and t.owner_uid == owner_uid) or named or (o is not None and o[1] == owner_uid):
             out.append(e)
     return out
 
@@ -205,12 +213,12 @@ OWNER_KIND = {"replicaset-never-over-replicas": "ReplicaSet", "job-active-within
 
 
 def _owner(v: Mapping[str, Any], ctx: Context) -> tuple[str, str, str] | None:
-    """(kind, ref, uid) of the workload a controller violation is about."""
+    """(kind, ref, uid) of the workload a controller violation is about (uid '' with no history to look it up)."""
     kind, objects = OWNER_KIND[v["invariant"]], v.get("objects") or []
-    if not objects or ctx.facts is None:
+    if not objects:
         return None
-    u = ctx.facts.workloads.get((kind, str(objects[0])))
-    return None if u is None else (kind, str(objects[0]), u)
+    u = ctx.facts.workloads.get((kind, str(objects[0])), "") if ctx.facts is not None else ""
+    return kind, str(objects[0]), u
 
 
 def _n(count: int, noun: str) -> str:
@@ -228,12 +236,13 @@ def surplus_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
         return _no(v, f"{v['objects'][0]}: a Deployment's ReplicaSets asking over replicas + maxSurge (no ledger "
                       "effect excuses it: a ReplicaSet's name is fixed, a lost create of one is not made twice)")
     found = _owner(v, ctx)
-    if found is None:
-        return _no(v, f"{', '.join(v.get('objects') or [])}: no recorded history to measure the surplus by")
+    if found is None or ctx.facts is None:
+        return _no(v, f"{', '.join(v.get('objects') or [])}: no recorded history to measure the surplus by (how "
+                      "long it lasted is part of the excuse)")
     kind, name, owner_uid = found
     node = str(v.get("node") or "")
     stretches = ctx.facts.surplus.get((owner_uid, node), []) if ctx.facts is not None else []
-    lost = _lost_creates(ctx, owner_uid)
+    lost = _lost_creates(ctx, kind, name, owner_uid)
     where = f"{kind} {name}" + (f" on node {node}" if node else "")
     if not stretches:
         return _no(v, f"{where}: the history shows no stretch of surplus to excuse")
@@ -260,17 +269,21 @@ def success_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
     """Each lost pod create of the Job excuses one extra succeeded pod (of an Indexed Job, of its pod's index)."""
     found = _owner(v, ctx)
     if found is None:
-        return _no(v, f"{', '.join(v.get('objects') or [])}: no recorded history to attribute the pods by")
-    _, name, job_uid = found
+        return _no(v, f"{v['invariant']}: the violation names no Job")
+    kind, name, job_uid = found
     numbers = v.get("numbers") or {}
-    lost = _lost_creates(ctx, job_uid)
+    lost = _lost_creates(ctx, kind, name, job_uid)
+    # The violation's numbers are its first moment's; the history has every pod that ever succeeded.
+    done = list(ctx.facts.succeeded.get(job_uid, {}).values()) if ctx.facts is not None else []
     if v["invariant"] == "indexed-job-one-success-per-index":
         index = int(numbers.get("index", -1))
         lost = [e for e in lost if ctx.facts is not None and (pod := ctx.facts.pods.get(
             (e.touched.namespace, e.touched.name))) is not None and completion_index(pod) == index]
-        extra, what = int(numbers.get("succeeded", 0)) - 1, f"Job {name} index {index}"
+        twins = sum(1 for p in done if completion_index(p) == index)
+        extra, what = max(twins, int(numbers.get("succeeded", 0))) - 1, f"Job {name} index {index}"
     else:
-        extra, what = int(numbers.get("succeeded", 0)) - int(numbers.get("completions", 0)), f"Job {name}"
+        extra = max(len(done), int(numbers.get("succeeded", 0))) - int(numbers.get("completions", 0))
+        what = f"Job {name}"
     if extra <= len(lost):
         return Excuse(str(v["invariant"]), tuple(v.get("objects") or ()), True,
                       f"{what}: {_n(extra, 'extra succeeded pod')}, within {_creates(lost, ctx)}")
@@ -310,6 +323,18 @@ RULES: dict[str, Rule] = {
     "indexed-job-one-success-per-index": success_rule,
     **{name: stranding_rule for name in sorted(STRANDING)},
 }
+
+
+def excuse_report(report: Report, ledger: Ledger, history: History | None = None,
+                  faults_end: float | None = None) -> list[str]:
+    """Move the report's violations the ledger excuses to `report.excused`; returns what the ledger excused and
+    what it did not, for the violations a rule judged (one line each)."""
+    judged = judge([v.as_dict() for v in report.violations], ledger, history, faults_end)
+    pairs = list(zip(report.violations, judged.excuses, strict=True))
+    report.excused += [(v, e.why) for v, e in pairs if e.excused]
+    report.violations = [v for v, e in pairs if not e.excused]
+    return [f"{'excused' if e.excused else 'not excused'}: {e.why}" for e in judged.excuses
+            if e.invariant in RULES]
 
 
 def judge(violations: Sequence[Mapping[str, Any]], ledger: Ledger, history: History | None = None,
