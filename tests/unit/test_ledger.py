@@ -14,6 +14,10 @@ from kube_fault_proxy.rig.controllers.promises import judge as promises
 from kube_fault_proxy.rig.invariants import excuses, ledger
 from kube_fault_proxy.rig.invariants.history import Change, History
 from kube_fault_proxy.rig.invariants.ledger import LedgerError
+from kube_fault_proxy.rig.search.excused import judge_trial
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.outcome import Hit, Outcome, Settings
+from kube_fault_proxy.rig.search.output import write
 
 from tests.support.journal import SCHEDULER, JournalWriter
 from tests.unit.test_controller_promises import RACE, Story
@@ -251,3 +255,48 @@ def test_a_bad_record_is_named_by_file_line_and_field(tmp_path: Path, line: str,
     with pytest.raises(LedgerError) as e:
         ledger.read_file(path)
     assert str(e.value).startswith(f"{path}:3") and says.removeprefix(":1") in str(e.value)
+
+
+# --- the search: a trial judged against its ledger, and the precision figure
+
+
+def test_a_controller_trial_is_the_faults_effect_only_when_every_break_is_excused(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    rs, dup = scaled_with_a_lost_answer(run)
+    run.story.set("Pod", dup, "metadata.deletionTimestamp", "now")
+    history = run.story.history()
+    check = {"violations": [v.as_dict() for v in promises(history, None, 600)]}
+    why, said = judge_trial(check, run.ledger(), None, history, None, history.start)
+    assert why == said and why is not None and why.startswith("excused: ReplicaSet w/web: at most 1 surplus pod")
+    twin = run.story.pod(rs, "web-e")  # a second surplus pod with no lost answer of its own
+    run.story.set("Pod", twin, "metadata.deletionTimestamp", "now")
+    history = run.story.history()
+    check = {"violations": [v.as_dict() for v in promises(history, None, 600)]}
+    why, said = judge_trial(check, run.ledger(), None, history, None, history.start)
+    assert why is None and said == "not excused: ReplicaSet w/web: 1 surplus pod from 7.0s; the ledger excuses 0 " \
+        "(1 pod create committed unanswered (w/web-c at 4.0s), 1 of them spent on an earlier surplus); 1 not excused"
+    assert judge_trial({"violations": []}, run.ledger(), None, history) == (None, None)
+
+
+def test_the_report_accounts_for_every_hit(tmp_path: Path) -> None:
+    g = Genome(rules=({"name": "r1", "match": {"verbs": ["create"], "resources": ["pods"]},
+                       "fault": {"commitThenFail": {"abort": {"status": 504}}}},), pods=20, seed=4)
+    hits = [Hit(1, g, ["I3"], verdict="excused", known="excused: the proxy dropped the ADDED watch event of a/b"),
+            Hit(2, g, ["stranded"], ["stranded"], ["stranded"], "control-broken"),
+            Hit(3, g, ["stranded"], [], verdict="not-reproduced"),
+            Hit(4, g, ["replicaset-never-over-replicas"], ["replicaset-never-over-replicas"], [], "confirmed",
+                ledger="not excused: ReplicaSet s/rs: 2 surplus pods from 3.0s; the ledger excuses 1")]
+    out = Outcome(Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=1, kinds=("abort",),
+                           out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path), hits=hits)
+    report = write(out, ["search"]).read_text()
+    assert "- 4 hits: **1 excused by the ledger** (the fault's own effect, read from the proxy's journal); 1 the " \
+           "faults' effect (the control broke the same); 1 did not repeat on replay; 0 with nothing injected; " \
+           "0 known bugs; 0 not yet confirmed; **1 confirmed** (25% of the hits), 0 distinct findings" in report
+    assert "| 4 | replicaset-never-over-replicas | replicaset-never-over-replicas | clean | confirmed | not " \
+           "excused: ReplicaSet s/rs: 2 surplus pods from 3.0s; the ledger excuses 1 |" in report
+    assert "| excused | excused: the proxy dropped the ADDED watch event of a/b |" in report
+    doc = json.loads((tmp_path / "search.json").read_text())
+    assert doc["precision"] == {"hits": 4, "excusedByLedger": 1, "faultsEffect": 1, "didNotRepeat": 1,
+                                "noInjection": 0, "known": 0, "confirmed": 1, "unconfirmed": 0, "findings": 0,
+                                "findingReplays": [], "controlRunsPerHit": 1}
+    assert doc["hits"][3]["ledger"].startswith("not excused: ReplicaSet s/rs")

@@ -9,8 +9,9 @@ a Judgement out. One rule per invariant (RULES); an invariant with no rule is ne
   `daemonset-one-pod-per-node`): a pod create the client saw fail although it committed (committed-unanswered,
   or committed-after-error) makes the controller create the pod again; upstream allows that ("the same program
   may sometimes be started twice", Job docs). Each such create of the owner excuses one surplus pod, until the
-  controller removes it: every stretch of surplus in the history must peak at no more pods than the owner's lost
-  creates so far, and end within `bound` seconds of its start (of the faults' end, if that is later: the delete
+  controller removes it: the stretches of surplus in the history, in order, must peak at no more pods together
+  than the owner's lost creates so far (each create excuses one pod once), and each must end within `bound`
+  seconds of its start (of the faults' end, if that is later: the delete
   that removes it is a write the faults may fail too). Two surplus pods after one lost answer, or a surplus
   never removed, are findings.
 - **An extra success** (`job-never-over-completions`, `indexed-job-one-success-per-index`): a duplicate that ran
@@ -231,7 +232,8 @@ def _no(v: Mapping[str, Any], why: str) -> Excuse:
 
 
 def surplus_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
-    """Each lost pod create of the owner excuses one surplus pod, removed within the bound."""
+    """Each lost pod create of the owner excuses one surplus pod, removed within the bound: the stretches of surplus,
+    in order, may together hold no more pods than the lost creates before each one ends."""
     if v["invariant"] == "replicaset-never-over-replicas" and v.get("kind") == "deployment":
         return _no(v, f"{v['objects'][0]}: a Deployment's ReplicaSets asking over replicas + maxSurge (no ledger "
                       "effect excuses it: a ReplicaSet's name is fixed, a lost create of one is not made twice)")
@@ -246,12 +248,16 @@ def surplus_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
     where = f"{kind} {name}" + (f" on node {node}" if node else "")
     if not stretches:
         return _no(v, f"{where}: the history shows no stretch of surplus to excuse")
+    spent = 0  # lost creates whose duplicate an earlier stretch already counted: each excuses one pod, once
     for s in stretches:
         allowed = [e for e in lost if s.end is None or e.time <= s.end]
         surplus = f"{where}: {_n(s.peak, 'surplus pod')} from {s.start - ctx.t0:.1f}s"
-        if s.peak > len(allowed):
-            return _no(v, f"{surplus}; the ledger excuses {len(allowed)} ({_creates(allowed, ctx)}); "
-                          f"{s.peak - len(allowed)} not excused")
+        if spent + s.peak > len(allowed):
+            left = max(0, len(allowed) - spent)
+            earlier = f", {spent} of them spent on an earlier surplus" if spent else ""
+            return _no(v, f"{surplus}; the ledger excuses {left} ({_creates(allowed, ctx)}{earlier}); "
+                          f"{s.peak - left} not excused")
+        spent += s.peak
         if s.end is None:
             return _no(v, f"{surplus}, excused by {_creates(allowed, ctx)}, never removed (the history ends "
                           f"{ctx.facts.end - s.start if ctx.facts else 0:.1f}s later)")

@@ -453,10 +453,13 @@ def _controller_trial(rig: Rig, genome: Genome, name: str, tier: Tier,
         controller_trial.run(trial)
         with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, ApiError):
             pods = {p["metadata"]["name"]: "live" for p in api.list(Pod, namespace=namespace)}
-            read_journal(rig, control, result, namespace, trial.wall0, pods)
-            result.own_effect, result.check["ledger"] = judge_trial(
-                result.check, result.effects, genome.action, trial.recorder.history if trial.recorder else None,
-                trial.faults_end, trial.wall0)
+            try:
+                read_journal(rig, control, result, namespace, trial.wall0, pods)
+                result.own_effect, result.check["ledger"] = judge_trial(
+                    result.check, result.effects, genome.action, trial.recorder.history if trial.recorder else None,
+                    trial.faults_end, trial.wall0)
+            except ledger.LedgerError as e:  # a journal record the ledger cannot read: the trial is no evidence
+                result.error = f"LedgerError: {e}"
         with contextlib.suppress(httpx.HTTPError, ControlError):
             control.deactivate()
             control.delete_profile(profile)
