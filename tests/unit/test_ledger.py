@@ -300,3 +300,22 @@ def test_the_report_accounts_for_every_hit(tmp_path: Path) -> None:
                                 "noInjection": 0, "known": 0, "confirmed": 1, "unconfirmed": 0, "findings": 0,
                                 "findingReplays": [], "controlRunsPerHit": 1}
     assert doc["hits"][3]["ledger"].startswith("not excused: ReplicaSet s/rs")
+
+
+RECORDS = Path(__file__).parents[2] / "docs" / "records" / "bug-reports"
+
+
+def test_a_recorded_journal_of_lost_binding_answers_excuses_no_bug(tmp_path: Path) -> None:
+    """The journal of the committed-Binding finding (kubernetes#139602, 2026-12-05, gate on), as serve wrote it:
+    two Bindings committed unanswered. The ledger names both pods; PodScheduled=False on a bound pod is the bug
+    itself, and no lost answer excuses it."""
+    text = (RECORDS / "kube-scheduler-committed-bind-pod-scheduled-false" / "journal-gate-on.txt").read_text()
+    path = tmp_path / "journal.jsonl"
+    path.write_text("\n".join(line for line in text.splitlines() if line.startswith("{")) + "\n")
+    book = ledger.read_file(path)
+    assert [(e.kind, e.verb, e.touched.show()) for e in book.effects] == [
+        ("committed-unanswered", "create/binding", "pods default/pod-real"),
+        ("committed-unanswered", "create/binding", "pods default/pod-kwok")]
+    assert book.of("committed-unanswered", resource="pods", verb="create") == []  # no pod create among them
+    bug = {"invariant": "bound-pod-scheduled", "message": "m", "objects": ["default/pod-real"]}
+    assert excuses.judge([bug], book).findings[0].why == "bound-pod-scheduled: no ledger effect excuses it"
