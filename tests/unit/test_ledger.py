@@ -85,6 +85,13 @@ def test_a_surplus_never_removed_is_not_excused(tmp_path: Path) -> None:
     assert "excused by 1 pod create committed unanswered" in e.why and "never removed" in e.why
 
 
+def test_a_surplus_ends_when_its_owner_is_deleted(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    rs, _ = scaled_with_a_lost_answer(run)
+    run.story.delete("ReplicaSet", rs)  # the garbage collector takes its pods after: the surplus is gone with it
+    assert run.judged().fully_excused
+
+
 def test_a_surplus_removed_after_the_bound_is_not_excused(tmp_path: Path) -> None:
     run = Run(tmp_path)
     _, dup = scaled_with_a_lost_answer(run)

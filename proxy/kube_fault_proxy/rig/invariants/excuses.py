@@ -150,6 +150,9 @@ def facts(history: History) -> Facts:
         touched: list[tuple[str, Obj]] = []
         if change.kind in ("ReplicaSet", "Job", "DaemonSet") and change.type != "DELETED":
             touched.append((change.kind, obj))
+        elif change.kind in ("ReplicaSet", "Job", "DaemonSet"):  # gone, and its pods with it: no surplus left
+            for key in [k for k in now if k[0] == uid(obj)]:
+                now.pop(key).end = change.t
         o = owner(obj) if change.kind == "Pod" else None
         joined = o is not None and change.type != "DELETED" and live(obj) and not (
             old is not None and live(old) and owner(old) == o)
