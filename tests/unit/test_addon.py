@@ -23,7 +23,7 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.test import taddons, tflow
 
 from tests.support.builders import BIND_MATCH, profile
-from tests.support.mitm import answer, binding, events, exchange, flow, flow_hooks, runtime
+from tests.support.mitm import JSON, answer, binding, events, exchange, flow, flow_hooks, runtime
 
 WATCH_MATCH = {"verbs": ["watch"], "resources": ["pods"]}
 
@@ -340,3 +340,60 @@ def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: lis
     for name in ("content-type", "x-other", "accept"):  # what a request's user-agent, content-type, accept read
         assert read.get(name.encode(), "") == response.headers.get(name, "")
         assert (name.encode() in read) == (name in response.headers)
+
+
+POD_CREATE = {"verbs": ["create"], "resources": ["pods"]}
+OWNER = {"kind": "ReplicaSet", "name": "web", "uid": "rs-uid"}
+
+
+def _proto(*fields: tuple[int, bytes | int]) -> bytes:
+    """A protobuf message of length-delimited (bytes) and varint (int) fields, as Go's encoder writes them."""
+    out = b""
+    for number, value in fields:
+        if isinstance(value, int):
+            out += bytes([number << 3 | 0, value])
+        else:
+            out += bytes([number << 3 | 2, len(value)]) + value
+    return out
+
+
+def _proto_pod(name: str) -> bytes:
+    """The apiserver's protobuf answer to a pod create: `k8s\\0`, runtime.Unknown{typeMeta, raw: Pod{metadata}}."""
+    owners = [_proto((1, b"ReplicaSet"), (3, b"other"), (4, b"x-uid")),  # not the controller: passed over
+              _proto((1, b"ReplicaSet"), (3, b"web"), (4, b"rs-uid"), (5, b"apps/v1"), (6, 1))]
+    meta = _proto((1, name.encode()), (2, b"web-"), (3, b"w"), (5, b"pod-uid"), (6, b"812"),
+                  *((13, o) for o in owners))
+    return b"k8s\x00" + _proto((1, _proto((1, b"v1"), (2, b"Pod"))), (2, _proto((1, meta))))
+
+
+@pytest.mark.parametrize(("content_type", "body"), [
+    (b"application/json", json.dumps({"kind": "Pod", "metadata": {
+        "name": "web-x7", "namespace": "w", "uid": "pod-uid", "resourceVersion": "812",
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "other", "uid": "x-uid"},
+                            {**OWNER, "controller": True}]}}).encode()),
+    (b"application/vnd.kubernetes.protobuf", _proto_pod("web-x7")),
+], ids=["json", "protobuf"])
+def test_a_create_committed_unanswered_journals_the_object_it_wrote(tmp_path: Path, content_type: bytes,
+                                                                    body: bytes) -> None:
+    """A generated pod's request has no name: the journal names it, and its controller, from the apiserver's
+    answer (what the ledger counts a lost answer by)."""
+    async def test(p: Proxy) -> None:
+        f = await p.exchange(flow("POST", "/api/v1/namespaces/w/pods", b"{}", [JSON]),
+                             answer(201, body, [(b"content-type", content_type)]))
+        assert f.response is not None and f.response.status_code == 503
+        [inject] = events(p.runtime, "inject")
+        assert inject["request"]["name"] == "" and inject["upstreamStatus"] == 201
+        assert inject["written"] == {"name": "web-x7", "namespace": "w", "uid": "pod-uid", "resourceVersion": "812",
+                                     "owner": OWNER}
+
+    run(tmp_path, {"commitThenFail": {"abort": {"status": 503}}}, test, POD_CREATE)
+
+
+def test_a_create_that_did_not_commit_journals_no_object(tmp_path: Path) -> None:
+    async def test(p: Proxy) -> None:
+        await p.exchange(flow("POST", "/api/v1/namespaces/w/pods", b"{}", [JSON]),
+                         answer(409, json.dumps({"kind": "Status", "code": 409}).encode()))
+        [skipped] = events(p.runtime, "commit-skipped")
+        assert "written" not in skipped and events(p.runtime, "inject") == []
+
+    run(tmp_path, {"commitThenFail": {"abort": {"status": 503}}}, test, POD_CREATE)

@@ -1,12 +1,20 @@
-"""`check --namespace`: the scheduler invariants per namespace, merged; the workload promises beside them."""
+"""`check --namespace`: the scheduler invariants per namespace, merged; the workload promises beside them;
+`check --journal`: what the proxy's journal excuses, apart."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.cli.main import parser
 from kube_fault_proxy.cli.workload import judged
-from kube_fault_proxy.rig.invariants.check import Snapshot
+from kube_fault_proxy.proxy.requests.watch import WatchEvent
+from kube_fault_proxy.rig.invariants import ledger
+from kube_fault_proxy.rig.invariants.catalogue import Violation
+from kube_fault_proxy.rig.invariants.check import Snapshot, verdict_line
+from kube_fault_proxy.rig.invariants.excuses import excuse_report
+
+from tests.support.journal import SCHEDULER, JournalWriter
 
 
 def pending(name: str, namespace: str) -> dict[str, Any]:
@@ -32,3 +40,28 @@ def test_namespaces_are_judged_each_and_merged() -> None:
 def test_check_takes_namespaces() -> None:
     args = parser().parse_args(["check", "--namespace", "a", "--namespace", "b"])
     assert args.namespace == ["a", "b"]
+
+
+def test_check_with_the_journal_shows_what_the_faults_excuse_apart(tmp_path: Path) -> None:
+    """a1's ADDED was dropped on the scheduler's watch (the journal says so): its stranding is the faults' effect;
+    a2 lost nothing and stays a violation. A Job's extra success is excused by the journal's lost create, named by
+    its `written` owner (no history needed)."""
+    snap = Snapshot([pending("a1", "a"), pending("a2", "a")], [NODE], 1796011400.0)
+    report = judged(snap, {"nobody"}, 0, ["a"])
+    report.violations.append(Violation("job-never-over-completions", "m", ("a/batch", "a/batch-1", "a/batch-2"),
+                                       numbers={"succeeded": 2, "completions": 1}))
+    writer = JournalWriter(tmp_path / "journal.jsonl", lambda: 1796011390.0)
+    writer.inject("drop", {"dropEvents": {}}, "WATCH", "/api/v1/pods", agent=SCHEDULER)
+    writer.watch_event("drop", "dropped", WatchEvent("ADDED", "Pod", "a", "a1", "10", False))
+    writer.lost_create("lost", {"metadata": {"name": "batch-2", "namespace": "a", "uid": "p2", "ownerReferences": [
+        {"kind": "Job", "name": "batch", "uid": "j1", "controller": True}]}})
+    said = excuse_report(report, ledger.read_file(tmp_path / "journal.jsonl"))
+    assert [v.objects for v in report.violations] == [("a/a2",)]
+    assert [(v.invariant, v.objects[0]) for v, _ in report.excused] == [("stranded", "a/a1"),
+                                                                       ("job-never-over-completions", "a/batch")]
+    assert said[1] == "not excused: a/a2: stranded with no dropped ADDED event of the pod in the ledger"
+    assert said[2].startswith("excused: Job a/batch: 1 extra succeeded pod, within 1 pod create committed unanswered")
+    assert verdict_line(report).startswith("1 violations (") and "2 excused by the proxy's journal" in \
+        verdict_line(report)
+    assert [e["why"][:9] for e in report.as_dict()["excused"]] == ["the proxy", "Job a/bat"]
+    assert parser().parse_args(["check", "--journal", "j.jsonl"]).journal == Path("j.jsonl")

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
+from kube_fault_proxy.rig.invariants.ledger import Effect, Ledger, Touched
 from kube_fault_proxy.rig.search import engine, known
 from kube_fault_proxy.rig.search.engine import Search
+from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import Settings
 from kube_fault_proxy.rig.search.output import write
-from kube_fault_proxy.rig.search.own_effect import own_effect
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult
 from kube_fault_proxy.rig.search.waist import BINDING
 
@@ -76,25 +77,6 @@ def test_a_catalogue_error_names_file_line_and_field(tmp_path: Path) -> None:
     assert "unknown invariant 'no-such-invariant'" in str(e.value)
 
 
-# --- the faults' own effect
-
-
-STRANDED = {"violations": [{"invariant": "stranded", "message": "m", "objects": ["s-t1-1/load-3"]}]}
-
-
-@pytest.mark.parametrize(("check", "history", "action", "effect"), [
-    (STRANDED, {"load-3": ["watch Pod ADDED -> dropped"]}, None, True),
-    (STRANDED, {"load-3": ["watch Pod ADDED -> dropped"]}, "touchPods", False),  # the update re-announced it
-    (STRANDED, {"load-3": ["watch Pod MODIFIED -> dropped"]}, None, False),
-    (STRANDED, {"load-9": ["watch Pod ADDED -> dropped"]}, None, False),  # another pod's ADDED
-    ({"violations": [*STRANDED["violations"], {"invariant": "I2", "objects": ["s-t1-1/load-3"]}]},
-     {"load-3": ["watch Pod ADDED -> dropped"]}, None, False),  # a phantom is no lost pod's doing
-])
-def test_a_stranded_pod_whose_own_added_was_dropped_is_the_faults_effect(
-        check: dict[str, Any], history: dict[str, list[str]], action: str | None, effect: bool) -> None:
-    assert bool(own_effect(check, history, action)) is effect
-
-
 # --- the engine: known hits counted, not shrunk
 
 
@@ -138,9 +120,9 @@ class Trials:
             result.broken = ["I3", "stranded"]
         elif any(m.startswith("dropEvents on ") for m in matches):
             result.broken = ["stranded"]
-            result.own_effect = own_effect(
-                {"violations": [{"invariant": "stranded", "objects": ["ns/load-1"]}]},
-                {"load-1": ["watch Pod ADDED -> dropped"]}, genome.action)
+            dropped = Effect("event-dropped", 1.0, 1, "dropEvents", "r", "ADDED", Touched("pods", "ns", "load-1"))
+            result.own_effect, _ = judge_trial({"violations": [{"invariant": "stranded", "objects": ["ns/load-1"]}]},
+                                               Ledger((dropped,)), genome.action)
         return result
 
 
@@ -165,11 +147,19 @@ def test_a_dropped_added_is_the_faults_effect_and_never_confirmed(tmp_path: Path
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     trials = Trials(monkeypatch)
     out = Search(settings(tmp_path), lambda _: None, checkpoint=lambda o: write(o, ["search"])).run()
-    effects = [h for h in out.hits if h.verdict == "fault-effect"]
-    assert effects and all("dropped the ADDED watch event of load-1" in (h.known or "") for h in effects)
+    effects = [h for h in out.hits if h.verdict == "excused"]
+    assert effects and all("dropped the ADDED watch event of ns/load-1" in (h.known or "") for h in effects)
     assert not {f"t{h.trial}-replay" for h in effects} & set(trials.ran)
     assert not {h.trial for h in effects} & {h.trial for f in out.findings for h in f.hits}
-    assert "the fault's own effect, not a bug" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "the fault's own effect, not a bug (the ledger excuses it)" in report
+    precision = json.loads((tmp_path / "search.json").read_text())["precision"]
+    assert precision["hits"] == len(out.hits) and precision["excusedByLedger"] == len(effects)
+    assert precision["hits"] == sum(precision[k] for k in ("excusedByLedger", "faultsEffect", "didNotRepeat",
+                                                           "noInjection", "known", "confirmed", "unconfirmed"))
+    assert precision["controlRunsPerHit"] == 3  # --controls' default
+    assert f"- {len(out.hits)} hits: **{len(effects)} excused by the ledger**" in report
+    assert "up to 3 control runs (kube-scheduler) per hit that repeated and per minimal case" in report
 
 
 def test_include_known_confirms_and_shrinks_them_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

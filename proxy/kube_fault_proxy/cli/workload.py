@@ -16,7 +16,7 @@ from kube_fault_proxy.rig.console import Progress, show_table
 from kube_fault_proxy.rig.controllers.apiserver import snapshot
 from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
-from kube_fault_proxy.rig.invariants import check, pod_scheduled
+from kube_fault_proxy.rig.invariants import check, excuses, ledger, pod_scheduled
 from kube_fault_proxy.rig.workloads import load
 
 
@@ -75,7 +75,19 @@ def run_check(args: argparse.Namespace) -> int:
     report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
     report.counts["workloads"] = sum(len(world.objects[kind]) for kind in WORKLOADS)
     report.quiet = quiet
+    said: list[str] = []
+    if args.journal is not None:
+        try:
+            book = ledger.read_file(args.journal)
+        except (OSError, ledger.LedgerError) as e:
+            print(f"kube-fault-proxy check: --journal: {e}", file=sys.stderr)
+            return USAGE
+        if args.namespace:
+            book = ledger.Ledger(tuple(e for e in book.effects if e.touched.namespace in ("", *args.namespace)))
+        said = excuses.excuse_report(report, book)
     show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
+    if said:
+        print("\n".join(["the proxy's journal:", *(f"  {line}" for line in said)]))
     if args.output:
         args.output.write_text(json.dumps(report.as_dict(), indent=1))
     return OK if report.ok else FAILED
@@ -134,3 +146,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     cp.add_argument("--namespace", action="append", default=[], metavar="NAME",
                     help="judge only this namespace's pods and workloads (repeatable; default: every namespace)")
     cp.add_argument("-o", "--output", type=Path, help="write the report as JSON")
+    cp.add_argument("--journal", type=Path, metavar="FILE",
+                    help="the proxy's journal (--journal of serve) for the run: a break its effects excuse (a pod "
+                         "stranded because its ADDED event was dropped, a Job's extra success after a pod create "
+                         "committed unanswered) is shown as the faults' effect, not a violation")

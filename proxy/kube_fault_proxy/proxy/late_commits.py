@@ -20,6 +20,7 @@ from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.revisions import first_revision
 from kube_fault_proxy.proxy.upstream import Upstream
+from kube_fault_proxy.proxy.written import written
 
 # Hop-by-hop and framing headers are the new connection's own; an encoded answer could not be read.
 DROPPED = frozenset({"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade",
@@ -72,9 +73,11 @@ class LateCommits:
             return
         ctype = answer.headers.get("content-type", "")
         revision = first_revision(answer.content) if ctype.startswith("application/json") else None
-        self.counters.note("late-commit", **where, committed=200 <= answer.status_code < 300,
-                           upstreamStatus=answer.status_code,
-                           resourceVersion=None if revision is None else str(revision))
+        committed = 200 <= answer.status_code < 300
+        obj = written(ctype, answer.content) if committed else None
+        self.counters.note("late-commit", **where, committed=committed, upstreamStatus=answer.status_code,
+                           resourceVersion=None if revision is None else str(revision),
+                           **({"written": obj} if obj else {}))
         self.observed(ident, answer.status_code, ctype, answer.content)
 
     async def close(self) -> None:

@@ -24,7 +24,9 @@ JOURNAL_RECORDS = {
     "deactivate": "back to pass-through: profile, epoch and reason (`api`, `ttl`, `replaced`, `cluster`)",
     "inject": "a fault was carried out: the decision's stamp (profile, epoch, seed, rule, fault, match, "
               "injection), the action, the request's identity and what the fault adds (`upstreamStatus` for "
-              "commitThenFail; `servedResourceVersion`, `seenSecondsAgo`, `writesSince` for staleList)",
+              "commitThenFail, and `written` when the committed answer names its object: name, namespace, uid, "
+              "resourceVersion and the controller `owner` (kind, name, uid); `servedResourceVersion`, "
+              "`seenSecondsAgo`, `writesSince` for staleList)",
     "commit-skipped": "a commitThenFail or crashPoint rule matched but the apiserver answered non-2xx: nothing was "
                       "committed, the answer passed through and the rule's turn was given back",
     "crash-point": "a crashPoint rule holds a committed write's answer: the stamp, request, upstreamStatus, the "
@@ -53,7 +55,8 @@ JOURNAL_RECORDS = {
                            "aborted), with the bytes it had not taken",
     "stale-skipped": "a staleList rule matched but no revision old enough was known: the request passed unchanged",
     "late-commit": "a failThenCommit write sent upstream after its client got the error: whether it committed, the "
-                   "apiserver's status and the object's resourceVersion, or the error that stopped it",
+                   "apiserver's status and the object's resourceVersion (and `written`, as for `inject`), or the error "
+                   "that stopped it",
     "stale-compacted": "a staleList read asked for a revision etcd had compacted: the apiserver's 410 passed "
                        "through",
     "stale-refused": "a staleList read was refused by the apiserver otherwise; its answer passed through",

@@ -36,8 +36,9 @@ from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.runtime import Runtime
-from kube_fault_proxy.proxy.stale_views import Answer, Served, StaleViews
+from kube_fault_proxy.proxy.stale_views import WRITES, Answer, Served, StaleViews
 from kube_fault_proxy.proxy.upstream import Upstream
+from kube_fault_proxy.proxy.written import written
 
 IDENT = "kfp.identity"
 DECISION = "kfp.decision"
@@ -248,7 +249,10 @@ class FaultAddon:
             if decision.plan.refund_if_not_committed:  # a crash point waits for a write that commits
                 self.activations.refund(decision, ident)
             return None
-        self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status)
+        got = _answer(response, decoded=True)
+        obj = written(got.content_type, got.body) if 200 <= status < 300 and ident.verb in WRITES else None
+        self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status,
+                                **({"written": obj} if obj else {}))
         after = decision.plan.after
         if isinstance(after[0], HoldAnswer):
             return self.held.crash_point(flow, after[0].seconds, self.counters.note, **decision.stamp(),

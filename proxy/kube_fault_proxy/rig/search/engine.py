@@ -331,9 +331,10 @@ class Search:
                       "the rig's or the workload's problem, not a finding")
             return "no-injection"
         if result.own_effect and not s.include_known:
-            out.hits.append(Hit(number, g, result.broken, verdict="fault-effect", known=result.own_effect))
-            self.note(f"  t{number} broke {', '.join(result.broken)}: the fault's own effect ({result.own_effect})")
-            return "fault-effect"
+            out.hits.append(Hit(number, g, result.broken, verdict="excused", known=result.own_effect))
+            self.note(f"  t{number} broke {', '.join(result.broken)}: excused by the ledger, the fault's own effect "
+                      f"({result.own_effect})")
+            return "excused"
         build = self.builds.get(s.scheduler)
         entry = None if s.include_known else self.catalogue.match(result.broken, g, s.scheduler, build)
         tally = out.known.get(entry.id) if entry is not None else None
@@ -342,6 +343,7 @@ class Search:
             self.note(f"  t{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
         else:
             hit = self.confirm(number, g, result)
+            hit.ledger = result.check.get("ledger")
             entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match_confirmed(
                 hit.target, result.broken, hit.replay, g, s.scheduler, build)
             if entry is not None:
@@ -396,8 +398,8 @@ class Search:
         self.note(f"hit at trial {number}: {', '.join(first.broken)}; replaying it")
         replay = self.trial(self.s.scheduler, g, f"t{number}-replay", self.confirm_tier)
         hit.replay = replay.broken
-        if not set(first.broken) & set(replay.broken):
-            hit.verdict = "not-reproduced"
+        if not set(first.broken) & set(replay.broken) or replay.own_effect:
+            hit.verdict = "not-reproduced"  # a replay the ledger wholly excuses repeated only the fault's effect
             return hit
         hit.control = self.control_run(g, f"t{number}-control", hit.target)
         if control_shares(hit.control, hit.target):
@@ -451,7 +453,7 @@ class Search:
                 count += 1
                 r = self.trial(self.s.scheduler, cand, f"shrink{tag}-{count}")
                 runs.append(r.broken)
-                if target <= set(r.broken):
+                if target <= set(r.broken) and not r.own_effect:  # a wholly excused break is the fault's effect
                     return True, runs
             return False, runs
 

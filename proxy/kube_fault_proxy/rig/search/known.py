@@ -1,6 +1,6 @@
 """Known findings as data: the catalogue of bugs the search has already found (shipped as known-findings.yaml,
 each with its signature and upstream reference), and matching a hit against it (a break that is the
-fault's own effect is told apart in own_effect.py).
+fault's own effect is told apart by the ledger: search/excused.py).
 
 A hit matches an entry when the scheduler is the entry's, its build matches one of `builds` and none of
 `fixedIn` (shell patterns over the build as `cluster status` names it), it breaks every invariant of `breaks`

@@ -17,6 +17,7 @@ from kube_fault_proxy.rig.search.trial import TrialResult
 from kube_fault_proxy.rig.workloads.shapes import SHAPES
 
 UNFAULTED = "unfaulted"  # the control: the same scheduler and workload without the profile
+VERDICTS = ("excused", "control-broken", "not-reproduced", "no-injection", "known", "confirmed", "unconfirmed")
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,12 @@ class Hit:
     broken: list[str]
     replay: list[str] | None = None
     control: list[str] | None = None
-    # confirmed | not-reproduced | control-broken (rig or workload) | no-injection (nothing injected: not the faults)
-    # | known (a known bug's signature, confirmed once) | fault-effect (the journal shows the faults did it)
+    # confirmed | not-reproduced | control-broken (the control broke the same: the faults' or the workload's doing)
+    # | no-injection (nothing injected: not the faults) | known (a known bug's signature, confirmed once)
+    # | excused (the ledger excuses every break: the fault's own effect, invariants/excuses.py)
     verdict: str = "unconfirmed"
-    known: str | None = None  # the known finding's id, or why it is the fault's own effect
+    known: str | None = None  # the known finding's id, or why the ledger excuses it
+    ledger: str | None = None  # what the ledger excused of the first run's breaks and what it did not
 
     @property
     def target(self) -> list[str]:
@@ -91,7 +94,7 @@ class Hit:
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
-                "control": self.control, "verdict": self.verdict, "known": self.known}
+                "control": self.control, "verdict": self.verdict, "known": self.known, "ledger": self.ledger}
 
 
 @dataclass
@@ -113,7 +116,7 @@ class Spent:
 
     def add(self, verdict: str | None, seconds: float) -> None:
         """File one step."""
-        {"known": self.known, "fault-effect": self.effect}.get(verdict or "", self.new).append(seconds)
+        {"known": self.known, "excused": self.effect}.get(verdict or "", self.new).append(seconds)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form: trials and seconds per share."""
@@ -169,6 +172,17 @@ class Outcome:
     def broken_canaries(self) -> list[TrialResult]:
         """Canaries that broke an invariant with no fault active: the rig's or the workload's problem."""
         return [c for c in self.canaries if c.broken]
+
+    def precision(self) -> dict[str, Any]:
+        """The precision figure: what became of the hits (excused by the ledger, the faults' effect as the control
+        showed, not repeated, nothing injected, known, confirmed), and each distinct finding's replays."""
+        by = {v: sum(1 for h in self.hits if h.verdict == v) for v in VERDICTS}
+        return {"hits": len(self.hits), "excusedByLedger": by["excused"], "faultsEffect": by["control-broken"],
+                "didNotRepeat": by["not-reproduced"], "noInjection": by["no-injection"], "known": by["known"],
+                "confirmed": by["confirmed"], "unconfirmed": by["unconfirmed"], "findings": len(self.findings),
+                "findingReplays": [{"reproduced": sum(1 for r in f.replays if set(f.target) <= set(r)),
+                                    "of": len(f.replays)} for f in self.findings],
+                "controlRunsPerHit": self.settings.controls if self.settings.control is not None else 0}
 
     @property
     def reproduced(self) -> int:

@@ -139,7 +139,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
                      for c in out.canaries],
         "findings": [f.as_dict(i) for i, f in enumerate(out.findings, 1)] if index else [],
         "phase": out.phase, "interrupted": out.interrupted, "resumedSteps": out.resumed,
-        "includeKnown": s.include_known, "budgetShares": out.spent.as_dict(),
+        "includeKnown": s.include_known, "budgetShares": out.spent.as_dict(), "precision": out.precision(),
         "known": [{"id": k.entry.id, "title": k.entry.title, "upstream": k.entry.upstream, "trials": k.trials,
                    "confirmedAt": k.confirmed_at} for k in out.known.values()],
         "processes": out.pids}
@@ -254,6 +254,7 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
               f"{doc['searchTierMedianSeconds']} s", *_evidence(out), ""]
     lines = lines[:2] + _state(out) + lines[2:]
     if index:
+        lines += precision_lines(out)
         lines += known_lines(out)
         lines += _index(out)
         lines += _searched(out, doc)
@@ -303,12 +304,15 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
             runs = " / ".join(", ".join(r) or "clean" for r in st.runs)
             lines.append(f"| {st.what} | {'yes' if st.accepted else 'no'} | {runs} | {st.seconds:.0f} |")
         lines.append("")
-    lines += ["## Hits", "", "| trial | broken | replay | control | verdict |", "|---|---|---|---|---|"]
+    lines += ["## Hits", "", "| trial | broken | replay | control | verdict | the ledger |",
+              "|---|---|---|---|---|---|"]
     for h in out.hits:
         replay = (", ".join(h.replay) or "clean") if h.replay is not None else "-"
         verdict = f"known: {h.known}" if h.verdict == "known" else h.verdict
+        ledger = (h.known if h.verdict == "excused" else h.ledger) or "-"
         lines.append(f"| {h.trial} | {', '.join(h.broken)} | {replay} | "
-                     f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {verdict} |")
+                     f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {verdict} | "
+                     f"{ledger.replace('|', '/')} |")
     rig = [h for h in out.hits if h.verdict == "control-broken"]
     lines += ["", f"Hits where the control broke one of their invariants too (the rig's or the workload's fault, "
                   f"not the scheduler's): {len(rig)}.", ""]
@@ -336,6 +340,32 @@ def trial_lines(out: Outcome) -> list[str]:
                      f"{', '.join(r.broken) or ('error' if r.error else 'clean')} | {r.injections} | "
                      f"{r.seconds:.0f} | {verdicts.get(number, '-') if r.name.startswith('t') else 'canary'} |")
     return [*lines, ""]
+
+
+def precision_lines(out: Outcome) -> list[str]:
+    """The precision figure: every hit accounted for, and how far each confirmed finding was checked."""
+    p = out.precision()
+    replays = ", ".join(f"{r['reproduced']}/{r['of']}" for r in p["findingReplays"]) or "none"
+    control = out.settings.control
+    if control is None:
+        controls = ("no control was set: a hit the faults alone cause cannot be told from a bug; confirmed means "
+                    "the replay broke it again")
+    else:
+        who = "the same workload without the profile" if control == UNFAULTED else control
+        n = out.settings.controls
+        controls = (f"up to {n} control run{'s' if n != 1 else ''} ({who}) per hit that repeated and per minimal "
+                    f"case; the first control run that breaks one of the hit's invariants makes it the faults' "
+                    f"effect (the rest are not run), and a hit is confirmed only when all {n} stayed clean of them")
+    filed = f"{p['confirmed'] / p['hits']:.0%}" if p["hits"] else "-"
+    return ["## Precision", "",
+            f"- {p['hits']} hits: **{p['excusedByLedger']} excused by the ledger** (the fault's own effect, read "
+            f"from the proxy's journal); {p['faultsEffect']} the faults' effect (the control broke the same); "
+            f"{p['didNotRepeat']} did not repeat on replay; {p['noInjection']} with nothing injected; "
+            f"{p['known']} known bugs; {p['unconfirmed']} not yet confirmed; **{p['confirmed']} confirmed** "
+            f"({filed} of the hits), {p['findings']} distinct findings",
+            f"- each distinct finding's minimal case reproduced: {replays} (replays out of "
+            f"{out.settings.replays} asked)",
+            f"- controls: {controls}", ""]
 
 
 def _state(out: Outcome) -> list[str]:

@@ -8,7 +8,7 @@ from kube_fault_proxy.rig.search.outcome import Outcome
 
 def known_lines(out: Outcome) -> list[str]:
     """The `Known findings` section (nothing when there is nothing to say)."""
-    effects = [h for h in out.hits if h.verdict == "fault-effect"]
+    effects = [h for h in out.hits if h.verdict == "excused"]
     shares = out.spent.as_dict()
     total = sum(v["seconds"] for v in shares.values()) or 1.0
     budget = "; ".join(f"{label}: {shares[key]['trials']} trials, {shares[key]['seconds']:.0f} s "
@@ -27,7 +27,8 @@ def known_lines(out: Outcome) -> list[str]:
                      f"{', '.join(map(str, k.trials))}), {confirmed}, not shrunk; upstream: {e.upstream}"
                      + (f"; report: {e.report}" if e.report else ""))
     for h in effects:
-        lines.append(f"- trial {h.trial}: {', '.join(h.broken)} is the fault's own effect, not a bug: {h.known}")
+        lines.append(f"- trial {h.trial}: {', '.join(h.broken)} is the fault's own effect, not a bug (the ledger "
+                     f"excuses it): {h.known}")
     if not out.known and not effects:
         lines.append("- no hit matched a known bug or was the faults' own effect")
     return [*lines, ""]

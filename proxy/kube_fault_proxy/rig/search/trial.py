@@ -19,12 +19,12 @@ from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
-from kube_fault_proxy.rig.invariants import check, pod_scheduled, pod_waits
+from kube_fault_proxy.rig.invariants import check, ledger, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
+from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.own_effect import own_effect
 from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
@@ -139,7 +139,8 @@ class TrialResult:
     history: dict[str, list[str]] = field(default_factory=dict)  # pod -> what the journal says happened to it
     seconds: float = 0.0
     restart_seconds: float = 0.0  # of the seconds: starting a fresh scheduler
-    own_effect: str | None = None  # what the journal shows the faults did that explains every break (own_effect.py)
+    own_effect: str | None = None  # why the ledger excuses every break: the fault's own effect (excused.py)
+    effects: ledger.Ledger = field(default_factory=ledger.Ledger)  # what the journal says the faults did
     end_state: dict[str, Any] = field(default_factory=dict)  # the end state as facts (differential.py)
     diverged: list[str] = field(default_factory=list)  # how the end state differs from clean runs', beyond the mask
     quiet: bool = True
@@ -162,15 +163,16 @@ class TrialResult:
                 "fired": sorted(self.fired), "nearMiss": self.near_miss,
                 "seconds": round(self.seconds, 1),
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
-                "tokens": sorted(self.tokens), "ownEffect": self.own_effect, "endState": self.end_state,
-                "diverged": self.diverged,
+                "tokens": sorted(self.tokens), "ownEffect": self.own_effect, "ledger": self.check.get("ledger"),
+                "endState": self.end_state, "diverged": self.diverged,
                 "violations": [v["message"] for v in (self.check.get("violations") or [])[:VIOLATIONS_KEPT]]}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], genome: Genome) -> TrialResult:
         """A trials.jsonl line back (what a resumed search needs; samples and histories are not kept)."""
         return cls(str(doc["name"]), str(doc["scheduler"]), genome, broken=list(doc["broken"]),
-                   check={"counts": doc.get("counts", {})}, injections=int(doc["injections"]),
+                   check={"counts": doc.get("counts", {}), "ledger": doc.get("ledger")},
+                   injections=int(doc["injections"]),
                    fired=set(doc.get("fired", [])), near_miss=int(doc.get("nearMiss", 0)),
                    tokens=set(doc.get("tokens", [])), seconds=float(doc.get("seconds", 0.0)),
                    restart_seconds=float(doc.get("restartSeconds", 0.0)), quiet=bool(doc.get("quiet", True)),
@@ -269,6 +271,7 @@ def read_journal(rig: Rig, control: ControlClient, result: TrialResult, namespac
                       if r["event"] in ("outage-start", "outage-end")]
     result.events.sort(key=lambda e: float(e["t"]))
     result.history, phases = _history(records, namespace)
+    result.effects = ledger.read(records, "the proxy's journal").in_namespace(namespace)
     result.tokens = phases | {" · ".join([*seq, final.get(pod, "deleted")]) for pod, seq in result.history.items()}
     result.tokens |= {f"broken:{b}" for b in result.broken}
 
@@ -395,7 +398,8 @@ class _Trial:
         final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
                  for p in snap.pods if p["metadata"].get("namespace") == self.namespace}
         read_journal(self.rig, self.control, result, self.namespace, self.wall0, final)
-        result.own_effect = own_effect(result.check, result.history, self.genome.action)
+        result.own_effect, result.check["ledger"] = judge_trial(result.check, result.effects, self.genome.action,
+                                                                t0=self.wall0)
         result.end_state = {**differential.pod_facts(snap.pods, self.namespace),
                             **differential.yunikorn_facts(snap.yunikorn, self.namespace)}
         if result.tokens and self.genome.shape != "roomy":
@@ -455,7 +459,13 @@ def _controller_trial(rig: Rig, genome: Genome, name: str, tier: Tier,
         controller_trial.run(trial)
         with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, ApiError):
             pods = {p["metadata"]["name"]: "live" for p in api.list(Pod, namespace=namespace)}
-            read_journal(rig, control, result, namespace, trial.wall0, pods)
+            try:
+                read_journal(rig, control, result, namespace, trial.wall0, pods)
+                result.own_effect, result.check["ledger"] = judge_trial(
+                    result.check, result.effects, genome.action, trial.recorder.history if trial.recorder else None,
+                    trial.faults_end, trial.wall0)
+            except ledger.LedgerError as e:  # a journal record the ledger cannot read: the trial is no evidence
+                result.error = f"LedgerError: {e}"
         with contextlib.suppress(httpx.HTTPError, ControlError):
             control.deactivate()
             control.delete_profile(profile)

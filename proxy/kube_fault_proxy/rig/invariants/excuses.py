@@ -1,0 +1,362 @@
+"""Excuses: which effects in the ledger (ledger.py) excuse which deviation from an invariant, by count and by
+duration. A deviation within its excuse is the fault's effect (counted and shown, never a finding); beyond it, it
+is a finding, and its text says what was excused and what was not.
+
+Pure: violations (as `Violation.as_dict` writes them), a Ledger and, for the controllers, the recorded History in;
+a Judgement out. One rule per invariant (RULES); an invariant with no rule is never excused.
+
+- **A surplus of live pods** (`replicaset-never-over-replicas` of a ReplicaSet, `job-active-within-parallelism`,
+  `daemonset-one-pod-per-node`): a pod create the client saw fail although it committed (committed-unanswered,
+  or committed-after-error) makes the controller create the pod again; upstream allows that ("the same program
+  may sometimes be started twice", Job docs). Each such create of the owner excuses one surplus pod, until the
+  controller removes it: the stretches of surplus in the history, in order, must peak at no more pods together
+  than the owner's lost creates so far (each create excuses one pod once), and each must end within `bound`
+  seconds of its start (of the faults' end, if that is later: the delete
+  that removes it is a write the faults may fail too). Two surplus pods after one lost answer, or a surplus
+  never removed, are findings.
+- **An extra success** (`job-never-over-completions`, `indexed-job-one-success-per-index`): a duplicate that ran
+  to completion stays succeeded; each lost create of the Job excuses one extra succeeded pod (of an Indexed Job,
+  one of the index its pod has).
+- **A pod no scheduler learned of** (`stranded`, `I3`, `no-pod-waits-past-bound`): each pod whose own ADDED event
+  the proxy dropped, where the workload never updated the pod again (touchPods re-announces it), may stay
+  unscheduled: the scheduler never saw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube_fault_proxy.rig.controllers.promises import Generations
+from kube_fault_proxy.rig.controllers.world import (
+    World,
+    completion_index,
+    daemon_limit,
+    daemon_node,
+    live,
+    owner,
+    replicas,
+    succeeded,
+    uid,
+)
+from kube_fault_proxy.rig.invariants.check import Report
+from kube_fault_proxy.rig.invariants.history import History
+from kube_fault_proxy.rig.invariants.ledger import Effect, EffectKind, Ledger
+from kube_fault_proxy.rig.invariants.placement import Obj, ref
+
+SYNC_BOUND = 30.0  # seconds a controller has to remove an excused surplus pod (its next sync, plus its backoff)
+LOST_CREATES: tuple[EffectKind, ...] = ("committed-unanswered", "committed-after-error")
+STRANDING = frozenset({"stranded", "I3", "no-pod-waits-past-bound"})
+
+
+@dataclass(frozen=True)
+class Excuse:
+    """One violation, whether the ledger excuses it, and why (what was excused and what was not)."""
+
+    invariant: str
+    objects: tuple[str, ...]
+    excused: bool
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"invariant": self.invariant, "objects": list(self.objects), "excused": self.excused,
+                "why": self.why}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Every violation of a run, each excused or not."""
+
+    excuses: tuple[Excuse, ...] = ()
+
+    @property
+    def excused(self) -> list[Excuse]:
+        return [e for e in self.excuses if e.excused]
+
+    @property
+    def findings(self) -> list[Excuse]:
+        """The violations beyond their excuse (or with none)."""
+        return [e for e in self.excuses if not e.excused]
+
+    @property
+    def fully_excused(self) -> bool:
+        """Something broke, and the ledger excuses every break."""
+        return bool(self.excuses) and not self.findings
+
+    def text(self) -> str:
+        """What the ledger excused, then what it did not."""
+        parts = [f"excused: {e.why}" for e in self.excused] + [f"not excused: {e.why}" for e in self.findings]
+        return "; ".join(parts)
+
+
+@dataclass
+class Surplus:
+    """A stretch of time an owner (a DaemonSet: on one node) had more live pods than it may: from `start` to `end`
+    (None: to the end of the history), at most `peak` over."""
+
+    start: float
+    peak: int
+    end: float | None = None
+
+
+@dataclass
+class Facts:
+    """What the history says, indexed for the rules: workloads by (kind, ref) -> uid, pods by (ns, name), and
+    each owner's stretches of surplus, by (owner uid, node)."""
+
+    workloads: dict[tuple[str, str], str] = field(default_factory=dict)
+    pods: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    surplus: dict[tuple[str, str], list[Surplus]] = field(default_factory=dict)
+    succeeded: dict[str, dict[str, Obj]] = field(default_factory=dict)  # Job uid -> pod uid -> pod, ever succeeded
+    end: float = 0.0
+
+
+def _over(world: World, kind: str, obj: Obj, generations: Mapping[str, Generations]) -> dict[str, int]:
+    """Live pods over what the workload may have now, per node for a DaemonSet ('' otherwise)."""
+    pods = world.live_pods_of(uid(obj))
+    if kind == "ReplicaSet":
+        window = generations[uid(obj)].acted_on(obj) if uid(obj) in generations else None
+        return {"": len(pods) - (window[2] if window is not None else replicas(obj))}
+    if kind == "Job":
+        parallelism = obj["spec"].get("parallelism")
+        return {"": len(pods) - (1 if parallelism is None else int(parallelism))}
+    by: dict[str, int] = {}
+    for p in pods:
+        node = daemon_node(p)
+        if node is not None:
+            by[node] = by.get(node, 0) + 1
+    return {n: c - daemon_limit(obj) for n, c in by.items()}
+
+
+def facts(history: History) -> Facts:
+    """The history replayed in etcd's order: each owner's stretches of surplus (ReplicaSet, Job, DaemonSet)."""
+    world, out = World(), Facts(end=history.end)
+    generations: dict[str, Generations] = {}
+    now: dict[tuple[str, str], Surplus] = {}
+    for change in history.ordered():
+        obj = change.obj
+        old = world.remove(change.kind, obj) if change.type == "DELETED" else world.put(change.kind, obj)
+        if change.kind == "Pod":
+            out.pods[(str(obj["metadata"].get("namespace", "")), str(obj["metadata"]["name"]))] = obj
+            job = owner(obj)
+            if job is not None and job[0] == "Job" and succeeded(obj):
+                out.succeeded.setdefault(job[1], {})[uid(obj)] = obj
+        elif change.type != "DELETED":
+            out.workloads[(change.kind, ref(obj))] = uid(obj)
+            if change.kind == "ReplicaSet":
+                generations.setdefault(uid(obj), Generations()).see(obj)
+        touched: list[tuple[str, Obj]] = []
+        if change.kind in ("ReplicaSet", "Job", "DaemonSet") and change.type != "DELETED":
+            touched.append((change.kind, obj))
+        elif change.kind in ("ReplicaSet", "Job", "DaemonSet"):  # gone, and its pods with it: no surplus left
+            for key in [k for k in now if k[0] == uid(obj)]:
+                now.pop(key).end = change.t
+        o = owner(obj) if change.kind == "Pod" else None
+        joined = o is not None and change.type != "DELETED" and live(obj) and not (
+            old is not None and live(old) and owner(old) == o)
+        if o is not None and o[0] in ("ReplicaSet", "Job", "DaemonSet") and o[1] in world.objects[o[0]]:
+            touched.append((o[0], world.objects[o[0]][o[1]]))
+        for kind, w in touched:
+            over = _over(world, kind, w, generations)
+            for node in {n for (u, n) in now if u == uid(w)} | set(over):
+                key, n = (uid(w), node), over.get(node, 0)
+                if n > 0 and key not in now and joined and owner(obj) == (kind, uid(w)):
+                    # A stretch begins where the invariant judges: a pod joining its owner over the limit (a
+                    # scale-down's surplus, which may linger, begins none).
+                    now[key] = Surplus(change.t, n)
+                    out.surplus.setdefault(key, []).append(now[key])
+                elif n > 0 and key in now:
+                    now[key].peak = max(now[key].peak, n)
+                elif n <= 0 and key in now:
+                    now.pop(key).end = change.t
+    return out
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule judges by."""
+
+    ledger: Ledger
+    facts: Facts | None
+    faults_end: float | None
+    bound: float
+    reannounced: bool  # the workload updated every pod after the faults (touchPods)
+    t0: float
+
+
+Rule = Callable[[Mapping[str, Any], Context], Excuse]
+
+
+def _lost_creates(ctx: Context, owner_kind: str, owner_ref: str, owner_uid: str) -> list[Effect]:
+    """Pod creates of this owner that committed while their client saw an error: by the owner the journal's
+    `written` names (its uid, or its kind and name), else by the pod's owner in the history."""
+    out = []
+    for e in ctx.ledger.of(*LOST_CREATES, resource="pods", verb="create"):
+        t = e.touched
+        pod = ctx.facts.pods.get((t.namespace, t.name)) if ctx.facts is not None else None
+        o = owner(pod) if pod is not None else None
+        named = t.owner_kind == owner_kind and f"{t.namespace}/{t.owner_name}" == owner_ref
+        if (owner_uid and t.owner_uid == owner_uid) or named or (o is not None and o[1] == owner_uid):
+            out.append(e)
+    return out
+
+
+def _creates(effects: Sequence[Effect], ctx: Context) -> str:
+    names = ", ".join(f"{e.touched.namespace}/{e.touched.name or '(unnamed)'} at {e.time - ctx.t0:.1f}s"
+                      for e in effects[:3])
+    more = f" and {len(effects) - 3} more" if len(effects) > 3 else ""
+    return f"{_n(len(effects), 'pod create')} committed unanswered ({names}{more})" if effects else \
+        "no pod create committed unanswered"
+
+
+OWNER_KIND = {"replicaset-never-over-replicas": "ReplicaSet", "job-active-within-parallelism": "Job",
+              "daemonset-one-pod-per-node": "DaemonSet", "job-never-over-completions": "Job",
+              "indexed-job-one-success-per-index": "Job"}
+
+
+def _owner(v: Mapping[str, Any], ctx: Context) -> tuple[str, str, str] | None:
+    """(kind, ref, uid) of the workload a controller violation is about (uid '' with no history to look it up)."""
+    kind, objects = OWNER_KIND[v["invariant"]], v.get("objects") or []
+    if not objects:
+        return None
+    u = ctx.facts.workloads.get((kind, str(objects[0])), "") if ctx.facts is not None else ""
+    return kind, str(objects[0]), u
+
+
+def _n(count: int, noun: str) -> str:
+    """`1 surplus pod`, `2 surplus pods`, `2 stretches`."""
+    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")
+
+
+def _no(v: Mapping[str, Any], why: str) -> Excuse:
+    return Excuse(str(v["invariant"]), tuple(v.get("objects") or ()), False, why)
+
+
+def surplus_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
+    """Each lost pod create of the owner excuses one surplus pod, removed within the bound: the stretches of surplus,
+    in order, may together hold no more pods than the lost creates before each one ends."""
+    if v["invariant"] == "replicaset-never-over-replicas" and v.get("kind") == "deployment":
+        return _no(v, f"{v['objects'][0]}: a Deployment's ReplicaSets asking over replicas + maxSurge (no ledger "
+                      "effect excuses it: a ReplicaSet's name is fixed, a lost create of one is not made twice)")
+    found = _owner(v, ctx)
+    if found is None or ctx.facts is None:
+        return _no(v, f"{', '.join(v.get('objects') or [])}: no recorded history to measure the surplus by (how "
+                      "long it lasted is part of the excuse)")
+    kind, name, owner_uid = found
+    node = str(v.get("node") or "")
+    stretches = ctx.facts.surplus.get((owner_uid, node), []) if ctx.facts is not None else []
+    lost = _lost_creates(ctx, kind, name, owner_uid)
+    where = f"{kind} {name}" + (f" on node {node}" if node else "")
+    if not stretches:
+        return _no(v, f"{where}: the history shows no stretch of surplus to excuse")
+    spent = 0  # lost creates whose duplicate an earlier stretch already counted: each excuses one pod, once
+    for s in stretches:
+        allowed = [e for e in lost if s.end is None or e.time <= s.end]
+        surplus = f"{where}: {_n(s.peak, 'surplus pod')} from {s.start - ctx.t0:.1f}s"
+        if spent + s.peak > len(allowed):
+            left = max(0, len(allowed) - spent)
+            earlier = f", {spent} of them spent on an earlier surplus" if spent else ""
+            return _no(v, f"{surplus}; the ledger excuses {left} ({_creates(allowed, ctx)}{earlier}); "
+                          f"{s.peak - left} not excused")
+        spent += s.peak
+        if s.end is None:
+            return _no(v, f"{surplus}, excused by {_creates(allowed, ctx)}, never removed (the history ends "
+                          f"{ctx.facts.end - s.start if ctx.facts else 0:.1f}s later)")
+        deadline = max(s.start, ctx.faults_end or s.start) + ctx.bound
+        if s.end > deadline:
+            return _no(v, f"{surplus}, excused by {_creates(allowed, ctx)}, removed only {s.end - s.start:.1f}s "
+                          f"later, past the bound ({ctx.bound:g}s from its start or the faults' end)")
+    worst = max(stretches, key=lambda s: s.peak)
+    return Excuse(str(v["invariant"]), tuple(v.get("objects") or ()), True,
+                  f"{where}: at most {_n(worst.peak, 'surplus pod')} ({_n(len(stretches), 'stretch')}), each within "
+                  f"{_creates(lost, ctx)} and removed within the bound ({ctx.bound:g}s)")
+
+
+def success_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
+    """Each lost pod create of the Job excuses one extra succeeded pod (of an Indexed Job, of its pod's index)."""
+    found = _owner(v, ctx)
+    if found is None:
+        return _no(v, f"{v['invariant']}: the violation names no Job")
+    kind, name, job_uid = found
+    numbers = v.get("numbers") or {}
+    lost = _lost_creates(ctx, kind, name, job_uid)
+    # The violation's numbers are its first moment's; the history has every pod that ever succeeded.
+    done = list(ctx.facts.succeeded.get(job_uid, {}).values()) if ctx.facts is not None else []
+    if v["invariant"] == "indexed-job-one-success-per-index":
+        index = int(numbers.get("index", -1))
+        lost = [e for e in lost if ctx.facts is not None and (pod := ctx.facts.pods.get(
+            (e.touched.namespace, e.touched.name))) is not None and completion_index(pod) == index]
+        twins = sum(1 for p in done if completion_index(p) == index)
+        extra, what = max(twins, int(numbers.get("succeeded", 0))) - 1, f"Job {name} index {index}"
+    else:
+        extra = max(len(done), int(numbers.get("succeeded", 0))) - int(numbers.get("completions", 0))
+        what = f"Job {name}"
+    if extra <= len(lost):
+        return Excuse(str(v["invariant"]), tuple(v.get("objects") or ()), True,
+                      f"{what}: {_n(extra, 'extra succeeded pod')}, within {_creates(lost, ctx)}")
+    return _no(v, f"{what}: {_n(extra, 'extra succeeded pod')}; the ledger excuses {len(lost)} "
+                  f"({_creates(lost, ctx)}); {extra - len(lost)} not excused")
+
+
+def _pod_key(obj: str) -> tuple[str | None, str]:
+    ns, _, name = obj.rpartition("/")
+    return (ns or None), name
+
+
+def stranding_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
+    """Each pod whose own ADDED the proxy dropped, never re-announced, may stay unscheduled."""
+    objects = [str(o) for o in v.get("objects") or []]
+    if not objects:
+        return _no(v, f"{v['invariant']}: the violation names no pod")
+    if ctx.reannounced:
+        return _no(v, f"{', '.join(objects)}: the workload updated every pod after the faults (touchPods), which "
+                      "re-announces a pod whose ADDED was dropped")
+    dropped = ctx.ledger.of("event-dropped", verb="ADDED")
+    lost = [o for o in objects if not any(
+        e.touched.name == _pod_key(o)[1] and _pod_key(o)[0] in (None, e.touched.namespace) for e in dropped)]
+    if lost:
+        return _no(v, f"{', '.join(lost)}: {v['invariant']} with no dropped ADDED event of the pod in the ledger")
+    names = ", ".join(objects[:3]) + (f" and {len(objects) - 3} more" if len(objects) > 3 else "")
+    return Excuse(str(v["invariant"]), tuple(objects), True,
+                  f"the proxy dropped the ADDED watch event of {names} (dropEvents) and nothing re-announced "
+                  f"{'it' if len(objects) == 1 else 'them'}: the scheduler never learned of the pod")
+
+
+RULES: dict[str, Rule] = {
+    "replicaset-never-over-replicas": surplus_rule,
+    "job-active-within-parallelism": surplus_rule,
+    "daemonset-one-pod-per-node": surplus_rule,
+    "job-never-over-completions": success_rule,
+    "indexed-job-one-success-per-index": success_rule,
+    **{name: stranding_rule for name in sorted(STRANDING)},
+}
+
+
+def excuse_report(report: Report, ledger: Ledger, history: History | None = None,
+                  faults_end: float | None = None) -> list[str]:
+    """Move the report's violations the ledger excuses to `report.excused`; returns what the ledger excused and
+    what it did not, for the violations a rule judged (one line each)."""
+    judged = judge([v.as_dict() for v in report.violations], ledger, history, faults_end)
+    pairs = list(zip(report.violations, judged.excuses, strict=True))
+    report.excused += [(v, e.why) for v, e in pairs if e.excused]
+    report.violations = [v for v, e in pairs if not e.excused]
+    return [f"{'excused' if e.excused else 'not excused'}: {e.why}" for e in judged.excuses
+            if e.invariant in RULES]
+
+
+def judge(violations: Sequence[Mapping[str, Any]], ledger: Ledger, history: History | None = None,
+          faults_end: float | None = None, bound: float = SYNC_BOUND, reannounced: bool = False,
+          t0: float | None = None) -> Judgement:
+    """Each violation excused by the ledger, or not (with why). `t0`: times in the texts are seconds after it
+    (default: the history's start, else the first effect's time)."""
+    start = t0 if t0 is not None else history.start if history is not None else \
+        min((e.time for e in ledger.effects), default=0.0)
+    ctx = Context(ledger, facts(history) if history is not None else None, faults_end, bound, reannounced, start)
+    out = []
+    for v in violations:
+        rule = RULES.get(str(v.get("invariant")))
+        out.append(rule(v, ctx) if rule is not None else
+                   _no(v, f"{v.get('invariant')}: no ledger effect excuses it"))
+    return Judgement(tuple(out))
