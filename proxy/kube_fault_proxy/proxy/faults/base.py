@@ -45,7 +45,7 @@ class FaultSpec(StrictModel):
 
     @classmethod
     def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
-        """Settings for a searched rule of this kind, every choice from `rng` (ranges: notes/fault-search.md §4.1)."""
+        """Settings for a searched rule of this kind, every choice from `rng` (ranges: docs/guides/search.md)."""
         raise NotImplementedError
 
     @classmethod

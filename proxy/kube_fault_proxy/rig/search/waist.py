@@ -59,7 +59,7 @@ class Waist:
         return options
 
 
-# The weights follow notes/fault-search.md §4.1.
+# The weights: docs/guides/search.md, "How it searches".
 SCHEDULER = Waist(
     anchor=BINDING,
     matches=(
