@@ -12,7 +12,10 @@ from typing import Any, ClassVar
 
 import pytest
 from kube_fault_proxy.proxy.faults import KINDS, Fault, FaultSpec
+from kube_fault_proxy.proxy.faults.base import Draw
+from kube_fault_proxy.proxy.faults.plan import EditEvents
 from kube_fault_proxy.proxy.faults.traits import ACTS_ON, Traits
+from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.rig.search import kinds, trial
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS, mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.waist import CONTROLLERS, SCHEDULER, Waist
@@ -114,6 +117,23 @@ def test_a_target_draws_every_kind_it_does_not_refuse_on_its_requests(waist: Wai
             assert names == set(waist.resent_writes)
         case "any":
             assert names == set(waist.names())
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.traits.acts_on == "watch"], ids=lambda k: k.kind)
+def test_a_kind_edits_events_exactly_when_each_of_its_plans_on_a_watch_does(kind: type[FaultSpec]) -> None:
+    """What fired_rules reads (EVENT_EDITORS): a kind that acts through events edits them on every watch it takes;
+    one that may act on the watch itself (a cut lowering its timeout) or never edits (expire) does not claim to."""
+    watches = [parse("GET", "/api/v1/pods", "watch=true&resourceVersion=5"),
+               parse("GET", "/api/v1/pods", "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")]
+    edits = []
+    for seed in range(40):
+        spec = Fault.model_validate({kind.kind: kind.draw(random.Random(seed), Draw("pod-watch", SCHEDULER.hold_until))})
+        for ident in watches:
+            if spec.spec.applies_to(ident):
+                plan = spec.spec.plan(ident, random.Random(seed))
+                edits.append(any(isinstance(step, EditEvents) for step in (*plan.before, *plan.after)))
+    assert edits, kind.kind
+    assert all(edits) is kind.traits.edits_events
 
 
 def test_an_unknown_kind_is_refused() -> None:
