@@ -7,6 +7,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import h2.connection
@@ -49,6 +50,53 @@ def test_the_stream_limit_is_a_serve_option(upstream: Started, pki: Path, tmp_pa
     started = start_proxy(upstream.extra["url"], pki, tmp_path, "--max-concurrent-streams", "250")
     try:
         assert server_settings(started)[MAX_STREAMS] == 250
+    finally:
+        assert started.stop() == 0, started.log.read_text()
+
+
+def test_on_stock_mitmproxy_the_stream_limit_comes_with_the_first_answer(upstream: Started, pki: Path,
+                                                                         tmp_path: Path) -> None:
+    """--stock-mitmproxy skips the library change that advertises the limit in the first SETTINGS frame; the limit
+    is then asked of hyper-h2 at the first request, and 150 concurrent streams (above h2's 100) all pass."""
+    started = start_proxy(upstream.extra["url"], pki, tmp_path, "--stock-mitmproxy", "--max-concurrent-streams", "250")
+    try:
+        ctx = ssl.create_default_context(cafile=started.ready["caFile"])
+        ctx.set_alpn_protocols(["h2"])
+        host, port = started.ready["proxyUrl"].removeprefix("https://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname=host) as tls:
+            conn = h2.connection.H2Connection()
+            conn.initiate_connection()
+            limits: list[int] = []
+            ended: set[int] = set()
+            reset: set[int] = set()
+
+            def request(stream_id: int) -> None:
+                conn.send_headers(stream_id, [(":method", "GET"), (":scheme", "https"), (":authority", host),
+                                              (":path", "/api/v1/namespaces/default/pods")], end_stream=True)
+
+            def pump(until: Callable[[], bool]) -> None:
+                while not until():
+                    tls.sendall(conn.data_to_send())
+                    data = tls.recv(65536)
+                    assert data, "the proxy closed the connection"
+                    for event in conn.receive_data(data):
+                        if isinstance(event, h2.events.RemoteSettingsChanged) and MAX_STREAMS in event.changed_settings:
+                            limits.append(event.changed_settings[MAX_STREAMS].new_value)
+                        elif isinstance(event, h2.events.StreamEnded):
+                            ended.add(event.stream_id)
+                        elif isinstance(event, h2.events.StreamReset):
+                            reset.add(event.stream_id)
+                tls.sendall(conn.data_to_send())  # our acknowledgements
+
+            request(1)
+            pump(lambda: 1 in ended and 250 in limits)
+            assert limits == [100, 250], "h2's own 100 first, then the limit with the first answer"
+            many = [3 + 2 * i for i in range(150)]
+            for stream_id in many:
+                request(stream_id)
+            pump(lambda: set(many) <= ended | reset)
+            assert reset == set() and set(many) <= ended
     finally:
         assert started.stop() == 0, started.log.read_text()
 

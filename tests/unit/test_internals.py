@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from hyperframe.frame import GoAwayFrame
-from kube_fault_proxy.proxy.mitm.patches import internals, streams
+from kube_fault_proxy.proxy.mitm.patches import internals, stream_counts
 from mitmproxy import connection
 from mitmproxy.addons import proxyserver
 from mitmproxy.connection import ConnectionState
@@ -43,7 +43,7 @@ def test_what_is_relied_on_is_still_there() -> None:
     # goaway() and open_streams(): the client's HTTP/2 layer, its h2 connection and streams, the TLS layer's send
     assert "self.connections[self.context.client]" in inspect.getsource(http_layer.HttpLayer), \
         "HttpLayer no longer keeps the client's HTTP/2 layer in .connections"
-    init = inspect.getsource(streams.ORIGINALS["mitmproxy.proxy.layers.http._http2.Http2Connection.__init__"])
+    init = inspect.getsource(stream_counts.ORIGINALS["mitmproxy.proxy.layers.http._http2.Http2Connection.__init__"])
     assert "self.h2_conn = " in init and "self.streams = {}" in init, \
         "Http2Connection no longer keeps its h2 connection in .h2_conn and its streams in .streams"
     assert issubclass(Http2Server, http2_module.Http2Connection)

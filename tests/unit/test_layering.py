@@ -82,7 +82,8 @@ def test_only_the_chains_addons_touch_flows() -> None:
     """Flows are touched by the addons of serve's chain, one job each, all in proxy/mitm/ (and by nothing the
     library changes or the pure core hold)."""
     users = sorted(str(p.relative_to(PACKAGE)) for p in EVERY_MODULE if "HTTPFlow" in p.read_text())
-    assert users == ["mitm/addon.py", "mitm/binds.py", "mitm/held.py", "mitm/outage.py", "mitm/timeouts.py"]
+    assert users == ["mitm/addon.py", "mitm/binds.py", "mitm/held.py", "mitm/outage.py", "mitm/stream_settings.py",
+                     "mitm/timeouts.py"]
 
 
 PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "schema",

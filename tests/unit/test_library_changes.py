@@ -4,12 +4,14 @@ once) otherwise; every change says what it replaces and what it bought; the stoc
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import pkgutil
 from collections.abc import Iterator
 
 import pytest
 from kube_fault_proxy.proxy.mitm import patches
-from kube_fault_proxy.proxy.mitm.patches import context_fork, streams
+from kube_fault_proxy.proxy.mitm.patches import context_fork, stream_counts, stream_ticks
 from mitmproxy import master, options
 from mitmproxy.proxy import context
 
@@ -62,9 +64,9 @@ def test_a_mismatched_source_skips_its_change_and_says_so_once(
 
 def test_an_unreadable_source_skips_its_change(fresh_master: master.Master, monkeypatch: pytest.MonkeyPatch) -> None:
     patches.uninstall()
-    monkeypatch.setitem(streams.ORIGINALS, "h2.connection.H2Connection._open_streams", len)  # a builtin: no source
+    monkeypatch.setitem(stream_counts.ORIGINALS, "h2.connection.H2Connection._open_streams", len)  # a builtin
     done = {o.name: o for o in patches.install(patches.Target(fresh_master))}
-    assert not done["streams"].applied and "cannot be read" in done["streams"].reason
+    assert not done["stream_counts"].applied and "cannot be read" in done["stream_counts"].reason
 
 
 def test_the_stock_path_skips_every_change(fresh_master: master.Master) -> None:
@@ -74,3 +76,35 @@ def test_the_stock_path_skips_every_change(fresh_master: master.Master) -> None:
     assert {o.reason for o in done} == {"turned off (--stock-mitmproxy): mitmproxy as it ships"}
     assert context.Context.fork is context_fork.ORIGINALS["mitmproxy.proxy.context.Context.fork"]
     assert type(fresh_master.addons).__name__ == "AddonManager"  # mitmproxy's own dispatch
+
+
+def test_every_module_of_the_package_is_gated_or_says_why_it_needs_no_gate() -> None:
+    """A change is gated by install(); a module that is no change is gated at run time by its own pins
+    (`verified()`), or is a read with no replacement and says so in its header."""
+    changes = {patches.name_of(c) for c in patches.CHANGES}
+    seen = set()
+    for info in pkgutil.iter_modules(patches.__path__):
+        module = importlib.import_module(f"{patches.__name__}.{info.name}")
+        seen.add(info.name)
+        if info.name in changes:
+            continue
+        doc = module.__doc__ or ""
+        if callable(getattr(module, "verified", None)):
+            assert module.PINNED and set(module.PINNED) == set(module.ORIGINALS), info.name
+            assert patches.mismatch(module) is None and module.verified(), info.name
+        else:
+            assert "No gate: it is a read with no replacement." in doc, (
+                f"patches/{info.name}.py is neither a change, nor gated (verified()), nor says why it needs no gate")
+    assert changes < seen and {"internals", "stream_ticks"} <= seen - changes
+
+
+def test_stream_ticks_are_off_where_what_they_rely_on_moved(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    qualname = "mitmproxy.proxy.layers.http.HttpLayer._handle_event"
+    monkeypatch.setitem(stream_ticks.PINNED, qualname, "0000000000000000")
+    monkeypatch.setattr(stream_ticks, "_verified", None)
+    with caplog.at_level(logging.WARNING, logger=stream_ticks.__name__):
+        assert not stream_ticks.verified()
+        assert not stream_ticks.wake("no-such-client", object())  # off: no handler is even looked up
+    [warning] = caplog.records
+    assert "stream ticks are off" in warning.getMessage() and qualname in warning.getMessage()

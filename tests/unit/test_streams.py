@@ -1,4 +1,6 @@
-"""The advertised HTTP/2 stream limit and O(1) stream counting (proxy.mitm.streams)."""
+"""The HTTP/2 stream changes: the advertised limit (stream_limit), O(1) counting and bounded tables
+(stream_counts), the upstream queue drained in a loop (stream_queue); and the limit on stock mitmproxy through
+hyper-h2's own settings (proxy.mitm.stream_settings)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import h2.stream
 import hyperframe.frame
 import pytest
 from kube_fault_proxy.proxy.mitm import patches
-from kube_fault_proxy.proxy.mitm.patches import streams
+from kube_fault_proxy.proxy.mitm.patches import stream_counts, stream_limit, stream_queue
 from mitmproxy import http
 from mitmproxy.addons import proxyserver
 from mitmproxy.proxy import commands, events
@@ -38,9 +40,11 @@ MAX_CONCURRENT_STREAMS = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
 
 @pytest.fixture(autouse=True)
 def installed() -> Iterator[None]:
-    streams.install(streams.DEFAULT)
+    for change in (stream_limit, stream_counts, stream_queue):
+        change.install()
     yield
-    streams.install(streams.DEFAULT)
+    for change in (stream_limit, stream_counts, stream_queue):
+        change.install()
 
 
 def first_settings() -> dict[int, int]:
@@ -56,9 +60,9 @@ def first_settings() -> dict[int, int]:
     return dict(frame.settings)
 
 
-@pytest.mark.parametrize("limit", [4096, 100, 1, streams.MAX])
+@pytest.mark.parametrize("limit", [4096, 100, 1, stream_limit.MAX])
 def test_the_first_settings_frame_advertises_the_limit(limit: int) -> None:
-    streams.install(limit)
+    stream_limit.install(limit)
     assert first_settings()[MAX_CONCURRENT_STREAMS] == limit
 
 
@@ -71,16 +75,16 @@ def test_mitmproxy_still_keeps_its_own_window_settings() -> None:
 @pytest.mark.parametrize("bad", [0, -1, 2**31])
 def test_a_limit_out_of_range_is_refused(bad: int) -> None:
     with pytest.raises(ValueError, match="between 1 and"):
-        streams.install(bad)
+        stream_limit.install(bad)
 
 
 def test_the_overrides_are_in_place() -> None:
     """If a mitmproxy or hyper-h2 upgrade renames what is patched, this fails loudly."""
-    assert h2.connection.H2Connection._open_streams is streams._counted_open_streams
-    assert h2.connection.H2Connection._begin_new_stream is streams._counted_begin_new_stream
-    assert h2.stream.H2StreamStateMachine.process_input is streams._counted_process_input
-    assert _http2.Http2Server.__init__ is streams._init_server
-    assert _http2.Http2Client._handle_event is streams._client_handle_event
+    assert h2.connection.H2Connection._open_streams is stream_counts._counted_open_streams
+    assert h2.connection.H2Connection._begin_new_stream is stream_counts._counted_begin_new_stream
+    assert h2.stream.H2StreamStateMachine.process_input is stream_counts._counted_process_input
+    assert _http2.Http2Server.__init__ is stream_limit._init_server
+    assert _http2.Http2Client._handle_event is stream_queue._client_handle_event
 
 
 def _pair() -> tuple[h2.connection.H2Connection, h2.connection.H2Connection]:
@@ -151,23 +155,23 @@ def test_closed_streams_are_still_dropped_from_the_table() -> None:
         server.send_headers(sid, [(":status", "200")], end_stream=True)
         _pump(client, server)
         assert server.open_inbound_streams == 0
-    assert len(server.streams) <= streams.PRUNE_SLACK + 1
-    assert len(client.streams) <= streams.PRUNE_SLACK + 1
+    assert len(server.streams) <= stream_counts.PRUNE_SLACK + 1
+    assert len(client.streams) <= stream_counts.PRUNE_SLACK + 1
 
 
 def test_what_finished_streams_leave_behind_is_patched_too() -> None:
     """If a mitmproxy upgrade renames the connection layer's init, this fails loudly."""
-    assert _http2.Http2Connection.__init__ is streams._init_connection
+    assert _http2.Http2Connection.__init__ is stream_counts._init_connection
 
 
-# sha256 (first 16 hex digits) of hyper-h2 4.x's walk, which streams._drop_closed reproduces without its count.
+# sha256 (first 16 hex digits) of hyper-h2 4.x's walk, which stream_counts._drop_closed reproduces without its count.
 OPEN_STREAMS_SHA = "28d9501144f0cee7"
 
 
 def test_the_reproduced_walk_is_still_hyper_h2s() -> None:
-    source = inspect.getsource(streams._open_streams)
+    source = inspect.getsource(stream_counts._open_streams)
     assert hashlib.sha256(source.encode()).hexdigest()[:16] == OPEN_STREAMS_SHA, (
-        "hyper-h2 changed H2Connection._open_streams: check streams._drop_closed against it")
+        "hyper-h2 changed H2Connection._open_streams: check stream_counts._drop_closed against it")
 
 
 BINDING = [(":method", "POST"), (":path", "/api/v1/namespaces/d/pods/p/binding"), (":scheme", "https"),
@@ -232,10 +236,10 @@ def test_a_long_lived_client_connection_keeps_nothing_per_finished_request(clien
         client.reset(sid) if reset else client.answer(sid)
         assert client.h2.streams[sid].closed, "the client saw its stream end"
     assert len(client.layer.streams) == 0, "the layer's own table"
-    assert len(client.layer.h2_conn.streams) <= streams.PRUNE_SLACK + 1, "hyper-h2's live table"
+    assert len(client.layer.h2_conn.streams) <= stream_counts.PRUNE_SLACK + 1, "hyper-h2's live table"
     resets = {"answered": 0, "reset by the proxy": n, "both, interleaved": n // 2}[ending]
     # every reset is remembered (up to hyper-h2's bound) but the newest still in the live table; nothing else is
-    assert resets - streams.PRUNE_SLACK - 1 <= len(client.layer.h2_conn._closed_streams) <= resets
+    assert resets - stream_counts.PRUNE_SLACK - 1 <= len(client.layer.h2_conn._closed_streams) <= resets
     assert set(client.layer.h2_conn._closed_streams.values()) <= {h2.stream.StreamClosedBy.SEND_RST_STREAM}
 
 
@@ -244,7 +248,7 @@ def test_a_late_frame_on_a_stream_the_proxy_reset_is_still_only_a_stream_error(c
     client.h2.send_headers(first, BINDING, end_stream=False)
     client.send()
     client.reset(first)  # the client has not seen the reset yet: its DATA is in flight
-    for _ in range(streams.PRUNE_SLACK + 10):  # enough finished streams after it for it to be pruned
+    for _ in range(stream_counts.PRUNE_SLACK + 10):  # enough finished streams after it for it to be pruned
         sid = client.h2.get_next_available_stream_id()
         client.request(sid)
         client.answer(sid)
@@ -289,18 +293,18 @@ def test_a_long_lived_upstream_connection_forgets_the_id_mapping_of_finished_str
             server.send_headers(ours, [(":status", "201")], end_stream=True)
             run(iter(()))
             assert ours not in layer.streams, "mitmproxy dropped it itself"
-        assert len(layer.our_stream_id) == len(layer.their_stream_id) <= streams.PRUNE_SLACK + 1
+        assert len(layer.our_stream_id) == len(layer.their_stream_id) <= stream_counts.PRUNE_SLACK + 1
 
 
-# sha256 (first 16 hex digits) of mitmproxy 12.x's Http2Client._handle_event, which streams._client_handle_one
-# reproduces for one event and streams._client_handle_event drains without recursion.
+# sha256 (first 16 hex digits) of mitmproxy 12.x's Http2Client._handle_event, which stream_queue._client_handle_one
+# reproduces for one event and stream_queue._client_handle_event drains without recursion.
 CLIENT_HANDLE_EVENT_SHA = "02de05a5b89f087b"
 
 
 def test_the_reproduced_upstream_stream_mapping_is_still_mitmproxys() -> None:
-    source = inspect.getsource(streams._mitmproxy_client_handle_event)
+    source = inspect.getsource(stream_queue._mitmproxy_client_handle_event)
     assert hashlib.sha256(source.encode()).hexdigest()[:16] == CLIENT_HANDLE_EVENT_SHA, (
-        "mitmproxy changed Http2Client._handle_event: check streams._client_handle_one against it")
+        "mitmproxy changed Http2Client._handle_event: check stream_queue._client_handle_one against it")
 
 
 class _Upstream:
@@ -353,7 +357,7 @@ def test_a_thousand_requests_queued_before_the_servers_settings_are_all_sent_onc
     ~1,000 at once. mitmproxy drained its queue by recursing once per queued stream: 'mitmproxy has crashed!'
     (RecursionError), and the requests taken off the queue were never sent nor answered."""
     if not patched:
-        _http2.Http2Client._handle_event = streams._mitmproxy_client_handle_event  # type: ignore[method-assign]
+        _http2.Http2Client._handle_event = stream_queue._mitmproxy_client_handle_event  # type: ignore[method-assign]
     try:
         up = _Upstream(upstream_ctx, server_limit=10_000)
         n = 2000
@@ -367,7 +371,7 @@ def test_a_thousand_requests_queued_before_the_servers_settings_are_all_sent_onc
             return
         up.server_speaks()
     finally:
-        _http2.Http2Client._handle_event = streams._client_handle_event  # type: ignore[assignment]
+        _http2.Http2Client._handle_event = stream_queue._client_handle_event  # type: ignore[assignment]
     assert not up.layer.stream_queue
     assert len(up.opened) == n and len(set(up.opened)) == n
     # first queued, first sent: the client's stream ids reach the server in the order they were asked
@@ -397,6 +401,7 @@ def test_queued_requests_go_out_as_the_servers_streams_free_up(upstream_ctx: Con
 
 
 def test_every_part_is_pinned_to_the_verified_source() -> None:
-    assert patches.mismatch(streams) is None, "mitmproxy or hyper-h2 changed what streams.py relies on"
-    assert streams.PINNED["h2.connection.H2Connection._open_streams"] == OPEN_STREAMS_SHA
-    assert streams.PINNED["mitmproxy.proxy.layers.http._http2.Http2Client._handle_event"] == CLIENT_HANDLE_EVENT_SHA
+    for change in (stream_limit, stream_counts, stream_queue):
+        assert patches.mismatch(change) is None, f"mitmproxy or hyper-h2 changed what {change.__name__} relies on"
+    assert stream_counts.PINNED["h2.connection.H2Connection._open_streams"] == OPEN_STREAMS_SHA
+    assert stream_queue.PINNED["mitmproxy.proxy.layers.http._http2.Http2Client._handle_event"] == CLIENT_HANDLE_EVENT_SHA

@@ -87,7 +87,7 @@ class Fixture:
 
 def fixtures() -> list[Fixture]:
     """The plugin module's fixtures, in source order. (pytest keeps a fixture's scope on the object @pytest.fixture
-    returns; should that change, none is found and tests/unit/test_reference_plugin.py fails.)"""
+    returns; should that change, none is found and tests/unit/test_reference_pages.py fails.)"""
     found = []
     for name, value in vars(pytest_plugin).items():
         marker = getattr(value, "_fixture_function_marker", None)

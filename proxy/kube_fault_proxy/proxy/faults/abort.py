@@ -9,6 +9,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Respond
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
 
@@ -17,6 +18,7 @@ class Abort(FaultSpec):
     """An error status with a real metav1.Status body; Retry-After only when asked for."""
 
     kind: ClassVar[str] = "abort"
+    traits: ClassVar[Traits] = Traits(acts_on="request")
     search_group: ClassVar[str] = "request"
     status: Annotated[int, Field(ge=400, le=599, description="the HTTP status answered (400-599)")]
     reason: Annotated[str, Field(min_length=1, max_length=64)] | None = Field(

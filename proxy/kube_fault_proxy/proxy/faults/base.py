@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kube_fault_proxy.proxy.faults.plan import Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.schema.strict import StrictModel
 
@@ -29,9 +30,11 @@ SEARCH_GROUPS = ("request", "watch", "connection", "view")
 class FaultSpec(StrictModel):
     """A fault kind's settings; `plan` turns them into steps for one request. A kind also carries its part of
     the fault search's grammar: its group, whether a search draws it unless told (`--kinds`), the ranges its
-    settings are drawn from (`draw`), and the weaker kind a shrink tries in its place."""
+    settings are drawn from (`draw`), the weaker kind a shrink tries in its place, and its traits (what the
+    search reads instead of the kind's name)."""
 
     kind: ClassVar[str]
+    traits: ClassVar[Traits]  # every kind declares its own (a test says so)
     # Injections a rule of this kind makes when its `when.maxInjections` is unset (None: unbounded).
     default_max_injections: ClassVar[int | None] = None
     search_group: ClassVar[str]  # one of SEARCH_GROUPS
@@ -42,8 +45,19 @@ class FaultSpec(StrictModel):
 
     @classmethod
     def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
-        """Settings for a searched rule of this kind, every choice from `rng` (ranges: notes/fault-search.md §4.1)."""
+        """Settings for a searched rule of this kind, every choice from `rng` (ranges: docs/guides/search.md)."""
         raise NotImplementedError
+
+    @classmethod
+    def companion(cls, rng: random.Random) -> dict[str, Any]:
+        """Settings for a rule the search adds for another rule's sake (to reopen the target's watches, or to make
+        a resumed watch relist): asked only of a kind whose traits say it reopens or takes resumed watches."""
+        raise NotImplementedError
+
+    @classmethod
+    def relists(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether a rule of this kind with these settings makes a client's resumed watch relist."""
+        return False
 
     @classmethod
     def weakest(cls) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
 from kube_fault_proxy.proxy.schema.globs import glob_matcher
@@ -182,6 +183,7 @@ class CoalesceEvents(FaultSpec):
     """Each `windowSeconds`, the watch's events held so far are delivered as each object's latest state."""
 
     kind: ClassVar[str] = "coalesceEvents"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True)
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     windowSeconds: Annotated[float, Field(gt=0, le=600)] = Field(

@@ -12,6 +12,7 @@ from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.hang import Hang
 from kube_fault_proxy.proxy.faults.plan import Plan
 from kube_fault_proxy.proxy.faults.reset import Reset
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.schema.strict import exactly_one_of
 
@@ -21,6 +22,7 @@ class CommitThenFail(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("abort", "reset", "hang"))
     kind: ClassVar[str] = "commitThenFail"
+    traits: ClassVar[Traits] = Traits(acts_on="write")
     search_group: ClassVar[str] = "request"
     weaker: ClassVar[str | None] = "abort"
     abort: Abort | None = Field(None, description="after the commit, answer this error instead")

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import HoldAnswer, Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -27,6 +28,9 @@ class CrashPoint(FaultSpec):
     client is gone). Bounded: without `when.maxInjections` a rule holds one answer."""
 
     kind: ClassVar[str] = "crashPoint"
+    # the trial kills the target on its record; the target relists as it starts again
+    traits: ClassVar[Traits] = Traits(acts_on="write", reopens="relist", at_a_count=True, rule_probability=False,
+                                      duration="holdSeconds", trial_needs=frozenset({"kill"}))
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     default_max_injections: ClassVar[int | None] = 1
@@ -37,6 +41,11 @@ class CrashPoint(FaultSpec):
     def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
         """The trial kills the scheduler at once, and its answer is dropped with it."""
         return {"holdSeconds": float(rng.choice([2, 5, 10]))}
+
+    @classmethod
+    def companion(cls, rng: random.Random) -> dict[str, Any]:
+        """A restart, drawn as any crash point."""
+        return cls.draw(rng, Draw())
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.is_resource and ident.verb in WRITE_VERBS

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan, Step
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import watch_error_event
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
@@ -66,6 +68,8 @@ class Cut(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("afterEvents", "afterSeconds"))
     kind: ClassVar[str] = "cut"
+    # it acts once it decided the watch (afterSeconds lowers its timeout then), edited events or not
+    traits: ClassVar[Traits] = Traits(acts_on="watch")
     search_group: ClassVar[str] = "watch"
     afterEvents: Annotated[int, Field(ge=1)] | None = Field(
         None, description="end the watch at this event boundary (with error: the ERROR event, else the connection)")
@@ -86,6 +90,11 @@ class Cut(FaultSpec):
         if (self.afterEvents is None) == (self.afterSeconds is None):
             raise ValueError("cut needs exactly one of afterEvents, afterSeconds")
         return self
+
+    @classmethod
+    def relists(cls, settings: Mapping[str, Any]) -> bool:
+        """Ended with the 410 Expired error: the client relists."""
+        return settings.get("error") == "expired"
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         return ident.watch

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Wait
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
 
@@ -16,6 +17,7 @@ class Delay(FaultSpec):
     """seconds ± jitterSeconds (uniform, never below zero); other requests are not held up."""
 
     kind: ClassVar[str] = "delay"
+    traits: ClassVar[Traits] = Traits(acts_on="request", duration="seconds")
     search_group: ClassVar[str] = "request"
     seconds: Annotated[float, Field(gt=0, le=3600, description="how long the request or its answer waits")]
     jitterSeconds: Annotated[float, Field(ge=0, le=3600)] = Field(

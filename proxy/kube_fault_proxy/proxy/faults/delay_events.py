@@ -20,6 +20,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
 
@@ -89,6 +90,7 @@ class DelayEvents(FaultSpec):
     order; the rest of the stream keeps its place behind them."""
 
     kind: ClassVar[str] = "delayEvents"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, duration="seconds")
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     seconds: Annotated[float, Field(gt=0, le=600)] = Field(

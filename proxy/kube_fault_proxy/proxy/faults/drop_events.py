@@ -9,6 +9,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
 
@@ -44,6 +45,7 @@ class DropEvents(FaultSpec):
     """Events of the watch that match `events` are dropped with `probability`."""
 
     kind: ClassVar[str] = "dropEvents"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, rule_probability=False)
     search_group: ClassVar[str] = "watch"
     editor: ClassVar[type[DropEditor]] = DropEditor
     events: EventSelector = Field(EventSelector(), description="which events of the watch (unset: every event)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from kube_fault_proxy.proxy.faults.drop_events import DropEditor, DropEvents
+from kube_fault_proxy.proxy.faults.traits import Traits
 
 
 class DuplicateEditor(DropEditor):
@@ -23,4 +24,5 @@ class DuplicateEvents(DropEvents):
     """Events of the watch that match `events` are sent twice with `probability`."""
 
     kind: ClassVar[str] = "duplicateEvents"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, rule_probability=False)
     editor: ClassVar[type[DropEditor]] = DuplicateEditor

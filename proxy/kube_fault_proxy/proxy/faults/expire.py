@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Respond
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import JSON, Reply, status_reply, watch_error_event
 
@@ -23,6 +25,7 @@ class Expire(FaultSpec):
     """Upstream never sees the watch; the client gets 200 + one ERROR event (or HTTP 410)."""
 
     kind: ClassVar[str] = "expire"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="resumed")
     search_group: ClassVar[str] = "watch"
     form: Literal["auto", "event", "status"] = Field(
         "auto", description="auto: the ERROR event for JSON watches, HTTP 410 for protobuf ones")
@@ -35,6 +38,15 @@ class Expire(FaultSpec):
     def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
         choice: dict[str, Any] = rng.choice([{}, {"onlyRewatch": True}, {"failRelist": True}])
         return choice
+
+    @classmethod
+    def companion(cls, rng: random.Random) -> dict[str, Any]:
+        """The resumed watch answered 410: its client relists."""
+        return {"onlyRewatch": True}
+
+    @classmethod
+    def relists(cls, settings: Mapping[str, Any]) -> bool:
+        return True
 
     def applies_to(self, ident: RequestIdentity) -> bool:
         if not ident.watch or ident.initial_events:

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import CommitLater, Plan, ResetStream, Respond
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
 from kube_fault_proxy.proxy.schema.strict import exactly_one_of
@@ -31,6 +32,7 @@ class FailThenCommit(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("status", "reset"))
     kind: ClassVar[str] = "failThenCommit"
+    traits: ClassVar[Traits] = Traits(acts_on="resent-write")
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     status: Annotated[int, Field(ge=400, le=599)] | None = Field(

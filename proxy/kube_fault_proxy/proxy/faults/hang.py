@@ -9,6 +9,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, ResetStream, Respond, Step, Wait
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import status_reply
 
@@ -19,6 +20,7 @@ class Hang(FaultSpec):
     """No answer for `seconds` (default: until the client gives up, at most an hour)."""
 
     kind: ClassVar[str] = "hang"
+    traits: ClassVar[Traits] = Traits(acts_on="request", duration="seconds")
     search_group: ClassVar[str] = "request"
     weaker: ClassVar[str | None] = "abort"
     seconds: Annotated[float, Field(gt=0, le=UNTIL_CLIENT_GIVES_UP)] | None = Field(

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, Plan
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import EventEditor, EventSelector, WatchEvent
 from kube_fault_proxy.proxy.schema.strict import StrictModel
@@ -113,6 +114,7 @@ class HoldEvents(FaultSpec):
     or maxSeconds, then delivered in order."""
 
     kind: ClassVar[str] = "holdEvents"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True)
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     maxSeconds: Annotated[float, Field(gt=0, le=600)] = Field(

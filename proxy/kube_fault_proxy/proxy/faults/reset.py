@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, ResetStream
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 
 
@@ -14,6 +15,7 @@ class Reset(FaultSpec):
     """No settings: `reset: {}`."""
 
     kind: ClassVar[str] = "reset"
+    traits: ClassVar[Traits] = Traits(acts_on="request")
     search_group: ClassVar[str] = "request"
     weaker: ClassVar[str | None] = "abort"
 

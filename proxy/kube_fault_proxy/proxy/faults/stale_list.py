@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, ServeStale
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import JSON, Reply, status_reply
 from kube_fault_proxy.proxy.schema.strict import exactly_one_of
@@ -32,6 +33,7 @@ class StaleList(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("lagSeconds", "lagWrites"))
     kind: ClassVar[str] = "staleList"
+    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="relist")
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     lagSeconds: Annotated[float, Field(gt=0, le=600)] | None = Field(

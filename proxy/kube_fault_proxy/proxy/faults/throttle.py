@@ -9,6 +9,7 @@ from pydantic import Field
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import Plan, Respond
+from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import apf_throttle_reply, status_reply
 
@@ -17,6 +18,7 @@ class Throttle(FaultSpec):
     """429 TooManyRequests; client-go retries it silently (up to 10 times) because of Retry-After."""
 
     kind: ClassVar[str] = "throttle"
+    traits: ClassVar[Traits] = Traits(acts_on="request")
     search_group: ClassVar[str] = "request"
     weaker: ClassVar[str | None] = "abort"
     retryAfterSeconds: Annotated[int, Field(ge=1, le=32)] = Field(

@@ -21,7 +21,8 @@ from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController
-from kube_fault_proxy.proxy.mitm.patches import internals, streams
+from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
+from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.upstream import Upstream
@@ -38,7 +39,7 @@ class ProxySettings:
     listen_host: str = "127.0.0.1"
     listen_port: int = 7443
     confdir: Path = field(default_factory=paths.ca_dir)
-    max_concurrent_streams: int = streams.DEFAULT
+    max_concurrent_streams: int = stream_limit.DEFAULT
     # kube-apiserver's own: Go's ReadHeaderTimeout 32 s and IdleTimeout 90 s (0 turns one off).
     read_header_timeout: float = 32.0
     idle_timeout: float = 90.0
@@ -115,11 +116,15 @@ def _options(s: ProxySettings) -> options.Options:
 
 async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object) -> RunningProxy:
     """Start the proxy on the running loop and return once it listens."""
-    if not 1 <= settings.max_concurrent_streams <= streams.MAX:
-        raise ValueError(f"the stream limit must be between 1 and {streams.MAX}, got {settings.max_concurrent_streams}")
+    stream_limit.check(settings.max_concurrent_streams)
     m = master.Master(_options(settings))
     # The library changes, each where its verified source is installed (before any addon is added).
     patches.install(patches.Target(m, settings.max_concurrent_streams), enabled=not settings.stock_mitmproxy)
+    limits: list[object] = []  # the stream limit through hyper-h2's own settings, where the change is not applied
+    if not patches.applied(stream_limit) and settings.max_concurrent_streams != stream_limit.H2_DEFAULT:
+        limits.append(StreamSettings(settings.max_concurrent_streams))
+        log.info("kube-fault-proxy: the HTTP/2 stream limit %d is set by a SETTINGS frame at each connection's "
+                 "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
     ready = _Ready()
     binds = BindAccounting(BindOutcomes(runtime.counters.bind_outcome))
     outage = OutageController(runtime, binds.outcomes)
@@ -132,6 +137,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         PreferHttp2(),  # before TlsConfig, which reads the choice
         tlsconfig.TlsConfig(),
         ConnectionCounter(runtime.counters.connections),
+        *limits,
         ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout),  # ends at the answer
         binds.reads,  # a Binding read whole is in flight: before an outage drops it or a fault holds it
         outage,  # drops what arrives during an outage, before any fault sees it

@@ -14,6 +14,7 @@ import yaml
 
 from kube_fault_proxy.proxy.profiles.loader import load_text
 from kube_fault_proxy.proxy.profiles.profile import API_VERSION, KIND, FaultProfile
+from kube_fault_proxy.rig.search.kinds import traits
 
 Rule = dict[str, Any]
 ACTIONS = ("touchPods", "deletePods")
@@ -107,8 +108,8 @@ def _mass(rule: Rule) -> float:
     inj = float(when.get("maxInjections", 1000))
     kind = fault_kind(rule)
     spec = rule["fault"][kind] or {}
-    key = "holdSeconds" if kind == "crashPoint" else "seconds"
-    seconds = float(spec.get(key, 1.0)) if isinstance(spec, dict) else 1.0
+    own = traits(kind)
+    seconds = float(spec.get(own.duration, 1.0)) if isinstance(spec, dict) and own.duration else 1.0
     trigger: dict[str, Any] = when.get("trigger") or {}
     point = float(trigger.get("count", 0)) / 1000
-    return inj * seconds * float(rule.get("probability", 1.0)) + (-point if kind == "crashPoint" else point)
+    return inj * seconds * float(rule.get("probability", 1.0)) + (-point if own.at_a_count else point)

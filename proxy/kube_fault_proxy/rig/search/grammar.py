@@ -9,41 +9,33 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
 from kube_fault_proxy.proxy.faults.base import Draw
-from kube_fault_proxy.rig.search.genome import Genome, Rule
+from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
+from kube_fault_proxy.rig.search.kinds import (
+    ALL_KINDS,
+    CONNECTION_KINDS,
+    KNOWN_KINDS,
+    RELIST_KINDS,
+    REOPEN_KINDS,
+    REQUEST_KINDS,
+    RESUME_KINDS,
+    RESUMED_TAKERS,
+    SPECS,
+    VIEW_KINDS,
+    WATCH_KINDS,
+    reopen_weight,
+    traits,
+)
 from kube_fault_proxy.rig.search.waist import SCHEDULER, Waist
 
 # Each kind carries its part of the grammar (proxy/faults/: its group, whether it is drawn unless named, the
-# ranges of its settings); the groups below follow the registry's order.
-SPECS: dict[str, type[FaultSpec]] = {k.kind: k for k in KINDS}
-
-
-def _group(group: str, default: bool) -> tuple[str, ...]:
-    return tuple(k.kind for k in KINDS if k.search_group == group and k.searched_by_default == default)
-
-
-REQUEST_KINDS = _group("request", True)  # abort, throttle, delay, hang, reset, commitThenFail
-WATCH_KINDS = _group("watch", True)  # expire, cut, dropEvents, duplicateEvents
-CONNECTION_KINDS = _group("connection", True)  # outage, resetUpstream
-ALL_KINDS = REQUEST_KINDS + WATCH_KINDS + CONNECTION_KINDS  # a search's kinds unless told (--kinds)
-# Perturbed views (Sieve's stale and unobserved states, and crashes at a point): known to the grammar,
-# searched when named with --kinds. Not in the default set, so a seeded search draws the very trials it drew
-# before they came.
-VIEW_KINDS = tuple(k.kind for k in KINDS if not k.searched_by_default)
-KNOWN_KINDS = ALL_KINDS + VIEW_KINDS
+# ranges of its settings, its traits); kinds.py reads them, and nothing here names a kind.
 # Where each kind is drawn (which requests, which count a trigger counts) is the target's waist (waist.py): a
 # scheduler's Bindings, or kube-controller-manager's pod creates. Every function below takes the waist; its
 # default is a scheduler's, so a seeded scheduler search draws the very trials it drew before there were two.
-# A trial switches its profile on after the scheduler has started and opened its watches, and a watch rule
-# acts on a watch opened after that (its request decides it): these kinds make the scheduler open its
-# watches again.
-REOPEN_KINDS = ("resetUpstream", "outage", "crashPoint")
-# Seen on the rig (docs/records/view-kinds-short-searches-2026-12-03.md): after a resetUpstream both schedulers
-# relist through a WatchList, as after a restart; after an outage YuniKorn and kube-controller-manager resumed
-# their watches from their revision, which an `expire` turns into a relist.
-RELIST_KINDS = ("resetUpstream", "crashPoint")
-RESUME_KINDS = ("outage",)
+__all__ = ["ALL_KINDS", "CONNECTION_KINDS", "KNOWN_KINDS", "QUANTILES", "RELIST_KINDS", "REOPEN_KINDS",
+           "REQUEST_KINDS", "RESUME_KINDS", "SPECS", "VIEW_KINDS", "WATCH_KINDS", "mutate", "random_genome",
+           "reopened", "rule", "rule_count", "swarm", "trial_rng"]
 QUANTILES = (0.01, 0.05, 0.2, 0.5, 0.9)  # of the load's pods: where a count trigger arms a rule
 
 
@@ -54,14 +46,8 @@ def swarm(rng: random.Random, kinds: Sequence[str]) -> list[str]:
 
 
 def _match_for(rng: random.Random, kind: str, waist: Waist) -> tuple[str, dict[str, Any]]:
-    if kind in waist.view_matches:
-        options = [m for m in waist.matches if m[0] in waist.view_matches[kind]]
-    elif kind in WATCH_KINDS:
-        options = [m for m in waist.matches if m[3]]
-    elif kind in REQUEST_KINDS:
-        options = [m for m in waist.matches if not m[3] and (kind != "commitThenFail" or m[0] in waist.writes)]
-    else:
-        options = list(waist.matches)
+    """A match from those of the waist the kind acts on (its traits), by weight."""
+    options = waist.acting_on(kind)
     name, selector, _, _ = rng.choices(options, weights=[m[2] for m in options])[0]
     return name, {k: list(v) for k, v in selector.items()}
 
@@ -123,9 +109,10 @@ def rule(rng: random.Random, kind: str, pods: int, index: int, waist: Waist = SC
     out: Rule = {"name": f"r{index}-{kind.lower()}-{match_name}"}
     if selector:
         out["match"] = selector
-    if kind not in ("dropEvents", "duplicateEvents", "crashPoint") and not on_watches and rng.random() < 0.4:
+    own = traits(kind)
+    if own.rule_probability and not on_watches and rng.random() < 0.4:
         out["probability"] = rng.choice([0.5, 0.3, 0.1])
-    out["when"] = (_crash_when(rng, pods, waist) if kind == "crashPoint" else _watch_when(rng) if on_watches
+    out["when"] = (_crash_when(rng, pods, waist) if own.at_a_count else _watch_when(rng) if on_watches
                    else _when(rng, kind, pods, waist))
     out["fault"] = {kind: _fault(rng, kind, match_name, waist)}
     return out
@@ -136,28 +123,32 @@ def _on_watches(r: Rule) -> bool:
 
 
 def _relisted(r: Rule) -> bool:
-    """A staleList rule on watches: it acts only on a WatchList, a relist."""
-    return next(iter(r["fault"])) == "staleList" and _on_watches(r)
+    """A rule on watches of a kind that takes relists (a stale view): it acts only on a WatchList, a relist."""
+    return traits(fault_kind(r)).watch_requests == "relist" and _on_watches(r)
+
+
+def _takes_resumed(r: Rule) -> bool:
+    """A rule of a kind that takes resumed watches and makes them relist (expire)."""
+    return fault_kind(r) in RESUMED_TAKERS
 
 
 def _reopens(r: Rule, kinds: Sequence[str] = REOPEN_KINDS, waist: Waist = SCHEDULER) -> bool:
     """A rule of these kinds that surely acts on the load: on the waist's anchor (Bindings) or any request,
     promptly, every time."""
     match, when = r.get("match") or {}, r.get("when") or {}
-    return (next(iter(r["fault"])) in kinds and match in ({}, waist.anchor) and "probability" not in r
+    return (fault_kind(r) in kinds and match in ({}, waist.anchor) and "probability" not in r
             and not {"afterMatches", "every", "after"} & set(when))
 
 
 def _takes(r: Rule) -> str:
     """Which of a resource's watch requests a watch rule decides: the relists (WatchList), the resumed watches, any."""
-    kind = next(iter(r["fault"]))
-    return "relist" if kind == "staleList" else "resumed" if kind == "expire" else "any"
+    return traits(fault_kind(r)).watch_requests
 
 
 def _one_per_watch(rules: Sequence[Rule]) -> list[Rule]:
     """The rules with those on watches kept only where each can decide a request, in draw order. A reopen gives
     each resource one watch request: a resumed watch (a dropped connection) or a relist (a restart). An `expire`
-    takes the resumed one and makes a relist; a staleList takes a relist; another watch kind takes any, and
+    takes the resumed one and makes a relist; a stale view takes a relist; another watch kind takes any, and
     shadows what comes after it. Ordered so each decides one: per resource the rule on relists, then the one on
     resumed watches, then the one on any watch (the first rule that matches a request decides it)."""
     claims = {"relist": {"relist", "any"}, "resumed": {"resumed"}, "any": {"any", "relist"}}
@@ -175,27 +166,27 @@ def _one_per_watch(rules: Sequence[Rule]) -> list[Rule]:
 
 
 def _companion(rng: random.Random, kind: str, pods: int, resources: Sequence[str], waist: Waist = SCHEDULER) -> Rule:
-    """A rule that reopens the target's watches (or, `expire`, turns a resumed one into a relist)."""
-    at = waist.matches[0][0]  # the anchor's name (binding, pod-create)
-    name = {"resetUpstream": f"resetupstream-{at}", "outage": f"outage-{at}", "crashPoint": f"crashpoint-{at}",
-            "expire": f"expire-{resources[0][:-1] if len(resources) == 1 else 'workload'}-watch"}[kind]
-    if kind == "crashPoint":
-        return {"name": f"r9-{name}", "match": _anchor(waist),
-                **{"when": _crash_when(rng, pods, waist)}, "fault": {"crashPoint": _fault(rng, "crashPoint")}}
-    if kind == "expire":
+    """A rule that reopens the target's watches (or, a kind taking resumed watches, turns one into a relist); its
+    settings are the kind's own `companion`."""
+    own = traits(kind)
+    if own.acts_on == "watch":  # on the watches of the resources, the first one it may decide
+        name = f"{kind.lower()}-{resources[0][:-1] if len(resources) == 1 else 'workload'}-watch"
         return {"name": f"r9-{name}", "match": {"verbs": ["watch"], "resources": list(resources)},
-                "when": {"maxInjections": 1}, "fault": {"expire": {"onlyRewatch": True}}}
+                "when": {"maxInjections": 1}, "fault": {kind: SPECS[kind].companion(rng)}}
+    name = f"{kind.lower()}-{waist.matches[0][0]}"  # at the anchor (binding, pod-create)
+    if own.at_a_count:
+        return {"name": f"r9-{name}", "match": _anchor(waist),
+                **{"when": _crash_when(rng, pods, waist)}, "fault": {kind: SPECS[kind].companion(rng)}}
     when: dict[str, Any] = {"maxInjections": 1}
     if rng.random() < 0.5:  # at the first Binding, or at one a quantile of the load in
         when["trigger"] = {"match": _anchor(waist), "count": max(1, round(pods * rng.choice(QUANTILES)))}
-    fault = {"outage": {"seconds": 1.0, "refuse": rng.choice(["close", "refuse"])}} if kind == "outage" else {kind: {}}
-    return {"name": f"r9-{name}", "match": _anchor(waist), "when": when, "fault": fault}
+    return {"name": f"r9-{name}", "match": _anchor(waist), "when": when, "fault": {kind: SPECS[kind].companion(rng)}}
 
 
 def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int,
              waist: Waist = SCHEDULER) -> list[Rule]:
     """The rules, with what lets a watch rule among them act (drawn from the asked kinds): a rule that reopens the
-    scheduler's watches when none does, a staleList on watches a relist (a restart, or `expire` on the resumed
+    scheduler's watches when none does, a stale view on watches a relist (a restart, or `expire` on the resumed
     watch), an `expire` a dropped connection. At most 4 rules: the watch rule and its companions are kept, the
     last others dropped (twice over: what the first companion kept may need one too)."""
     return _reopened_once(rng, _reopened_once(rng, rules, kinds, pods, waist), kinds, pods, waist)
@@ -203,39 +194,41 @@ def reopened(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], po
 
 def _reopened_once(rng: random.Random, rules: Sequence[Rule], kinds: Sequence[str], pods: int,
                    waist: Waist) -> list[Rule]:
-    """One pass of `reopened`: the first watch rule that cannot act gets its companions."""
+    """One pass of `reopened`: the first watch rule that cannot act gets its companions. A relist comes from a
+    reopen the target relists after (a reset connection, a restart), or from a resuming one (an outage) together
+    with a rule that turns the resumed watch into a relist (an `expire`)."""
     rules = _one_per_watch(rules)
-    watched = [r for r in rules if _on_watches(r) and next(iter(r["fault"])) != "expire"]
-    expiring = next((r for r in rules if _on_watches(r) and next(iter(r["fault"])) == "expire"), None)
+    watched = [r for r in rules if _on_watches(r) and not _takes_resumed(r)]
+    expiring = next((r for r in rules if _on_watches(r) and _takes_resumed(r)), None)
     if not watched and expiring is None:
         return rules
     extra: list[Rule] = []
     needing = watched[0] if watched else expiring
     stale = next((r for r in watched if _relisted(r)), None)
-    expires = any(next(iter(r["fault"])) == "expire" for r in rules)
+    expires = any(_takes_resumed(r) for r in rules)
     resumed = any(_reopens(r, RESUME_KINDS, waist) for r in rules)
     relists = any(_reopens(r, RELIST_KINDS, waist) for r in rules) or (resumed and expires)
     relisting = [k for k in RELIST_KINDS if k in kinds]
-    if stale is not None and not relists and (relisting or ("expire" in kinds and "outage" in kinds)):
+    resumer = next((k for k in RESUME_KINDS if k in kinds), None)  # a reopen the target resumes after
+    expirer = next((k for k in RESUMED_TAKERS if k in kinds), None)  # a rule that makes the resumed watch relist
+    if stale is not None and not relists and (relisting or (expirer and resumer)):
         needing, resources = stale, [str(r) for r in stale["match"].get("resources", ["pods"])]
-        if relisting and (not ("expire" in kinds and "outage" in kinds) or rng.random() < 0.7):
-            extra = [_companion(rng, rng.choices(relisting, [1 if k == "crashPoint" else 2 for k in relisting])[0],
+        if relisting and (not (expirer and resumer) or rng.random() < 0.7):
+            extra = [_companion(rng, rng.choices(relisting, [reopen_weight(k) for k in relisting])[0],
                                 pods, resources, waist)]
         else:
-            if not resumed:
-                extra.append(_companion(rng, "outage", pods, resources, waist))
-            if not expires:
-                extra.append(_companion(rng, "expire", pods, resources, waist))
-    elif expiring is not None and not resumed and "outage" in kinds:  # expire acts on a resumed watch: an outage
-        needing, extra = expiring, [_companion(rng, "outage", pods, ["pods"], waist)]
+            if not resumed and resumer:
+                extra.append(_companion(rng, resumer, pods, resources, waist))
+            if not expires and expirer:
+                extra.append(_companion(rng, expirer, pods, resources, waist))
+    elif expiring is not None and not resumed and resumer:  # a rule taking resumed watches needs a resuming reopen
+        needing, extra = expiring, [_companion(rng, resumer, pods, ["pods"], waist)]
     elif not any(_reopens(r, waist=waist) for r in rules) and (anyhow := [k for k in REOPEN_KINDS if k in kinds]):
         # a restart is the slow reopen (kill -9 and start): drawn one time in five when a dropped connection may be
-        extra = [_companion(rng, rng.choices(anyhow, [1 if k == "crashPoint" else 2 for k in anyhow])[0], pods,
-                            ["pods"], waist)]
+        extra = [_companion(rng, rng.choices(anyhow, [reopen_weight(k) for k in anyhow])[0], pods, ["pods"], waist)]
     if not extra:
         return rules
-    helpers = [r for r in rules if r is not needing and (_reopens(r, waist=waist)
-                                                           or next(iter(r["fault"])) == "expire")]
+    helpers = [r for r in rules if r is not needing and (_reopens(r, waist=waist) or _takes_resumed(r))]
     others = helpers + [r for r in rules if r is not needing and r not in helpers]
     kept = {id(r) for r in [needing, *others[:max(0, 3 - len(extra))]]}
     return [r for r in rules if id(r) in kept] + extra

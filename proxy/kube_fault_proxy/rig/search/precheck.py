@@ -8,15 +8,15 @@ cannot place it, so pod writes are no match there. A count trigger or `afterMatc
 the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
 likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
 the grammar's rule names) that have run often and never injected are learned as dead too. A crash point
-needs a write the workload makes: one matching no write verb never fires.
+needs a write the workload makes, as every kind acting on writes: one matching no write verb never fires.
 
 A watch rule is decided when the watch request arrives, so it acts only on a watch the scheduler opens after
-activation: after a dropped connection or a restart. After a resetUpstream or a restart (crashPoint) the
-schedulers relist every informer through a WatchList; after an outage the clients seen resumed each watch
+activation: after a dropped connection or a restart. After a reset upstream connection or a restart (a crash
+point) the schedulers relist every informer through a WatchList; after an outage the clients seen resumed each watch
 from its revision (an `expire` on it makes them relist). Such a watch is opened about once per resource
 and reopen, so a watch rule with a count of watch requests (`afterMatches`, `every`), a late window, or a
 trigger on more Bindings than the last reopen comes at never fires. The schedulers' informers (client-go
-1.35 and 1.36) relist through WatchList, never a LIST: a staleList rule matching only lists never fires on
+1.35 and 1.36) relist through WatchList, never a LIST: a stale-view rule matching only lists never fires on
 them, and one matching watches acts only on a WatchList relist, which a resumed watch is not: it needs a
 reset or a restart, or an `expire` (or a `cut` with the `expired` error) that makes a resumed watch relist.
 YuniKorn asks for protobuf first: a watch whose events a rule edits is asked for in JSON (its Accept allows
@@ -31,7 +31,7 @@ from typing import Any
 
 from kube_fault_proxy.proxy.faults.crash_point import WRITE_VERBS
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
-from kube_fault_proxy.rig.search.grammar import RELIST_KINDS, REOPEN_KINDS, RESUME_KINDS
+from kube_fault_proxy.rig.search.kinds import RELIST_KINDS, REOPEN_KINDS, RESUME_KINDS, SPECS, traits
 
 RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
 NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
@@ -41,6 +41,7 @@ POD_WRITES = frozenset({"patch", "update"})
 SCHEDULERS = frozenset({"kube-scheduler", "yunikorn"})  # targets whose trials delete pods only by their action
 # client-go 1.35/1.36 informers relist by WatchList, never a LIST
 RELIST_BY_WATCHLIST = frozenset({"kube-scheduler", "yunikorn", "kube-controller-manager"})
+WRITE_KINDS = frozenset({"write", "resent-write"})  # what a kind acting only on writes acts on (its traits)
 
 
 def form(rule: Rule) -> str:
@@ -79,9 +80,9 @@ def _watch_timing_fits(rule: Rule, reopen_at: int | None) -> bool:
 
 
 def _relists(rule: Rule) -> bool:
-    """Whether the rule makes a resumed watch relist: expire, or a cut ending it with the 410."""
-    fault = rule.get("fault") or {}
-    return "expire" in fault or (fault.get("cut") or {}).get("error") == "expired"
+    """Whether the rule makes a resumed watch relist (its kind says: expire, or a cut ending it with the 410)."""
+    spec = (rule.get("fault") or {}).get(fault_kind(rule))
+    return SPECS[fault_kind(rule)].relists(spec if isinstance(spec, dict) else {})
 
 
 def _deleted_only(rule: Rule) -> bool:
@@ -111,11 +112,11 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
         return False
     if verbs and verbs <= RECONNECT_ONLY and scheduler is not None and not _watch_timing_fits(rule, reopen_at):
         return False
-    if fault_kind(rule) == "crashPoint" and verbs and not verbs & WRITE_VERBS:
+    if traits(fault_kind(rule)).acts_on in WRITE_KINDS and verbs and not verbs & WRITE_VERBS:
         return False
     if _deleted_only(rule) and scheduler in SCHEDULERS and genome.action != "deletePods":
         return False  # a scheduler's trial deletes no pod unless its action does: no DELETED event to edit
-    if fault_kind(rule) == "staleList" and scheduler in RELIST_BY_WATCHLIST and verbs and (
+    if traits(fault_kind(rule)).watch_requests == "relist" and scheduler in RELIST_BY_WATCHLIST and verbs and (
             verbs <= {"list"} or (verbs <= RECONNECT_ONLY and not relists)):
         return False
     when = rule.get("when") or {}
@@ -147,8 +148,8 @@ def can_inject(genome: Genome, dead: Iterable[str] = (), scheduler: str | None =
     resumed = any(fault_kind(r) in RESUME_KINDS for r in reopens)  # expire acts on a resumed watch only
     relists = any(fault_kind(r) in RELIST_KINDS for r in reopens) or (
         resumed and any(_relists(r) for r in genome.rules))
-    fires = [rule_can_fire(r, genome, reconnects and (resumed or fault_kind(r) != "expire"), dead, scheduler, held,
-                           reopen_at, relists) for r in genome.rules]
+    fires = [rule_can_fire(r, genome, reconnects and (resumed or traits(fault_kind(r)).watch_requests != "resumed"),
+                           dead, scheduler, held, reopen_at, relists) for r in genome.rules]
     on_watches = [f for r, f in zip(genome.rules, fires, strict=True)
                   if set((r.get("match") or {}).get("verbs") or []) == {"watch"}]
     return any(fires) and all(on_watches)

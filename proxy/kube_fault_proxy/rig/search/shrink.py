@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplicity, valid
-from kube_fault_proxy.rig.search.grammar import SPECS
+from kube_fault_proxy.rig.search.kinds import SPECS, traits
 
 SHORTEST = {"seconds": 0.05, "lagSeconds": 0.5, "windowSeconds": 0.5, "holdSeconds": 1.0,
             "commitAfterSeconds": 0.25, "maxSeconds": 0.5}  # halving stops here
@@ -78,7 +78,7 @@ def _later_points(rule: Rule, pods: int) -> Iterator[Rule]:
     """A crash point's weaker form: later in the load (its count trigger doubled, at most the load's pods)."""
     when = rule.get("when") or {}
     trig = when.get("trigger")
-    if fault_kind(rule) != "crashPoint" or not isinstance(trig, dict):
+    if not traits(fault_kind(rule)).at_a_count or not isinstance(trig, dict):
         return
     count = int(trig["count"])
     later = min(pods, count * 2)

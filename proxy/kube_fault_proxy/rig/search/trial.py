@@ -25,13 +25,12 @@ from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
+from kube_fault_proxy.rig.search.kinds import EVENT_EDITORS, traits
 from kube_fault_proxy.rig.workloads import load, shapes
 
 LOAD_RATE = 200.0
 VIOLATIONS_KEPT = 5  # a trial's first violations, as messages, in trials.jsonl (what a record quotes)
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
-# Kinds that edit a watch's events: fired when an event was edited (a `watch-event`), not when the watch was opened.
-EVENT_EDITORS = frozenset({"dropEvents", "duplicateEvents", "delayEvents", "holdEvents", "coalesceEvents"})
 
 
 @dataclass
@@ -314,9 +313,9 @@ class _Trial:
 
     @contextlib.contextmanager
     def crash_points(self) -> Iterator[None]:
-        """With a crashPoint rule: for the block, the scheduler killed (kill -9) and started again on each
-        crash point the proxy journals (in the trial's events and steps)."""
-        if not any(fault_kind(r) == "crashPoint" for r in self.genome.rules):
+        """With a rule whose kind needs the target killed (a crash point): for the block, the scheduler killed
+        (kill -9) and started again on each crash point the proxy journals (in the trial's events and steps)."""
+        if not any("kill" in traits(fault_kind(r)).trial_needs for r in self.genome.rules):
             yield
             return
         with CrashPoints(self.rig.cluster, self.rig.control, CRASH_RESTART_AFTER, lambda: time.time() - self.wall0,

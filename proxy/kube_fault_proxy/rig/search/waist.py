@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kube_fault_proxy.proxy.faults import KINDS
+from kube_fault_proxy.rig.search.kinds import traits
+
 Selector = dict[str, Any]
 # (name, selector, weight, is a watch): a rule's match is drawn from these by weight.
 Match = tuple[str, Selector, int, bool]
@@ -27,18 +30,36 @@ class Waist:
 
     anchor: Selector  # the request a count trigger counts, and the one a companion reopen rule acts on
     matches: tuple[Match, ...]
-    view_matches: dict[str, tuple[str, ...]]  # a view kind -> the match names it is drawn on
-    writes: tuple[str, ...]  # the match names commitThenFail is drawn on
-    hold_until: dict[str, Selector]  # holdEvents on this match -> the other watch's event that releases it
-    no_kinds: tuple[str, ...] = ()  # kinds this target's trial cannot run (and why, in `refused`)
-    refused: str = ""
+    writes: tuple[str, ...]  # the match names a kind acting on writes is drawn on
+    resent_writes: tuple[str, ...]  # the match names a kind acting on writes the proxy sends again is drawn on
+    hold_until: dict[str, Selector]  # events held on this match -> the other watch's event that releases them
+    trial_does: frozenset[str] = frozenset()  # what this target's trial does for a kind (a kind's `trial_needs`)
+    refused: str = ""  # why a kind whose needs the trial does not meet is refused
 
     def names(self) -> tuple[str, ...]:
         """The match names, in draw order."""
         return tuple(m[0] for m in self.matches)
 
+    @property
+    def no_kinds(self) -> tuple[str, ...]:
+        """Kinds this target's trial cannot run: what they need of a trial it does not do (why: `refused`)."""
+        return tuple(k.kind for k in KINDS if not k.traits.trial_needs <= self.trial_does)
 
-# The weights follow notes/fault-search.md §4.1.
+    def acting_on(self, kind: str) -> tuple[Match, ...]:
+        """The matches a rule of the kind is drawn from, in draw order: the requests its traits say it acts on
+        (ValueError for a kind this target refuses, or one it has no such request for: never any request)."""
+        if kind in self.no_kinds:
+            raise ValueError(f"fault kind {kind!r}: {self.refused}")
+        acts_on = traits(kind).acts_on
+        named = {"write": self.writes, "resent-write": self.resent_writes}.get(acts_on)
+        options = tuple(m for m in self.matches if (m[0] in named if named is not None else
+                                                    acts_on == "any" or m[3] == (acts_on == "watch")))
+        if not options:
+            raise ValueError(f"fault kind {kind!r} acts on {acts_on} requests; this waist has none")
+        return options
+
+
+# The weights: docs/guides/search.md, "How it searches".
 SCHEDULER = Waist(
     anchor=BINDING,
     matches=(
@@ -52,20 +73,19 @@ SCHEDULER = Waist(
         ("any", {}, 5, False),
     ),
     # Schedulers on client-go 1.35/1.36 relist through WatchList (a watch with sendInitialEvents), never a LIST,
-    # so staleList is drawn on watches (it acts on their WatchList relists); delayEvents and holdEvents on the
-    # watches; a write kind on the writes a trial's workload makes.
-    view_matches={"staleList": ("pod-watch", "node-watch"), "coalesceEvents": ("pod-watch", "node-watch"),
-                  "crashPoint": ("binding", "pod-write"), "delayEvents": ("pod-watch", "node-watch"),
-                  "failThenCommit": ("binding", "pod-write"), "holdEvents": ("node-watch", "pod-watch")},
+    # so a kind acting on relists (a stale view) is drawn on watches (it acts on their WatchList relists); a write
+    # kind on the writes a trial's workload makes.
     writes=("binding", "pod-write"),
+    resent_writes=("binding", "pod-write"),
     # skew: the node watch held until a pod is seen bound; the pod watch until a node event passes
     hold_until={"node-watch": {"resource": "pods", "events": {"types": ["MODIFIED"], "hasNodeName": True}},
                 "pod-watch": {"resource": "nodes"}},
+    trial_does=frozenset({"kill"}),  # the trial kills the scheduler on a crash-point record, and starts it again
 )
 
 # kube-controller-manager's workload controllers (replicaset, deployment, job, statefulset, daemonset): they
 # create and delete pods, write their objects' status (Jobs also patch their pods' finalizers), and act on what
-# their informers show them. The pod watch and the workloads' watches are separate streams: holdEvents skews
+# their informers show them. The pod watch and the workloads' watches are separate streams: a hold skews
 # them (the controller sees its own ReplicaSet change before the pods it made, or the reverse).
 CONTROLLERS = Waist(
     anchor=POD_CREATE,
@@ -81,14 +101,12 @@ CONTROLLERS = Waist(
         ("events", {"resources": ["events"]}, 3, False),
         ("any", {}, 5, False),
     ),
-    view_matches={"staleList": ("pod-watch", "workload-watch"), "coalesceEvents": ("pod-watch", "workload-watch"),
-                  "delayEvents": ("pod-watch", "workload-watch"),
-                  "failThenCommit": ("pod-create", "pod-delete", "status-write"),
-                  "holdEvents": ("pod-watch", "workload-watch")},
     writes=("pod-create", "pod-delete", "status-write", "pod-write"),
+    # a late commit is drawn on the creates, deletes and status writes, not on the pods' own patches (as since the
+    # waist came)
+    resent_writes=("pod-create", "pod-delete", "status-write"),
     hold_until={"pod-watch": {"resource": "replicasets"},
                 "workload-watch": {"resource": "pods", "events": {"types": ["ADDED"]}}},
-    no_kinds=("crashPoint",),
     refused="a crash point kills the scheduler; a kube-controller-manager trial does not kill its target",
 )
 

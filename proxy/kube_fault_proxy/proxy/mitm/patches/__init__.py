@@ -12,10 +12,11 @@ function that differs and the versions installed. `/v1/info` and the `kfp_mitm_c
 change as applied or skipped, with the reason. `serve --stock-mitmproxy` skips them all: mitmproxy as
 it ships (the stock path, tested like the changed one).
 
-`internals.py` and `stream_ticks.py` are not changes: the first is every read of mitmproxy's proxyserver
-internals (connections, handlers, transports, layers) the addons need, pinned by `tests/unit/test_internals.py`;
-the second wakes a streamed answer on a timer by injecting an event (`delayEvents`), pinned by
-`tests/unit/test_stream_ticks.py`.
+`internals.py` and `stream_ticks.py` replace nothing: the first is every read of mitmproxy's proxyserver
+internals (connections, handlers, transports, layers) the addons need, and says in its header why it needs no
+gate; the second wakes a streamed answer on a timer by injecting an event (`delayEvents`), and is gated at run
+time by its own pins (`stream_ticks.verified()`). `tests/unit/test_library_changes.py` holds every module here
+to one of the three.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from kube_fault_proxy.proxy.mitm.patches import (
     inline_hooks,
     messages,
     option_reads,
-    streams,
+    stream_counts,
+    stream_limit,
+    stream_queue,
 )
 
 log = logging.getLogger(__name__)
@@ -47,7 +50,7 @@ log = logging.getLogger(__name__)
 # In the order they are applied (dispatch before inline_hooks, which uses its table when it is there).
 CHANGES: tuple[ModuleType, ...] = (
     messages, dispatch, inline_hooks, context_fork, option_reads, authority_memo, frame_repr, header_checks,
-    huffman_memo, encoder_table, streams,
+    huffman_memo, encoder_table, stream_limit, stream_counts, stream_queue,
 )
 LIBRARIES = ("mitmproxy", "h2", "hpack", "hyperframe")
 
@@ -57,7 +60,7 @@ class Target:
     """What a change may need to know: the master it goes into and the proxy's stream limit."""
 
     master: Any
-    stream_limit: int = streams.DEFAULT
+    stream_limit: int = stream_limit.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,11 @@ def uninstall() -> None:
     for change in reversed(CHANGES):
         change.revert()
     _outcomes.clear()
+
+
+def applied(change: ModuleType) -> bool:
+    """Whether the last install() applied this change."""
+    return any(o.applied and o.name == name_of(change) for o in _outcomes)
 
 
 def outcomes() -> list[Outcome]:

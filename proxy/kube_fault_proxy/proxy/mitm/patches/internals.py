@@ -5,9 +5,13 @@ client connection, or to start and stop listeners at runtime: the outage, the up
 propagation, the connection timeouts, the upstream-closing faults and the server's own stop reach
 `Proxyserver.connections` (client id → `ProxyConnectionHandler`), a handler's `client`,
 `transports` (connection → `ConnectionIO` with its `writer`) and `close_connection`,
-`Proxyserver.servers.update` and a listener instance's `_servers` (asyncio servers). Pinned to
-mitmproxy 12.3; `tests/unit/test_internals.py` fails loudly if an upgrade changes any of them.
-(The HTTP/2 stream limit and the lean hook dispatch keep their own overrides and guards: streams.py, hooks.py.)
+`Proxyserver.servers.update` and a listener instance's `_servers` (asyncio servers), and the hyper-h2
+connection of a client's HTTP/2 layer (whose own `update_settings` raises its stream limit on stock mitmproxy).
+Pinned to mitmproxy 12.3; `tests/unit/test_internals.py` fails loudly if an upgrade changes any of them.
+(The library changes keep their own overrides and gates: `stream_limit.py`, `dispatch.py` and the others.)
+
+No gate: it is a read with no replacement. It changes no library code, so there is nothing to skip; where an
+upgrade moved what it reads, its test fails before a release, and a read that finds nothing answers "none".
 """
 
 from __future__ import annotations
@@ -79,6 +83,15 @@ def _client_http2(h: Handler) -> tuple[Any, Any] | None:
         connections = getattr(layer, "connections", None)
         if isinstance(connections, dict) and isinstance(connections.get(client), Http2Server):
             return (connections[client], tls_layer) if tls_layer is not None else None
+    return None
+
+
+def client_h2(h: Handler) -> Any | None:
+    """The hyper-h2 connection of the client's HTTP/2 layer (None for a client without HTTP/2)."""
+    for layer in _layers(h):
+        connections = getattr(layer, "connections", None)
+        if isinstance(connections, dict) and isinstance(connections.get(h.client), Http2Server):
+            return connections[h.client].h2_conn
     return None
 
 

@@ -13,19 +13,55 @@ event, so it is ordered with the connection's other events. Nothing is sent when
 streaming state (ended, errored) or the connection is gone. Pinned to mitmproxy 12.3:
 `tests/unit/test_stream_ticks.py` drives a real connection handler and fails loudly if an upgrade moves
 any of it.
+
+Gated at run time, as a change is: it replaces no library code, but relies on how three of mitmproxy's functions
+route an event (`PINNED`). Where one of them is not the source it was verified against, `wake` answers False
+(said once in the log): a held event then leaves with the apiserver's next bytes, as without ticks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from typing import Any
 
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.layers.http import HttpLayer, HttpStream
 from mitmproxy.proxy.layers.http._events import ResponseData
+from mitmproxy.proxy.server import ConnectionHandler
 
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.requests.watch import TICK
+
+log = logging.getLogger(__name__)
+# What a tick relies on: the streaming state hands ResponseData to the callable, HttpLayer routes a
+# CommandCompleted to the stream in `command_sources`, and the handler's `server_event` takes an event.
+PINNED = {
+    "mitmproxy.proxy.layers.http.HttpStream.state_stream_response_body": "3fb6320300d3ddd5",
+    "mitmproxy.proxy.layers.http.HttpLayer._handle_event": "6ba31883cc7a06b3",
+    "mitmproxy.proxy.server.ConnectionHandler.server_event": "a2b42657ebe8bf6d",
+}
+ORIGINALS: dict[str, Any] = {
+    "mitmproxy.proxy.layers.http.HttpStream.state_stream_response_body": HttpStream.state_stream_response_body,
+    "mitmproxy.proxy.layers.http.HttpLayer._handle_event": HttpLayer._handle_event,
+    "mitmproxy.proxy.server.ConnectionHandler.server_event": ConnectionHandler.server_event,
+}
+_verified: bool | None = None
+
+
+def verified() -> bool:
+    """Whether what a tick relies on is the source it was verified against (checked once, said once if not)."""
+    global _verified
+    if _verified is None:
+        from kube_fault_proxy.proxy.mitm import patches  # the package's check, imported when first asked
+
+        reason = patches.mismatch(sys.modules[__name__])
+        if reason is not None:
+            log.warning("kube-fault-proxy: stream ticks are off, held watch events leave with the apiserver's "
+                        "next bytes: %s", reason)
+        _verified = reason is None
+    return _verified
 
 
 class _TickCommand(commands.Command):
@@ -61,7 +97,9 @@ def _stream_of(client_id: str, flow: object) -> tuple[Any, HttpLayer, HttpStream
 
 def wake(client_id: str, flow: object) -> bool:
     """Have the stream callable of this flow (of that client connection) called with TICK, from the loop,
-    as soon as the connection's events allow; False if the flow no longer streams."""
+    as soon as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
+    if not verified():
+        return False
     found = _stream_of(client_id, flow)
     if found is None:
         return False
