@@ -6,12 +6,14 @@ or nothing, and the scheduler still schedules after it. One control plane per re
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.kube.kubeapi import Kube, Node, Pod, delete_namespace
 from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, running
@@ -90,6 +92,23 @@ def test_dra_pods_bind_through_the_proxy_and_keep_dras_promises(cluster: Cluster
     changes = {c.kind for c in recorder.history.changes}
     assert {"Pod", "ResourceClaim", "ResourceSlice"} <= changes
     assert devices.judge_devices(recorder.history) == []
+
+
+def test_check_judges_dras_promises_on_the_cluster(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    kube = cluster.admin_api()
+    with load.shaped(kube, "dra", 3, seed=1, namespace=namespace) as workload:
+        assert workload is not None
+        spec = load.LoadSpec(count=3, namespace=namespace, pods=workload.pods)
+        load.create_pods(kube, spec, progress=False)
+        assert load.wait_bound(kube, namespace, spec.run_id, 60) == 0
+        out = tmp_path / "check.json"
+        code = main(["check", "--kubeconfig", str(cluster.kubeconfig("admin")), "--namespace", namespace,
+                     "--quiet", "1", "--wait", "30", "-o", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0, report
+    assert {k: v["holds"] for k, v in report["invariants"].items() if k in devices.NAMES} == \
+        dict.fromkeys(devices.NAMES, True)
+    assert report["counts"]["claims"] >= 3
 
 
 def test_binding_waits_until_the_driver_marks_the_devices_ready(cluster: Cluster, namespace: str) -> None:

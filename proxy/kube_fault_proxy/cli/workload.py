@@ -16,7 +16,7 @@ from kube_fault_proxy.rig.console import Progress, show_table
 from kube_fault_proxy.rig.controllers.apiserver import snapshot
 from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
-from kube_fault_proxy.rig.invariants import check, pod_scheduled
+from kube_fault_proxy.rig.invariants import check, devices, pod_scheduled
 from kube_fault_proxy.rig.workloads import dra, gang, load, shapes
 
 
@@ -109,11 +109,18 @@ def run_check(args: argparse.Namespace) -> int:
         with kube.client() as client:
             snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
             world = snapshot(client, args.namespace)  # the workloads as they are once the pods went quiet
+            claims = dra.claims_and_slices(client)  # None where the apiserver serves no resource.k8s.io/v1
     report = judged(snap, schedulers, args.grace, args.namespace)
     report.checked += [*SNAPSHOT, pod_scheduled.NAME]
     report.violations += check_world(world, args.namespace)
     report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
     report.counts["workloads"] = sum(len(world.objects[kind]) for kind in WORKLOADS)
+    if claims is not None:
+        report.checked += list(devices.NAMES)
+        for namespace in args.namespace or [None]:
+            report.violations += [v for v in devices.check_devices(snap.pods, *claims, namespace)
+                                  if v not in report.violations]
+        report.counts["claims"] = len(claims[0])
     report.quiet = quiet
     show_table(check.TABLE_HEADERS, check.table_rows(report), check.render(report), caption=check.verdict_line(report))
     if args.output:
@@ -187,7 +194,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "
                                       "placement, cordons, anti-affinity), phantom allocations, what the workload "
                                       "controllers promise (ReplicaSets, Deployments, Jobs, StatefulSets, "
-                                      "DaemonSets) (exit 1 on violation)")
+                                      "DaemonSets), what DRA promises (devices allocated once, bound pods' claims "
+                                      "reserved) (exit 1 on violation)")
     target(cp)
     cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")

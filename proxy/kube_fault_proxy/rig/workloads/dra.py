@@ -126,6 +126,16 @@ def unpublish(client: Client) -> int:
     return len(slices)
 
 
+def claims_and_slices(client: Client) -> tuple[list[Obj], list[Obj]] | None:
+    """Every ResourceClaim and ResourceSlice; None when the apiserver does not serve resource.k8s.io/v1."""
+    try:
+        return list(client.list(ResourceClaim, namespace="*")), list(client.list(ResourceSlice))
+    except ApiError as e:
+        if e.status.code == 404:
+            return None
+        raise
+
+
 def node_names(client: Client) -> list[str]:
     """The cluster's nodes by name."""
     return sorted(n["metadata"]["name"] for n in client.list(Node))
