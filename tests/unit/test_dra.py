@@ -4,9 +4,16 @@ binding conditions an allocation waits for."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from kube_fault_proxy.rig.cluster import controller_manager
+from kube_fault_proxy.rig.cluster.control_plane import Options
+from kube_fault_proxy.rig.search import trial
 from kube_fault_proxy.rig.workloads import dra, load
 from kube_fault_proxy.rig.workloads.shapes import ALL_SHAPES, DEVICE_SHAPES, MAX_DEVICES, SHAPES, generate
 
@@ -76,3 +83,25 @@ def test_the_driver_sets_each_binding_condition_true_once() -> None:
     assert dra.device_status(allocated([dra.READY], devices=[entry]), "T2") is None  # nothing left to set
     assert dra.device_status(allocated([], []), "T") is None  # no binding conditions: nothing to do
     assert dra.device_status({"metadata": {"name": "c"}, "status": {}}, "T") is None  # not allocated yet
+
+
+@pytest.mark.parametrize(("scheduler", "devices", "extra"), [
+    ("kube-scheduler", True, {"resourceclaim-controller"}),
+    ("kube-scheduler", False, set()),
+    ("kube-controller-manager", True, {"resourceclaim-controller", "replicaset-controller"}),
+])
+def test_a_search_rig_that_may_draw_dra_runs_the_resourceclaim_controller(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scheduler: str, devices: bool, extra: set[str]) -> None:
+    seen: list[Options] = []
+
+    @contextlib.contextmanager
+    def running(opts: Options) -> Iterator[object]:
+        seen.append(opts)
+        yield SimpleNamespace()
+
+    monkeypatch.setattr(trial, "running", running)
+    with trial.Rig.running(tmp_path, scheduler, 3, tmp_path, devices=devices):
+        pass
+    [opts] = seen
+    assert set(opts.controllers) - set(controller_manager.CONTROLLERS) >= extra
+    assert ("resourceclaim-controller" in opts.controllers) == devices

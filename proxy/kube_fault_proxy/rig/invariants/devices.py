@@ -98,9 +98,8 @@ def check_devices(pods: Iterable[Obj], claims: Iterable[Obj], slices: Iterable[O
     """Both promises on a snapshot (pods and claims of one namespace, if given; devices of every claim)."""
     claims = list(claims)
     by_name = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claims}
-    mine = [c for c in claims if namespace is None or c["metadata"].get("namespace") == namespace]
-    out = [v for v in allocated_twice(claims, shared_devices(slices))
-           if namespace is None or any(o in {ref(c) for c in mine} for o in v.objects)]
+    mine = {ref(c) for c in claims if namespace is None or c["metadata"].get("namespace") == namespace}
+    out = [v for v in allocated_twice(claims, shared_devices(slices)) if mine.intersection(v.objects)]
     for pod in pods:
         if judged_pod(pod) and (namespace is None or pod["metadata"].get("namespace") == namespace):
             out += unreserved(pod, by_name)
@@ -111,7 +110,6 @@ def judge_devices(history: History) -> list[Violation]:
     """Both promises at every moment of a history of Pods, ResourceClaims and ResourceSlices: a claim's devices
     when its allocation changes, a pod's claims when it is bound (or changes while bound). Each breach once, at
     its first moment, with how many moments broke it."""
-    pods: dict[str, Obj] = {}
     claims: dict[tuple[str, str], Obj] = {}
     slices: dict[str, Obj] = {}
     first: dict[tuple[str, tuple[str, ...], str], Violation] = {}
@@ -131,13 +129,8 @@ def judge_devices(history: History) -> list[Violation]:
             else:
                 claims[key] = obj
                 found += allocated_twice(claims.values(), shared_devices(slices.values()), obj)
-        elif change.kind == "Pod":
-            if change.type == "DELETED":
-                pods.pop(meta["uid"], None)
-            else:
-                pods[meta["uid"]] = obj
-                if judged_pod(obj):
-                    found += unreserved(obj, claims)
+        elif change.kind == "Pod" and change.type != "DELETED" and judged_pod(obj):
+            found += unreserved(obj, claims)
         for v in found:
             seen = (v.invariant, v.objects, v.kind)
             first.setdefault(seen, v)
