@@ -34,13 +34,14 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module", params=["v1.37.2", "v1.38.0-beta.0"])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """kube-scheduler through the proxy, the resourceclaim-controller, and gang scheduling's gate and API."""
+    """kube-scheduler through the proxy, the resourceclaim-controller, and gang scheduling's gate, API and
+    podgroup-protection-controller (without it a PodGroup's finalizer keeps its namespace from going)."""
     release = str(request.param)
     build.build_all(["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"],
                     overrides=build.components(release))
     opts = Options(state_dir=tmp_path_factory.mktemp(f"dra-{release}"), nodes=NODES, scheduler="kube-scheduler",
                    proxy=True, profiles_dir=ROOT / "fault_profiles", kubernetes=release,
-                   controllers=controller_manager.CONTROLLERS + dra.CONTROLLERS,
+                   controllers=controller_manager.CONTROLLERS + dra.CONTROLLERS + gang.CONTROLLERS,
                    feature_gates=feature_gates.collect(gang.GATES), runtime_config=(gang.RUNTIME_CONFIG,))
     with running(opts) as c:
         yield c

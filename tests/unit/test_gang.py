@@ -22,7 +22,9 @@ def test_a_gang_is_a_workload_a_podgroup_from_its_template_and_members_naming_th
 
 def test_the_gate_and_the_api_it_needs() -> None:
     assert gang.RUNTIME_CONFIG == "scheduling.k8s.io/v1beta1=true"
-    assert gang.GATES == ("kube-apiserver:GenericWorkload=true", "kube-scheduler:GenericWorkload=true")
+    assert gang.GATES == ("kube-apiserver:GenericWorkload=true", "kube-scheduler:GenericWorkload=true",
+                          "kube-controller-manager:GenericWorkload=true")
+    assert gang.CONTROLLERS == ("podgroup-protection-controller",)
 
 
 @pytest.mark.parametrize(("min_count", "members"), [(0, 3), (4, 3)])

@@ -176,7 +176,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                          "it until every pod is bound or --timeout passes")
     dp.add_argument("--timeout", type=float, default=120.0, help="seconds for creating (and binding) the pods")
     gp = lsub.add_parser("gang", help="create a Workload, a gang PodGroup with minCount and its members over "
-                                      "time (needs scheduling.k8s.io/v1beta1 and GenericWorkload)")
+                                      "time (needs scheduling.k8s.io/v1beta1, GenericWorkload on every component and "
+                                      "kube-controller-manager's podgroup-protection-controller)")
     target(gp)
     gp.add_argument("--name", default="gang", help="the Workload's and PodGroup's name (default gang)")
     gp.add_argument("--namespace", default="default", help="where they go")

@@ -3,7 +3,10 @@ created over time, each naming the PodGroup (spec.schedulingGroup).
 
 The API is scheduling.k8s.io/v1beta1 behind the `GenericWorkload` gate (Beta, off by default in v1.37.2 and
 v1.38.0-beta.0) and, as a beta API, off in kube-apiserver unless `--runtime-config` turns it on. The gate must be
-on in kube-apiserver (the API and the pod field) and in kube-scheduler (the gangscheduling plugin): `GATES`.
+on in kube-apiserver (the API and the pod field), kube-scheduler (the gangscheduling plugin) and
+kube-controller-manager (`GATES`): the apiserver's PodGroupProtection admission puts a finalizer on every
+PodGroup, which only kube-controller-manager's podgroup-protection-controller takes off (`CONTROLLERS`), so
+without it a PodGroup, and its namespace, is never deleted.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from kube_fault_proxy.kube.kubeapi import ApiError, Kube, Pod, ensure_namespace
 
 GROUP_VERSION = "scheduling.k8s.io/v1beta1"
 RUNTIME_CONFIG = f"{GROUP_VERSION}=true"
-GATES = ("kube-apiserver:GenericWorkload=true", "kube-scheduler:GenericWorkload=true")
+GATES = ("kube-apiserver:GenericWorkload=true", "kube-scheduler:GenericWorkload=true",
+         "kube-controller-manager:GenericWorkload=true")
+CONTROLLERS = ("podgroup-protection-controller",)  # what kube-controller-manager must run to delete PodGroups
 GANG_LABEL = "kube-fault-proxy/gang"
 PROBE_LABEL = "kube-fault-proxy/probe"
 TEMPLATE = "members"
