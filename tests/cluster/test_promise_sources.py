@@ -15,13 +15,15 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CATALOGUE,
     CONDITION_INVARIANTS,
     CONTROLLER_INVARIANTS,
+    FEATURE_INVARIANTS,
     Invariant,
     Promise,
 )
 
 MODULES = {"kubernetes": "k8s.io/kubernetes", "k8s.io/api": "k8s.io/api",
+           "k8s.io/dynamic-resource-allocation": "k8s.io/dynamic-resource-allocation",
            "yunikorn-core": "github.com/apache/yunikorn-core", "yunikorn-k8shim": "github.com/apache/yunikorn-k8shim"}
-FROM_SOURCE = [i for i in (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)
+FROM_SOURCE = [i for i in (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)
                if not i.promise.source.startswith("https://")]
 
 
@@ -33,7 +35,7 @@ def prose(go: str) -> str:
 def source_file(p: Promise) -> Path:
     component, _, rest = p.source.partition(": ")
     name, version = component.split(" ")
-    release = "v1." + version.removeprefix("v0.") if name == "k8s.io/api" else (
+    release = "v1." + version.removeprefix("v0.") if name.startswith("k8s.io/") else (
         version if name == "kubernetes" else build.versions.KUBERNETES)
     return build.module_source(MODULES[name], version, release) / rest.split(",")[0]
 

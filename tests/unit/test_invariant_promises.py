@@ -14,6 +14,7 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CATALOGUE,
     CONDITION_INVARIANTS,
     CONTROLLER_INVARIANTS,
+    FEATURE_INVARIANTS,
     KNOWN,
     Invariant,
     Promise,
@@ -21,8 +22,9 @@ from kube_fault_proxy.rig.invariants.catalogue import (
 
 from tests.unit.test_controller_promises import Story
 
-EVERY = (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)
-FILE = re.compile(r"(kubernetes v1\.(37\.2|38\.0-beta\.0)|k8s\.io/api v0\.(37\.2|38\.0-beta\.0)|yunikorn-(core|k8shim) v1\.9\.0): "
+EVERY = (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)
+FILE = re.compile(r"(kubernetes v1\.(37\.2|38\.0-beta\.0)|k8s\.io/(api|dynamic-resource-allocation) "
+                  r"v0\.(37\.2|38\.0-beta\.0)|yunikorn-(core|k8shim) v1\.9\.0): "
                   r"[\w./-]+\.go, [A-Z]?\w+(\.\w+)?(, \w+(\.\w+)?)*")
 
 

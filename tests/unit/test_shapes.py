@@ -15,8 +15,8 @@ from kube_fault_proxy.rig.invariants.safety import check_safety
 from kube_fault_proxy.rig.runs import scenario
 from kube_fault_proxy.rig.workloads import load
 from kube_fault_proxy.rig.workloads.shapes import (
+    ALL_SHAPES,
     POOL_LABEL,
-    SHAPES,
     SIZES,
     TAINT_KEY,
     TIGHT,
@@ -48,7 +48,7 @@ def objects(w: Workload) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return nodes, pods
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", ALL_SHAPES)
 @pytest.mark.parametrize(("nodes", "pods"), SIZES_TABLE)
 def test_every_shape_has_a_legal_placement(shape: str, nodes: int, pods: int) -> None:
     w = generate(shape, nodes, pods, seed=3)
@@ -146,7 +146,7 @@ def test_a_shaped_loads_pods_carry_their_shapes_requests_labels_and_constraints(
 
 
 def test_a_scenarios_load_names_a_shape_and_takes_no_cpu_or_memory_beside_one(tmp_path: Path) -> None:
-    assert typing.get_args(scenario.Shape) == SHAPES
+    assert typing.get_args(scenario.Shape) == ALL_SHAPES
     path = tmp_path / "s.yaml"
     head = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\nspec:\n  load: "
     path.write_text(head + "{count: 10, shape: exact-fill}\n")

@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
                                apiserver_max_streams=args.apiserver_max_streams,
                                proxy_max_streams=args.proxy_max_streams,
                                yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source,
-                               real_node=args.real_node, kubernetes=args.kubernetes))
+                               real_node=args.real_node, kubernetes=args.kubernetes,
+                               runtime_config=tuple(args.runtime_config)))
                 print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
                       file=sys.stderr)
                 print(env(c.dir))

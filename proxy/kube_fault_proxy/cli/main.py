@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kube_fault_proxy import __version__, paths, shipped
 from kube_fault_proxy.cli.exits import DEFAULT_CONTROL, FAILED, OK, USAGE
-from kube_fault_proxy.cli.targets import add_kubernetes_argument, add_target_arguments
+from kube_fault_proxy.cli.targets import add_kubernetes_argument, add_target_arguments, runtime_config
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -121,6 +121,10 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    choices=["kube-scheduler", "yunikorn", "kube-controller-manager"],
                    help="with --proxy: this client's kubeconfig points at the proxy (repeatable; kube-scheduler, "
                         "yunikorn, kube-controller-manager; default: the scheduler alone)")
+    u.add_argument("--runtime-config", type=runtime_config, action="append", default=[],
+                   metavar="GROUP/VERSION=BOOL",
+                   help="serve (or not) an API version in kube-apiserver's --runtime-config (repeatable), e.g. "
+                        "scheduling.k8s.io/v1beta1=true for gang scheduling's Workload and PodGroup")
     u.add_argument("--real-node", action="store_true",
                    help="add a real node, kfp-real-node: a kubelet backed by containerd and runc, whose pods really "
                         "run (as root; Debian's containerd, runc, containernetworking-plugins and busybox-static are "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
+
+_RUNTIME_CONFIG = re.compile(r"(api/(all|ga|beta|alpha)|[a-z0-9.-]+/v[0-9]+((alpha|beta)[0-9]+)?)=(true|false)")
 
 
 def feature_gate(text: str) -> tuple[str, str, bool]:
@@ -13,6 +16,14 @@ def feature_gate(text: str) -> tuple[str, str, bool]:
         return parse(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def runtime_config(text: str) -> str:
+    """One --runtime-config value: `group/version=true|false` (or `api/all=true`), as kube-apiserver takes it."""
+    if not _RUNTIME_CONFIG.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not GROUP/VERSION=true|false "
+                                         "(e.g. scheduling.k8s.io/v1beta1=true)")
+    return text
 
 
 def kubernetes_version(text: str) -> str:

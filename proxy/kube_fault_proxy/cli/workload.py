@@ -1,4 +1,4 @@
-"""`load pods|clean` and `check`: drive a cluster and judge it."""
+"""`load pods|dra|gang|clean` and `check`: drive a cluster and judge it."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from kube_fault_proxy.rig.console import Progress, show_table
 from kube_fault_proxy.rig.controllers.apiserver import snapshot
 from kube_fault_proxy.rig.controllers.promises import SNAPSHOT, check_world
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
-from kube_fault_proxy.rig.invariants import check, excuses, ledger, pod_scheduled
-from kube_fault_proxy.rig.workloads import load
+from kube_fault_proxy.rig.invariants import check, devices, excuses, ledger, pod_scheduled
+from kube_fault_proxy.rig.workloads import dra, gang, load, shapes
 
 
 def _kube(args: argparse.Namespace) -> Kube:
@@ -35,6 +35,10 @@ def run_load(args: argparse.Namespace) -> int:
             gone = "" if args.run_id or args.namespace in SYSTEM_NAMESPACES else f" with namespace {args.namespace}"
             print(f"deleted {deleted} pods{gone}")
             return OK
+        if args.load_command == "gang":
+            return _load_gang(kube, args)
+        if args.load_command == "dra":
+            return _load_dra(kube, args)
         labels = dict(label.split("=", 1) for label in args.label)
         spec = load.LoadSpec(count=args.count, rate=args.rate, concurrency=args.concurrency, namespace=args.namespace,
                              scheduler_name=args.scheduler_name, cpu=args.cpu, memory=args.memory, labels=labels,
@@ -53,6 +57,42 @@ def run_load(args: argparse.Namespace) -> int:
     return OK if result.failed == 0 and not result.timed_out else FAILED
 
 
+def _load_dra(kube: Kube, args: argparse.Namespace) -> int:
+    """`load dra`: the dra shape's devices published on every node, its pods created; with binding conditions,
+    the rig's driver marks each allocated device ready until every pod is bound or the timeout passes."""
+    with kube.client() as client:
+        nodes = dra.node_names(client)
+        if not nodes:
+            raise ValueError("the cluster has no nodes to publish devices for")
+        workload = shapes.generate("dra", len(nodes), args.count, args.seed)
+        dra.publish(client, nodes, [n.devices for n in workload.nodes], [args.namespace], args.binding_conditions)
+    print(f"published {sum(n.devices for n in workload.nodes)} devices of {dra.DRIVER} on {len(nodes)} nodes"
+          f"{' with binding conditions' if args.binding_conditions else ''}")
+    spec = load.LoadSpec(count=args.count, rate=args.rate, namespace=args.namespace,
+                         scheduler_name=args.scheduler_name, timeout=args.timeout, pods=workload.pods)
+    if not args.binding_conditions:
+        result = load.create_pods(kube, spec)
+        print(f"created {result.created}/{result.requested} pods claiming "
+              f"{sum(p.devices for p in workload.pods)} devices; run id {result.run_id}")
+        return OK if result.failed == 0 and not result.timed_out else FAILED
+    with dra.Driver(kube, [args.namespace]) as driver:
+        result = load.create_pods(kube, spec)
+        left = load.wait_bound(kube, args.namespace, result.run_id, args.timeout)
+    print(f"created {result.created}/{result.requested} pods; {left} unbound; the driver made {driver.written} "
+          f"claims ready; run id {result.run_id}")
+    return OK if result.failed == 0 and left == 0 else FAILED
+
+
+def _load_gang(kube: Kube, args: argparse.Namespace) -> int:
+    """`load gang`: a Workload, its gang PodGroup and the members, created `--interval` seconds apart."""
+    with kube.client() as client:
+        names = gang.create_gang(client, args.namespace, args.name, args.min_count, args.members, args.cpu,
+                                 args.interval, args.scheduler_name)
+    print(f"created Workload and PodGroup {args.namespace}/{args.name} (minCount {args.min_count}) and "
+          f"{len(names)} members (label {gang.GANG_LABEL}={args.name})")
+    return OK
+
+
 def run_check(args: argparse.Namespace) -> int:
     """Wait for quiet, evaluate the invariants, print the table, write JSON; exit 1 on violations."""
     try:
@@ -69,11 +109,18 @@ def run_check(args: argparse.Namespace) -> int:
         with kube.client() as client:
             snap, quiet = check.wait_quiet(lambda: check.fetch(client, args.yunikorn), args.quiet, args.wait, tick)
             world = snapshot(client, args.namespace)  # the workloads as they are once the pods went quiet
+            claims = dra.claims_and_slices(client)  # None where the apiserver serves no resource.k8s.io/v1
     report = judged(snap, schedulers, args.grace, args.namespace)
     report.checked += [*SNAPSHOT, pod_scheduled.NAME]
     report.violations += check_world(world, args.namespace)
     report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
     report.counts["workloads"] = sum(len(world.objects[kind]) for kind in WORKLOADS)
+    if claims is not None:
+        report.checked += list(devices.NAMES)
+        for namespace in args.namespace or [None]:
+            report.violations += [v for v in devices.check_devices(snap.pods, *claims, namespace)
+                                  if v not in report.violations]
+        report.counts["claims"] = len(claims[0])
     report.quiet = quiet
     said: list[str] = []
     if args.journal is not None:
@@ -127,6 +174,30 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     pods.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="an extra label (repeatable)")
     pods.add_argument("--app-id", help="YuniKorn application id (label applicationId)")
     pods.add_argument("--timeout", type=float, default=600.0, help="stop creating after this many seconds")
+    dp = lsub.add_parser("dra", help="publish devices of a fake DRA driver on every node (a DeviceClass, a "
+                                     "ResourceSlice per node, ResourceClaimTemplates) and create pods that claim 1-4 "
+                                     "of them (needs kube-controller-manager's resourceclaim-controller)")
+    target(dp)
+    dp.add_argument("--count", type=int, default=20, help="pods to create (default 20)")
+    dp.add_argument("--rate", type=float, default=20.0, help="pods per second")
+    dp.add_argument("--namespace", default="default", help="where the pods, claims and templates go")
+    dp.add_argument("--scheduler-name", default="default-scheduler", help="the pods' spec.schedulerName")
+    dp.add_argument("--seed", type=int, default=0, help="how many devices each pod claims is drawn from this")
+    dp.add_argument("--binding-conditions", action="store_true",
+                    help="devices wait for a Ready condition before binding; the command plays the driver and sets "
+                         "it until every pod is bound or --timeout passes")
+    dp.add_argument("--timeout", type=float, default=120.0, help="seconds for creating (and binding) the pods")
+    gp = lsub.add_parser("gang", help="create a Workload, a gang PodGroup with minCount and its members over "
+                                      "time (needs scheduling.k8s.io/v1beta1, GenericWorkload on every component and "
+                                      "kube-controller-manager's podgroup-protection-controller)")
+    target(gp)
+    gp.add_argument("--name", default="gang", help="the Workload's and PodGroup's name (default gang)")
+    gp.add_argument("--namespace", default="default", help="where they go")
+    gp.add_argument("--min-count", type=int, default=4, help="the gang's minCount (default 4)")
+    gp.add_argument("--members", type=int, default=4, help="member pods to create (default 4)")
+    gp.add_argument("--cpu", default="100m", help="each member's cpu request (default 100m)")
+    gp.add_argument("--interval", type=float, default=1.0, help="seconds between two members (default 1)")
+    gp.add_argument("--scheduler-name", default="default-scheduler", help="the members' spec.schedulerName")
     clean = lsub.add_parser("clean", help="delete what a load created: its namespace (the default namespace and "
                                           "other system ones: its pods), or one run's pods; waits until gone")
     target(clean)
@@ -136,7 +207,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "
                                       "placement, cordons, anti-affinity), phantom allocations, what the workload "
                                       "controllers promise (ReplicaSets, Deployments, Jobs, StatefulSets, "
-                                      "DaemonSets) (exit 1 on violation)")
+                                      "DaemonSets), what DRA promises (devices allocated once, bound pods' claims "
+                                      "reserved) (exit 1 on violation)")
     target(cp)
     cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")

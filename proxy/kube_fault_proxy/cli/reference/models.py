@@ -21,6 +21,7 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CATALOGUE,
     CONDITION_INVARIANTS,
     CONTROLLER_INVARIANTS,
+    FEATURE_INVARIANTS,
     Invariant,
 )
 from kube_fault_proxy.rig.runs import scenario
@@ -236,6 +237,11 @@ def scenario_page() -> str:
                     "must leave.\n\n" + table(("name", "holds when", "promised by"), [
                         (code(i.name), text(i.meaning), promised(i))
                         for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)]))
+    sections.append("## Invariants of DRA and gang scheduling\n\nWhat the dynamic-resources allocator and the gang "
+                    "scheduling API promise (Kubernetes v1.37 and v1.38). A search trial with the `dra` shape judges "
+                    "the DRA ones on its namespace; the cluster tests judge all four on a recorded history.\n\n"
+                    + table(("name", "holds when", "promised by"), [
+                        (code(i.name), text(i.meaning), promised(i)) for i in FEATURE_INVARIANTS]))
     return page("Scenario format", "A scenario (`kube-fault-proxy scenario run FILE`) names the cluster, the load, a "
                 "fault timeline, how the run settles and what each scheduler's run must show. It is strict like a "
                 "profile.", sections)

@@ -94,6 +94,9 @@ class Options:
     real_node: bool = False
     # The Kubernetes release of kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (and its etcd).
     kubernetes: str = versions.KUBERNETES
+    # kube-apiserver's --runtime-config entries (`scheduling.k8s.io/v1beta1=true`: a beta API it serves only when
+    # asked, such as gang scheduling's Workload and PodGroup).
+    runtime_config: tuple[str, ...] = ()
 
     def proxied(self) -> tuple[str, ...]:
         """The clients that go through the proxy (none without one)."""
@@ -480,6 +483,7 @@ def _start(c: Cluster, opts: Options, binaries: dict[str, Path]) -> None:
             # SO_REUSEADDR: after a kill -9 (kill_apiserver) the same port binds again at once instead
             # of waiting out the killed connections' TIME_WAIT.
             "--permit-address-sharing", *feature_gates.flag(opts.feature_gates, "kube-apiserver"),
+            *([f"--runtime-config={','.join(opts.runtime_config)}"] if opts.runtime_config else []),
             *(real_node.apiserver_flags(certs) if opts.real_node else [])]
 
     def start_apiserver_on(api_port: int) -> int:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightkube import Client
@@ -28,9 +28,12 @@ RESOURCES: dict[str, Any] = {
 }
 
 
+CLUSTER_SCOPED = ("Node", "ResourceSlice")
+
+
 def _scopes(kind: str, namespaces: Iterable[str]) -> list[str | None]:
-    """Where to list a kind: nodes cluster-wide; the rest in each namespace given, else in all ('*')."""
-    return [None] if kind == "Node" else (list(namespaces) or ["*"])
+    """Where to list a kind: nodes (and slices) cluster-wide; the rest in each namespace given, else in all ('*')."""
+    return [None] if kind in CLUSTER_SCOPED else (list(namespaces) or ["*"])
 
 
 def snapshot(client: Client, namespaces: Iterable[str] = ()) -> World:
@@ -46,10 +49,13 @@ def snapshot(client: Client, namespaces: Iterable[str] = ()) -> World:
 
 class Recorder:
     """Watches pods, the workload kinds and nodes from the apiserver on a thread of its own, for as long as
-    the `with` block lasts; `history` holds every change seen (the first lists' objects as ADDED)."""
+    the `with` block lasts; `history` holds every change seen (the first lists' objects as ADDED). Other kinds
+    (DRA's claims and slices, PodGroups) with `resources`: kind -> lightkube resource."""
 
-    def __init__(self, kube: Kube, namespaces: Iterable[str] = (), timeout: float = 30.0) -> None:
+    def __init__(self, kube: Kube, namespaces: Iterable[str] = (), timeout: float = 30.0,
+                 resources: Mapping[str, Any] = RESOURCES) -> None:
         self.kube, self.namespaces, self.timeout = kube, list(namespaces), timeout
+        self.resources = dict(resources)
         self.history = History()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -68,7 +74,8 @@ class Recorder:
         async def main() -> None:
             async with self.kube.async_client() as client:
                 self._informers = [Informer(client, resource, namespace=ns, on_change=self._seen(kind))
-                                   for kind, resource in RESOURCES.items() for ns in _scopes(kind, self.namespaces)]
+                                   for kind, resource in self.resources.items()
+                                   for ns in _scopes(kind, self.namespaces)]
                 await asyncio.gather(*(i.run() for i in self._informers))
 
         self._loop = asyncio.new_event_loop()

@@ -15,17 +15,22 @@ from typing import Any
 
 K8S = "kubernetes v1.37.2"  # the source the rig builds; k8s.io/api v0.37.2 is its staging/src/k8s.io/api
 API = "k8s.io/api v0.37.2"
-K8S_138 = "kubernetes v1.38.0-beta.0"  # what ships next: promises of code that v1.36.3 does not have
-API_138 = "k8s.io/api v0.38.0-beta.0"
 CORE = "yunikorn-core v1.9.0"
 SHIM = "yunikorn-k8shim v1.9.0"
+# The releases whose new code the DRA, gang and StatefulSet Recreate invariants judge (the rig builds them too:
+# --kubernetes); v1.37.2 is also the default release, so its promises cite K8S.
+K8S_137 = K8S
+K8S_138 = "kubernetes v1.38.0-beta.0"
+API_138 = "k8s.io/api v0.38.0-beta.0"
+DRA_138 = "k8s.io/dynamic-resource-allocation v0.38.0-beta.0"
 DOCS = "https://kubernetes.io/docs/"
 _REPOS = {K8S: "https://github.com/kubernetes/kubernetes/blob/v1.37.2/",
           API: "https://github.com/kubernetes/api/blob/v0.37.2/",
+          CORE: "https://github.com/apache/yunikorn-core/blob/v1.9.0/",
+          SHIM: "https://github.com/apache/yunikorn-k8shim/blob/v1.9.0/",
           K8S_138: "https://github.com/kubernetes/kubernetes/blob/v1.38.0-beta.0/",
           API_138: "https://github.com/kubernetes/api/blob/v0.38.0-beta.0/",
-          CORE: "https://github.com/apache/yunikorn-core/blob/v1.9.0/",
-          SHIM: "https://github.com/apache/yunikorn-k8shim/blob/v1.9.0/"}
+          DRA_138: "https://github.com/kubernetes/dynamic-resource-allocation/blob/v0.38.0-beta.0/"}
 _SOURCE = re.compile(r"https://\S+|(?:" + "|".join(map(re.escape, _REPOS)) + r"): \S+\.go, \S.*")
 
 
@@ -148,6 +153,34 @@ CONDITION_INVARIANTS = (
                       f"{K8S}: pkg/scheduler/backend/queue/scheduling_queue.go, DefaultPodMaxBackoffDuration")),
 )
 
+# What DRA and gang scheduling promise (devices.py and gangs.py, judged on a recorded history or a snapshot).
+FEATURE_INVARIANTS = (
+    Invariant("device-allocated-once",
+              "no device is in the allocation of two claims at once, unless the slice allows it multiple "
+              "allocations (consumable capacity) or a result has admin access",
+              Promise("All constraints satisfied. Mark as in use (unless we do admin access or allow multiple "
+                      "allocations) and record the result.",
+                      f"{DRA_138}: structured/internal/stable/allocator_stable.go, allocator.allocateDevice")),
+    Invariant("bound-pod-claims-reserved",
+              "when a pod with resource claims is bound (and while it lives, not terminating), each of its claims "
+              "is allocated and reserved for it (or for its PodGroup, for a PodGroup's claim)",
+              Promise("reservedFor indicates which entities are currently allowed to use the claim. A Pod which "
+                      "references a ResourceClaim which is not reserved for that Pod will not be started. … "
+                      "allocation is set once the claim has been allocated successfully.",
+                      f"{API_138}: resource/v1/types.go, ResourceClaimStatus.ReservedFor, "
+                      "ResourceClaimStatus.Allocation")),
+    Invariant("gang-all-or-nothing",
+              "no gang PodGroup has fewer than minCount members ever bound, but some, for longer than the timeout "
+              "after its first member was bound (members bound and deleted since still count)",
+              Promise("minCount is the minimum number of pods that must be schedulable or scheduled at the same time "
+                      "for the scheduler to admit the entire group.",
+                      f"{API_138}: scheduling/v1beta1/types.go, GangSchedulingPolicy.MinCount")),
+    Invariant("scheduler-not-stuck",
+              "once the gangs are quiet, a new pod that fits schedules within the bound",
+              Promise("activeQ is heap structure that scheduler actively looks at to find pods to schedule.",
+                      f"{K8S_138}: pkg/scheduler/backend/queue/active_queue.go, activeQueue.queue")),
+)
+
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it",
               Promise("If a pod stays in unschedulableEntities for longer than this value, the pod will be moved "
@@ -211,7 +244,7 @@ CATALOGUE = (
 INVARIANTS = {i.key: i for i in CATALOGUE}  # what a scheduler run is judged by (and the search knows)
 # Every invariant a report may hold: the scheduler's, and what the workload controllers promise
 # (rig/controllers/promises.py, judged on a recorded history at every moment, or on a snapshot by `check`).
-KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS)}}
+KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)}}
 _BY_WORD = {**{i.name: i for i in KNOWN.values()}, **KNOWN}
 
 

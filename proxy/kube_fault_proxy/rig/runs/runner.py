@@ -341,7 +341,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         raise ValueError("holdBack beforeScheduler stops and starts the scheduler: it needs the local control plane")
     t0 = time.monotonic()
     # A tight shape's nodes for the run, put back after it.
-    with load.shaped(target.kube, spec.load.shape, spec.load.count, seed) as workload:
+    with load.shaped(target.kube, spec.load.shape, spec.load.count, seed, ls.namespace) as workload:
         if workload is not None:
             ls = dataclasses.replace(ls, pods=workload.pods)
             if say:

@@ -33,7 +33,7 @@ class ClusterSpec(StrictModel):
 # beforeScheduler: the scheduler under test is stopped before the load and started after it (its
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
-Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity"]  # rig.shapes.SHAPES
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra"]  # rig.shapes.ALL_SHAPES
 
 
 class LoadSpec(StrictModel):
@@ -52,7 +52,9 @@ class LoadSpec(StrictModel):
         32, description="with holdBack schedulingGates: gate removals (pod patches) in flight")
     shape: Shape = Field("roomy", description=(
         "the workload shape: a tight one gives the nodes its capacity, labels and taints for the run and "
-        "sizes and constrains the pods to fill them (cpu and memory then come from the shape)"))
+        "sizes and constrains the pods to fill them (cpu and memory then come from the shape); dra publishes "
+        "devices of a fake DRA driver on every node and gives each pod a claim for 1-4 of them (the cluster's "
+        "kube-controller-manager must run the resourceclaim-controller)"))
 
     @model_validator(mode="after")
     def _release_concurrency_only_with_gates(self) -> Self:

@@ -19,14 +19,14 @@ from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
-from kube_fault_proxy.rig.invariants import check, ledger, pod_scheduled, pod_waits
+from kube_fault_proxy.rig.invariants import check, devices, ledger, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
 from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.kinds import EVENT_EDITORS, traits
-from kube_fault_proxy.rig.workloads import load, shapes
+from kube_fault_proxy.rig.workloads import dra, load, shapes
 
 LOAD_RATE = 200.0
 VIOLATIONS_KEPT = 5  # a trial's first violations, as messages, in trials.jsonl (what a record quotes)
@@ -75,18 +75,22 @@ class Rig:
     def running(cls, state_dir: Path, scheduler: str, nodes: int, profiles_dir: Path,
                 yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
                 feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
-                kinds: tuple[str, ...] = WORKLOAD_KINDS, kubernetes: str = versions.KUBERNETES) -> Iterator[Rig]:
+                kinds: tuple[str, ...] = WORKLOAD_KINDS, kubernetes: str = versions.KUBERNETES,
+                devices: bool = False) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
         patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
         kube-scheduler rig, the other components' to every rig. A kube-controller-manager rig runs its workload
         controllers through the proxy and kube-scheduler direct. Every component but YuniKorn is of the
-        Kubernetes release `kubernetes`."""
+        Kubernetes release `kubernetes`. With `devices` (a device shape may be drawn) kube-controller-manager
+        also runs the resourceclaim-controller, which makes a pod's claims from its templates."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
         gates = {c: dict(g) for c, g in (feature_gates or {}).items() if c != "kube-scheduler" or scheduler == c}
         extra: dict[str, Any] = {}
         if scheduler == CONTROLLER_MANAGER:
             extra = {"through_proxy": (CONTROLLER_MANAGER,),
                      "controllers": controller_manager.CONTROLLERS + controller_manager.WORKLOAD_CONTROLLERS}
+        if devices:
+            extra["controllers"] = (*extra.get("controllers", controller_manager.CONTROLLERS), *dra.CONTROLLERS)
         with running(Options(state_dir=state_dir, nodes=nodes,
                              scheduler="kube-scheduler" if scheduler == CONTROLLER_MANAGER else scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
@@ -301,6 +305,9 @@ class _Trial:
         if self.workload.nodes != self.rig.shaped:
             load.shape_nodes(self.api, self.workload.nodes)
             self.rig.shaped = self.workload.nodes
+        if self.genome.shape in shapes.DEVICE_SHAPES:  # this trial's devices on the first nodes, its templates
+            names = sorted(n["metadata"]["name"] for n in self.api.list(Node))[:len(self.workload.nodes)]
+            dra.publish(self.api, names, [n.devices for n in self.workload.nodes], [self.namespace])
         self.result.restart_seconds = restart_scheduler(self.rig.cluster)
         self.rig.cursor = self.control.journal_after(self.rig.cursor).next  # skip what came before this trial
 
@@ -392,6 +399,11 @@ class _Trial:
             report.violations += pod_scheduled.check_scheduled(mine, {self.scheduler_name})
             report.violations += pod_waits.judge_waits(pod_waits.waits_from_pods(mine), {self.scheduler_name},
                                                        self.faults_end or self.wall0, snap.now)
+        if self.genome.shape in shapes.DEVICE_SHAPES:  # what DRA promises, on the trial's pods and claims
+            report.checked += list(devices.NAMES)
+            report.violations += devices.check_devices(
+                [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace],
+                self.api.list(dra.ResourceClaim, namespace="*"), self.api.list(dra.ResourceSlice), self.namespace)
         result.check = report.as_dict()
         result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
         final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"

@@ -25,7 +25,7 @@ from kube_fault_proxy.kube.kubeapi import (
     ensure_namespace,
 )
 from kube_fault_proxy.rig.console import Progress
-from kube_fault_proxy.rig.workloads import pod_posts, shapes
+from kube_fault_proxy.rig.workloads import dra, pod_posts, shapes
 
 LOAD_LABEL = "kube-fault-proxy/load"
 TOUCHED = "kube-fault-proxy/touched"
@@ -129,6 +129,7 @@ def pod_manifest(spec: LoadSpec, name: str, index: int = 0) -> dict[str, Any]:
                                  "resources": {"requests": requests}}]}}
     if shaped:
         pod["spec"].update(shaped.spec_fields())
+        pod["spec"]["containers"][0]["resources"].update(shaped.container_resources())
     if spec.scheduling_gates:
         pod["spec"]["schedulingGates"] = [{"name": gate} for gate in spec.scheduling_gates]
     return pod
@@ -146,12 +147,21 @@ def shape_nodes(client: Client, specs: Sequence[shapes.NodeSpec]) -> list[str]:
 
 
 @contextlib.contextmanager
-def shaped(kube: Kube, shape: str, pods: int, seed: int) -> Iterator[shapes.Workload | None]:
+def shaped(kube: Kube, shape: str, pods: int, seed: int,
+           namespace: str = "default") -> Iterator[shapes.Workload | None]:
     """For a tight shape, every node (by name) given the shape's capacity, labels and taints for the block,
     and the workload over them; the nodes put back as they were (their pool label, taints, capacity and
-    allocatable, as read before) however the block ends. Roomy: nothing changes (None)."""
+    allocatable, as read before) however the block ends. Roomy: nothing changes (None). A device shape (dra)
+    also publishes each node's devices, and the claim templates in `namespace`, for the block."""
     if shape == "roomy":
         yield None
+        return
+    if shape in shapes.DEVICE_SHAPES:
+        with kube.client() as client:
+            count = len(list(client.list(Node)))
+        workload = shapes.generate(shape, count, pods, seed)
+        with dra.published(kube, [n.devices for n in workload.nodes], [namespace]):
+            yield workload
         return
     with kube.client() as client:
         before = [(n["metadata"]["name"], _shapeable(n)) for n in client.list(Node)]
@@ -284,6 +294,18 @@ def create_pods(kube: Kube, spec: LoadSpec, progress: bool = True) -> LoadResult
     result = LoadResult(spec.run_id, spec.count)
     asyncio.run(_run(kube, spec, result, progress))
     return result
+
+
+def wait_bound(kube: Kube, namespace: str, run_id: str, timeout: float) -> int:
+    """Wait until every pod of a load run is bound, or `timeout` seconds; how many are left unbound."""
+    deadline = time.monotonic() + timeout
+    with kube.client() as client:
+        while True:
+            left = sum(1 for p in client.list(Pod, namespace=namespace, labels={LOAD_LABEL: run_id})
+                       if not p["spec"].get("nodeName"))
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.5)
 
 
 def clean(client: Client, namespace: str, run_id: str | None = None, timeout: float = 120.0) -> int:

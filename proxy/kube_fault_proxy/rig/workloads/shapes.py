@@ -6,7 +6,10 @@ specs, with a planned legal placement. The tight shapes end full or nearly full,
 - mixed: pods of four sizes, every node one largest pod short of full (so any-fit always places them);
 - tainted: a third of the nodes labelled and tainted NoSchedule; their pods select and tolerate them,
   the rest do neither; each pool filled exactly;
-- anti-affinity: pods in pairs that require different nodes; one spare pod slot per node.
+- anti-affinity: pods in pairs that require different nodes; one spare pod slot per node;
+- dra: roomy nodes that each publish devices of the rig's fake DRA driver (workloads/dra.py), pods that need
+  1-4 of them; every node has the devices its planned pods need plus the most one pod asks for (so any-fit
+  always places them). Drawn only when asked for: it needs kube-controller-manager's resourceclaim-controller.
 """
 
 from __future__ import annotations
@@ -17,10 +20,19 @@ from typing import Any
 
 SHAPES = ("roomy", "exact-fill", "mixed", "tainted", "anti-affinity")
 TIGHT = SHAPES[1:]
+DEVICE_SHAPES = ("dra",)  # shapes that need more than the default cluster (workloads/dra.py)
+ALL_SHAPES = SHAPES + DEVICE_SHAPES
+MAX_DEVICES = 4  # the most devices one pod of the dra shape asks for
 POOL_LABEL = "kube-fault-proxy/pool"
 TAINT_KEY = "kube-fault-proxy/dedicated"
 PAIR_LABEL = "kube-fault-proxy/pair"
 HOSTNAME = "kubernetes.io/hostname"
+CLAIM = "devices"  # a dra pod's name for its claim
+
+
+def claim_template(devices: int) -> str:
+    """The ResourceClaimTemplate (workloads/dra.py publishes it) whose claims ask for `devices` devices."""
+    return f"kfp-devices-{devices}"
 UNIT_CPU, MIB_PER_MILLICPU = 500, 2  # exact-fill's pod: 500m and 1000Mi
 SIZES = (250, 500, 1000, 1500)  # mixed's pod sizes (millicpu; memory in proportion)
 
@@ -34,6 +46,7 @@ class NodeSpec:
     pods: int
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
+    devices: int = 0  # devices of the fake DRA driver the node publishes
 
     def allocatable(self) -> dict[str, str]:
         """Capacity and allocatable, in Kubernetes' quantities."""
@@ -50,6 +63,7 @@ class PodSpec:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
     anti_affinity: str | None = None  # the PAIR_LABEL value this pod must not share a node with
+    devices: int = 0  # devices of the fake DRA driver it claims (through a ResourceClaimTemplate)
 
     def spec_fields(self) -> dict[str, Any]:
         """The pod spec fields this shape sets (merged into the load's pod manifest)."""
@@ -61,7 +75,13 @@ class PodSpec:
         if self.anti_affinity is not None:
             out["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {PAIR_LABEL: self.anti_affinity}}, "topologyKey": HOSTNAME}]}}
+        if self.devices:
+            out["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": claim_template(self.devices)}]
         return out
+
+    def container_resources(self) -> dict[str, Any]:
+        """The container `resources` fields beyond requests: the claim it uses."""
+        return {"claims": [{"name": CLAIM}]} if self.devices else {}
 
 
 @dataclass(frozen=True)
@@ -147,7 +167,15 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
                 pod_specs.append(_unit(labels={PAIR_LABEL: pair} if pair else {}, anti_affinity=pair))
             return Workload(shape, tuple(_filled(_spread(pods, nodes), spare=1)), tuple(pod_specs),
                             tuple(j % nodes for j in range(pods)))
-    raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(SHAPES)}")
+        case "dra":
+            wants = [rng.randint(1, MAX_DEVICES) for _ in range(pods)]
+            placement = tuple(j % nodes for j in range(pods))
+            per_node = [sum(w for w, n in zip(wants, placement, strict=True) if n == i) + MAX_DEVICES
+                        for i in range(nodes)]
+            return Workload(shape, tuple(NodeSpec(ROOMY_NODE.cpu_m, ROOMY_NODE.memory_mi, ROOMY_NODE.pods,
+                                                  devices=d) for d in per_node),
+                            tuple(PodSpec(100, 64, devices=w) for w in wants), placement)
+    raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(ALL_SHAPES)}")
 
 
 def node_patches(spec: NodeSpec, node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
