@@ -107,8 +107,9 @@ def assumed(doc: dict[str, Any]) -> None:
     [
         (unbind, {"stranded": 1, "I1": 1, "I2": 1, "I4": 1}),
         (rebind, {"I2": 1, "I4": 1}),
-        # the allocation is booked on the ghost node too: YuniKorn keeps it on a node that does not exist
-        (ghost_node, {"missing-node": 1, "no-allocation-on-missing-node": 1}),
+        # the allocation is booked on the ghost node too: YuniKorn keeps it on a node that does not exist, and
+        # its queue books a pod that holds no place on any node
+        (ghost_node, {"missing-node": 1, "no-allocation-on-missing-node": 1, "I1": 1}),
         (delete_pod, {"I1": 1, "I2": 1}),
         (book_one_more, {"I1": 1}),
         (ignored_pod, {"stranded": 1, "I3": 1}),

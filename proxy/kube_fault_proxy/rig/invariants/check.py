@@ -166,7 +166,11 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
     by_ref = {_ref(p): p for p in pods}
     out: list[Violation] = []
 
-    bound_per_ns = Counter(p["metadata"]["namespace"] for p in pods if p["spec"].get("nodeName") and not _terminated(p))
+    # A pod bound to a node that no longer exists holds no place YuniKorn could book (node removal releases
+    # its allocation; PodGC deletes it later): `missing-node` judges it, not I1.
+    nodes = {n["metadata"]["name"] for n in snap.nodes}
+    bound_per_ns = Counter(p["metadata"]["namespace"] for p in pods
+                           if p["spec"].get("nodeName") in nodes and not _terminated(p))
     for name, queue in sorted(_leaf_queues(yk["queues"]).items()):
         queue_ns = name.split(".", 1)[1] if name.startswith("root.") else name
         if namespace is not None and queue_ns != namespace:
