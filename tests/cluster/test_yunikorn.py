@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import httpx
+from kube_fault_proxy import shipped
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
+from kube_fault_proxy.rig.runs.runner import Target, run_on
+from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 from tests.support.cluster import all_running, api_client, create_pods, kfp, pods, wait_for
 from tests.support.crash_point import PODS, crash_at_a_point
@@ -54,6 +58,26 @@ def test_yunikorn_killed_at_the_crash_point_restarts_and_binds_every_pod(yunikor
     # booked (I1-I4 hold), the restarted shim still counts every recovered pod as assumed: I5 breaks.
     failing = sorted(k for k, v in r.check["invariants"].items() if not v["holds"])
     assert failing == ["I5"], r.table
+
+
+def test_a_node_flap_under_a_held_binding_under_books_the_queue(yunikorn_cluster: Cluster) -> None:
+    """YUNIKORN-3374's race on purpose (scenarios/yunikorn-3374-node-flap.yaml, in a namespace of its own): the 5th
+    Binding held 10 s in the proxy; on the hold its node is deleted and created again 2 s later. Observed with
+    v1.9.0 (docs/records/node-churn-yunikorn-v1.9.0-2026-12-06.md, 5 of 5): every pod bound, the held one on the
+    node that came back, no phantom; the namespace's queue books fewer pods than are bound (I1). After the crash
+    point test, which judges the whole cluster: the flap leaves root.default's books short too."""
+    c = yunikorn_cluster
+    shipped_scenario = load_scenario(shipped.SCENARIOS / "yunikorn-3374-node-flap.yaml")
+    namespace = f"flap-{uuid.uuid4().hex[:6]}"
+    load = shipped_scenario.spec.load.model_copy(update={"namespace": namespace})
+    scenario = shipped_scenario.model_copy(update={"spec": shipped_scenario.spec.model_copy(update={"load": load})})
+    r = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, "yunikorn", 1, say=False)
+    flap = next(s["did"] for s in r.steps if s["did"].startswith("flapped node "))
+    assert "created again" in flap and r.check["counts"]["pending"] == 0, r.steps
+    mine = [v for v in r.check["violations"] if v["invariant"] == "I1" and v["objects"] == [f"root.{namespace}"]]
+    assert len(mine) == 1 and mine[0]["numbers"]["booked"] < mine[0]["numbers"]["bound"] == 12, r.table
+    assert r.check["invariants"]["I2"]["holds"] and r.met is True, r.table
+    print(f"node flap under a held Binding: {r.steps}; {mine[0]['message']}; {r.seconds}s")
 
 
 def test_yunikorns_pod_informer_relists_through_a_stale_watch_list(yunikorn_cluster: Cluster) -> None:

@@ -207,8 +207,9 @@ def profile_page() -> str:
 
 SCENARIO_MODELS: list[type[BaseModel]] = [scenario.Scenario, scenario.ScenarioMeta, scenario.ScenarioSpec,
                                           scenario.ClusterSpec, scenario.LoadSpec, scenario.Step,
-                                          scenario.KillApiserver, scenario.KillScheduler, scenario.Settle,
-                                          scenario.Expectation]
+                                          scenario.KillApiserver, scenario.KillScheduler, scenario.NodeStep,
+                                          scenario.FlapNode, scenario.ResizeNode, scenario.CreateForeignPods,
+                                          scenario.DeletePod, scenario.Settle, scenario.Expectation]
 
 
 def promised(invariant: Invariant) -> str:

@@ -240,6 +240,26 @@ CATALOGUE = (
     Invariant("no-assumed-pod-left", "no pod is still assumed once the cluster is idle",
               Promise("delete all assumed state from cache, as pod has now been bound",
                       f"{SHIM}: pkg/cache/external/scheduler_cache.go, SchedulerCache.updatePod"), "I5"),
+    # Node churn (node_loss.py): what YuniKorn's books must say once the nodes the rig deleted are gone or back.
+    Invariant("no-allocation-on-missing-node",
+              "no YuniKorn allocation, its own or foreign, names a node that no longer exists once the cluster is "
+              "quiet",
+              Promise("removeNodeAllocations removes all allocations that are assigned to a node as part of the node "
+                      "removal.",
+                      f"{CORE}: pkg/scheduler/partition.go, PartitionContext.removeNodeAllocations")),
+    Invariant("no-foreign-allocation-for-terminated-pod",
+              "no foreign allocation (a pod another scheduler or nodeName placed) is booked for a pod that "
+              "terminated or is gone",
+              Promise("this means pod is terminated … remove from the scheduler cache and create release request to "
+                      "remove foreign allocation from the core",
+                      f"{SHIM}: pkg/cache/context.go, Context.updateForeignPod")),
+    Invariant("assumed-pod-rescheduled",
+              "a pod YuniKorn placed on a node the rig then deleted, and never bound, is not held there: it is "
+              "scheduled again",
+              Promise("we shouldn't need to do any processing of them as the core will send back remove events for "
+                      "each of them … forget pod must be called when a pod is assumed to be running on a node, but "
+                      "then for some reason it is failed to bind or released.",
+                      f"{SHIM}: pkg/cache/context.go, Context.deleteNodeInternal, Context.ForgetPod")),
 )
 INVARIANTS = {i.key: i for i in CATALOGUE}  # what a scheduler run is judged by (and the search knows)
 # Every invariant a report may hold: the scheduler's, and what the workload controllers promise

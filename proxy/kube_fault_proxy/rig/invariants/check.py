@@ -20,6 +20,7 @@ from lightkube import Client
 from kube_fault_proxy.kube.kubeapi import Node, Pod
 from kube_fault_proxy.rig.invariants import catalogue
 from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, Violation
+from kube_fault_proxy.rig.invariants.node_loss import NODE_LOSS, check_node_loss
 from kube_fault_proxy.rig.invariants.placement import quantity
 from kube_fault_proxy.rig.invariants.placement import ref as _ref
 from kube_fault_proxy.rig.invariants.placement import terminated as _terminated
@@ -42,6 +43,9 @@ class Snapshot:
     # Nodes the rig cordoned: name -> a moment (epoch seconds) by which it was cordoned. Only these
     # cordons are judged (no-bind-to-cordoned-node); a node's spec.unschedulable says if it still is.
     cordoned: dict[str, float] = field(default_factory=dict)
+    # Nodes the rig deleted (node churn steps): name -> when (epoch seconds), the last time. A pod YuniKorn
+    # still holds on one, unbound, was never scheduled again (assumed-pod-rescheduled).
+    lost: dict[str, float] = field(default_factory=dict)
 
     def signature(self) -> tuple[Any, ...]:
         """Changes while the cluster is still busy; stable once it is quiet."""
@@ -165,7 +169,11 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
     by_ref = {_ref(p): p for p in pods}
     out: list[Violation] = []
 
-    bound_per_ns = Counter(p["metadata"]["namespace"] for p in pods if p["spec"].get("nodeName") and not _terminated(p))
+    # A pod bound to a node that no longer exists holds no place YuniKorn could book (node removal releases
+    # its allocation; PodGC deletes it later): `missing-node` judges it, not I1.
+    nodes = {n["metadata"]["name"] for n in snap.nodes}
+    bound_per_ns = Counter(p["metadata"]["namespace"] for p in pods
+                           if p["spec"].get("nodeName") in nodes and not _terminated(p))
     for name, queue in sorted(_leaf_queues(yk["queues"]).items()):
         queue_ns = name.split(".", 1)[1] if name.startswith("root.") else name
         if namespace is not None and queue_ns != namespace:
@@ -232,8 +240,9 @@ def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespac
     report.violations += check_generic(snap, schedulers, grace, namespace)
     report.violations += check_safety(snap.pods, snap.nodes, snap.cordoned, namespace)
     if snap.yunikorn is not None:
-        report.checked += ["I1", "I2", "I3", "I4"] + (["I5"] if namespace is None else [])
+        report.checked += ["I1", "I2", "I3", "I4"] + (["I5"] if namespace is None else []) + list(NODE_LOSS)
         report.violations += check_yunikorn(snap, namespace)
+        report.violations += check_node_loss(snap.yunikorn, snap.pods, snap.nodes, snap.lost, namespace)
     mine = [p for p in snap.pods
             if p["spec"].get("schedulerName", "default-scheduler") in schedulers and _in(p, namespace)]
     report.counts = {"pods": len(mine), "bound": sum(1 for p in mine if p["spec"].get("nodeName")),
@@ -255,6 +264,7 @@ def fetch(client: Client, yunikorn_url: str | None) -> Snapshot:
         with httpx.Client(base_url=yunikorn_url, timeout=30) as c:
             yk = {"queues": c.get("/ws/v1/partition/default/queues").json(),
                   "apps": c.get("/ws/v1/partition/default/applications/active").json(),
+                  "nodes": c.get("/ws/v1/partition/default/nodes").json(),
                   "cache": (c.get("/debug/fullstatedump").json().get("rmDiagnostics") or {}).get("cache") or {}}
     return Snapshot(pods, nodes, time.time(), yk)
 

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 from lightkube import Client
 
-from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, HTTPError, Kube, Pod, TransportError
+from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES, ApiError, HTTPError, Kube, Pod, TransportError
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
+from kube_fault_proxy.rig.actions import node_churn, pod_churn
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler, restarted_within
 from kube_fault_proxy.rig.cluster import versions
@@ -29,6 +30,9 @@ from kube_fault_proxy.rig.runs.scenario import Expectation, Scenario, Step
 from kube_fault_proxy.rig.workloads import load, wave
 
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "yunikorn": "yunikorn"}
+# Node and pod steps (rig/actions/node_churn.py, pod_churn.py): performed on the timeline's own connection.
+CHURN = frozenset(("deleteNode", "restoreNode", "flapNode", "cordonNode", "uncordonNode", "resizeNode",
+                   "createForeignPods", "terminateForeignPods", "deletePod"))
 # Journal events a step may wait for that the timeline reads itself, at once: a crashPoint rule's held commit,
 # and the first injection of any rule (a marker rule's, such as binds-answered-200's: the outage's moment).
 TAILED = ("crash-point", "inject")
@@ -185,6 +189,9 @@ class Timeline(threading.Thread):
     """The scenario's steps, each performed once it is due: at a time after the load began, or after an event
     the sampler saw. Steps at 0 s are performed on entry, before the first pod exists."""
 
+    churning = False  # a node or pod step is under way (a flap waits out its down time)
+    last_churn: float | None = None  # when (seconds since t0) the last node or pod step ended
+
     def __init__(self, steps: list[Step], target: Target, seed: int, ls: load.LoadSpec, sampler: Sampler,
                  result: RunResult, say: bool) -> None:
         super().__init__(daemon=True)
@@ -202,15 +209,21 @@ class Timeline(threading.Thread):
         path = target.cluster.journal if target.cluster is not None else None
         self.journal = JournalTail(target.control, sampler.cursor, path) if tailed else None
         self.journal_seen: dict[str, float] = {}  # event -> when (seconds since t0) the proxy wrote its first record
+        self.journal_first: dict[str, dict[str, Any]] = {}  # event -> its first record (a held Binding's pod, node)
         self.scheduler_down = False  # a killScheduler step is under way
+        self.churn = node_churn.NodeChurn(lambda: target.kube.client())  # its own connection, opened at first use
 
     def scheduler_settling(self, quiet: float) -> bool:
         """Whether a killScheduler step is under way, or still to come at a time or a bind count (it will come;
         an onEvent one may never), or its scheduler restarted less than `quiet` ago: the restarted scheduler's
         view (the allocations it recovers, its queues' books) has not settled yet, even if every pod is bound."""
-        if self.scheduler_down or any(s.killScheduler is not None and s.onEvent is None for s in list(self.pending)):
+        if self.scheduler_down or self.churning or any(
+                s.onEvent is None and (s.killScheduler is not None or set(s.actions()) & CHURN)
+                for s in list(self.pending)):
             return True
-        return restarted_within(self.sampler.events, time.monotonic() - self.sampler.t0, quiet)
+        now = time.monotonic() - self.sampler.t0
+        return restarted_within(self.sampler.events, now, quiet) or (
+            self.last_churn is not None and now < self.last_churn + quiet)
 
     def _binds(self) -> int:
         with ControlClient(self.target.control) as control:
@@ -237,8 +250,9 @@ class Timeline(threading.Thread):
         if event not in self.journal_seen and self.journal is not None:
             read_at = time.monotonic() - self.sampler.t0
             for r in self.journal.read():
-                if r.get("event") in TAILED:
-                    self.journal_seen.setdefault(str(r["event"]), journal_event(r, read_at, self.sampler.wall0)["t"])
+                if r.get("event") in TAILED and str(r["event"]) not in self.journal_seen:
+                    self.journal_seen[str(r["event"])] = journal_event(r, read_at, self.sampler.wall0)["t"]
+                    self.journal_first[str(r["event"])] = r
         return self.journal_seen.get(event)
 
     def run_due(self) -> None:
@@ -256,18 +270,54 @@ class Timeline(threading.Thread):
                     what = kill_and_restart_scheduler(self.target.cluster, step.killScheduler.restartAfter,
                                                       lambda: time.monotonic() - self.sampler.t0, self.sampler.events,
                                                       self.stop)
+                elif set(step.actions()) & CHURN:
+                    self.churning = True
+                    what = self.perform_churn(step)
                 else:
                     what = _perform(step, self.target, self.seed, self.ls.namespace, self.ls.run_id, self.stop)
-            except (httpx.HTTPError, ControlError, HTTPError, ClusterError, ValueError) as e:
+            except (httpx.HTTPError, ControlError, HTTPError, ClusterError, ValueError, ApiError) as e:
                 what = f"step failed: {type(e).__name__}: {e}"
             finally:
-                self.killing = self.scheduler_down = False
+                if self.churning:
+                    self.last_churn = time.monotonic() - self.sampler.t0
+                self.killing = self.scheduler_down = self.churning = False
             # a kill is placed where it began (its restart is the apiserver-restarted event); others where they ended
             killed = step.killApiserver is not None or step.killScheduler is not None
             t = (began if killed else time.monotonic()) - self.sampler.t0
             self.result.steps.append({"t": round(t, 2), "did": what})
             if self.say:
                 print(f"  [{t:5.1f}s] {what}", file=sys.stderr, flush=True)
+
+    def perform_churn(self, step: Step) -> str:
+        """One node or pod step; `held` names the node or pod of the Binding the step's trigger record holds."""
+        def held() -> dict[str, Any] | None:
+            return self.journal_first.get(str(step.onEvent))
+        churn, ns, run_id = self.churn, self.ls.namespace, self.ls.run_id
+
+        def node(ref: str) -> str:
+            return node_churn.resolve(ref, held, "targetNode")
+        if step.deleteNode is not None:
+            return churn.delete(node(step.deleteNode.node))
+        if step.restoreNode is not None:
+            return churn.restore(node(step.restoreNode.node))
+        if step.flapNode is not None:
+            return churn.flap(node(step.flapNode.node), step.flapNode.downSeconds, self.stop)
+        if step.cordonNode is not None or step.uncordonNode is not None:
+            target = step.cordonNode or step.uncordonNode
+            assert target is not None
+            return churn.cordon(node(target.node), step.cordonNode is not None)
+        if step.resizeNode is not None:
+            r = step.resizeNode
+            return churn.resize(node(r.node), r.cpu, r.memory, r.pods)
+        if step.createForeignPods is not None:
+            f = step.createForeignPods
+            return pod_churn.create_foreign(churn.api, ns, run_id, node(f.node), f.count, f.cpu)
+        if step.terminateForeignPods:
+            return pod_churn.terminate_foreign(churn.api, ns, run_id)
+        assert step.deletePod is not None
+        record = held() or {}
+        name = node_churn.resolve(step.deletePod.pod, held, "name")
+        return pod_churn.delete_pod(churn.api, name, str((record.get("request") or {}).get("namespace") or ns))
 
     def run(self) -> None:
         while not self.stop.is_set() and self.pending:
@@ -285,8 +335,13 @@ class Timeline(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(5)
-        if self.killing:  # the apiserver or scheduler is coming back (at once, now): never leave it down
+        if self.killing or self.churning:  # the apiserver, scheduler or a flapped node is coming back: at once, now
             self.join(150)
+        try:  # a node the run deleted is created again: the next run finds the cluster it was given
+            for what in self.churn.restore_all():
+                self.result.steps.append({"t": round(time.monotonic() - self.sampler.t0, 2), "did": what})
+        finally:
+            self.churn.close()
 
 
 def _retry(call: Any, attempts: int = 3) -> Any:
@@ -356,6 +411,8 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
                 release = _release(target, hold, ls, names, spec.load.releaseConcurrency, start_scheduler, sampler,
                                    say)
             snap, quiet = _settle(target, scenario, ls, t0, say, timeline.scheduler_settling)
+            snap.cordoned = {**snap.cordoned, **timeline.churn.cordoned}
+            snap.lost = dict(timeline.churn.lost)
         _judge(result, snap, quiet, expect, sampler, spec.settle.grace)
     result.load["shape"] = spec.load.shape
     if hold is not None:
@@ -363,6 +420,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     result.seconds = round(time.monotonic() - t0, 1)
     if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
         with target.kube.client() as api:
+            pod_churn.clean_foreign(api, ls.namespace, ls.run_id)
             load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
     return result
 

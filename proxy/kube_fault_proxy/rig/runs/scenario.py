@@ -81,6 +81,53 @@ class KillScheduler(StrictModel):
         description="start the same build again this long after the kill (sooner if the run ends)")
 
 
+NodeName = Annotated[str, Field(pattern=r"^(held|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")]
+HELD = "held"  # a node or pod named by the held Binding (the first record of the step's onEvent: inject, crash-point)
+
+
+class NodeStep(StrictModel):
+    """One node: by name, or `held`: the node the Binding the proxy holds names (with onEvent inject or
+    crash-point; the record's targetNode)."""
+
+    node: NodeName = Field(description="a node's name, or held (the node of the Binding the proxy holds)")
+
+
+class FlapNode(NodeStep):
+    """Delete the node, and create it again under the same name (labels, annotations, podCIDR, capacity kept):
+    a kubelet's re-registration. KWOK takes it up again as a new node."""
+
+    downSeconds: Annotated[Duration, Field(ge=0, le=600)] = Field(
+        description="create it again this long after the delete (sooner if the run ends)")
+
+
+class ResizeNode(NodeStep):
+    """The node's capacity and allocatable changed (a status patch, as a kubelet's)."""
+
+    cpu: str | None = Field(None, description="new cpu capacity, e.g. 4")
+    memory: str | None = Field(None, description="new memory capacity, e.g. 8Gi")
+    pods: Annotated[int, Field(ge=0, le=10000)] | None = Field(None, description="new pod capacity")
+
+    @model_validator(mode="after")
+    def _something_changes(self) -> Self:
+        if self.cpu is None and self.memory is None and self.pods is None:
+            raise ValueError("resizeNode needs at least one of cpu, memory, pods")
+        return self
+
+
+class CreateForeignPods(NodeStep):
+    """Pods placed by `nodeName`, with a schedulerName other than the one under test (foreign to YuniKorn): each
+    runs on the node (KWOK), and YuniKorn books it as a foreign allocation."""
+
+    count: Annotated[int, Field(ge=1, le=100)] = Field(1, description="how many")
+    cpu: str = Field("500m", description="each one's cpu request")
+
+
+class DeletePod(StrictModel):
+    """Delete a pod at once (grace period 0)."""
+
+    pod: Literal["held"] = Field(description="held: the pod of the Binding the proxy holds")
+
+
 # What `onEvent` may wait for: the proxy's outage, crash points and first injection of any rule (journal), the
 # end of the load, and the run's own events of a held-back load's release and of a killApiserver or
 # killScheduler step.
@@ -117,16 +164,39 @@ class Step(StrictModel):
         None, description="kill -9 the local control plane's kube-apiserver; restart it after restartAfter")
     killScheduler: KillScheduler | None = Field(
         None, description="kill -9 the scheduler under test; start it again after restartAfter")
+    deleteNode: NodeStep | None = Field(None, description="delete a node (the rig creates it again after the run)")
+    restoreNode: NodeStep | None = Field(None, description="create again a node this run deleted, as it was")
+    flapNode: FlapNode | None = Field(None, description="delete a node and create it again downSeconds later")
+    cordonNode: NodeStep | None = Field(None, description="mark a node unschedulable, as kubectl cordon")
+    uncordonNode: NodeStep | None = Field(None, description="mark a node schedulable again, as kubectl uncordon")
+    resizeNode: ResizeNode | None = Field(None, description="change a node's capacity and allocatable")
+    createForeignPods: CreateForeignPods | None = Field(
+        None, description="create pods bound by nodeName, not by the scheduler under test")
+    terminateForeignPods: bool = Field(False, description="mark every foreign pod of the run Succeeded")
+    deletePod: DeletePod | None = Field(None, description="delete a pod (held: the held Binding's) at once")
+
+    def actions(self) -> list[str]:
+        """The names of the actions this step sets (a valid step sets one)."""
+        flags = {"deactivate": self.deactivate, "touchPods": self.touchPods,
+                 "terminateForeignPods": self.terminateForeignPods}
+        return [name for name in ACTIONS if flags.get(name, getattr(self, name) is not None) is True]
 
     @model_validator(mode="after")
     def _one_when_one_what(self) -> Self:
         if sum(w is not None for w in (self.at, self.onEvent, self.afterBinds)) != 1:
             raise ValueError("a step needs exactly one of at, onEvent, afterBinds")
-        if sum([self.activate is not None, self.deactivate, self.touchPods, self.killApiserver is not None,
-                self.killScheduler is not None]) != 1:
-            raise ValueError("a step needs exactly one of activate, deactivate, touchPods, killApiserver, "
-                             "killScheduler")
+        if len(self.actions()) != 1:
+            raise ValueError(f"a step needs exactly one of {', '.join(ACTIONS)}")
+        held = [name for name in self.actions() if HELD in (getattr(getattr(self, name), "node", None),
+                                                             getattr(getattr(self, name), "pod", None))]
+        if held and self.onEvent not in ("inject", "crash-point"):
+            raise ValueError(f"{held[0]} on the held Binding's node or pod needs onEvent inject or crash-point")
         return self
+
+
+ACTIONS = ("activate", "deactivate", "touchPods", "killApiserver", "killScheduler", "deleteNode", "restoreNode",
+           "flapNode", "cordonNode", "uncordonNode", "resizeNode", "createForeignPods", "terminateForeignPods",
+           "deletePod")
 
 
 class Settle(StrictModel):

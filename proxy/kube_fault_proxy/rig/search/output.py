@@ -18,6 +18,7 @@ import yaml
 from kube_fault_proxy import __version__, shipped
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, label
+from kube_fault_proxy.rig.invariants.node_loss import NODE_LOSS
 from kube_fault_proxy.rig.invariants.safety import SAFETY
 from kube_fault_proxy.rig.runs.report import timeline_svg
 from kube_fault_proxy.rig.runs.scenario import load_scenario
@@ -30,10 +31,10 @@ from kube_fault_proxy.rig.search.report_known import known_lines
 from kube_fault_proxy.rig.search.waist import CONTROLLER_MANAGER
 
 MINIMAL = "search-minimal"
-INVARIANT_NAMES = ("stranded", "missing-node", *SAFETY, "I1", "I2", "I3", "I4", "I5")
+INVARIANT_NAMES = ("stranded", "missing-node", *SAFETY, "I1", "I2", "I3", "I4", "I5", *NODE_LOSS)
 # Witness pods: a broken promise first (a double-booked node is the worst form of the bind bugs),
 # then phantoms (the rarest, most telling of YuniKorn's bookkeeping), the rest after.
-WITNESS_ORDER = (*SAFETY, "I2", "I1", "I4", "missing-node", "I3", "stranded", "I5")
+WITNESS_ORDER = (*SAFETY, "I2", "I1", "I4", "missing-node", "I3", "stranded", "I5", *NODE_LOSS)
 
 
 def _commit() -> str:
