@@ -4,6 +4,8 @@ resourceVersion). Given a memoryview, a field is a view too: nothing is copied, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 PROTOBUF_MAGIC = b"k8s\x00"  # the apiserver's envelope: this magic, then a runtime.Unknown{typeMeta: 1, raw: 2}
 Buf = bytes | memoryview
 
@@ -52,3 +54,27 @@ def field(buf: Buf, number: int, cut: bool = False) -> Buf | None:
         else:
             raise ValueError(f"unsupported wire type {wire}" if wire != 4 else "end of a group never begun")
     return None
+
+
+def fields(buf: Buf) -> Iterator[tuple[int, int, Buf | int]]:
+    """Each top-level field of a message: (number, wire type, bytes or integer); fixed-width ones are skipped.
+    ValueError on a message cut short or an unknown wire type."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            yield number, wire, value
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            if pos + length > len(buf):
+                raise ValueError("truncated field")
+            yield number, wire, buf[pos:pos + length]
+            pos += length
+        else:
+            raise ValueError(f"unsupported wire type {wire}")

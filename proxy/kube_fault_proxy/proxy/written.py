@@ -9,9 +9,8 @@ Protobuf field numbers are ObjectMeta's and OwnerReference's in k8s.io/apimachin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC, Buf, _varint, field
+from kube_fault_proxy.proxy.protobuf import PROTOBUF_MAGIC, Buf, field, fields
 
 Written = dict[str, object]
 META = {1: "name", 3: "namespace", 5: "uid", 6: "resourceVersion"}  # ObjectMeta
@@ -21,33 +20,9 @@ OWNER_CONTROLLER = 6  # OwnerReference.controller, a bool (varint)
 MAX_BODY = 1 << 20  # a larger answer is not read (a create's answer is one object)
 
 
-def _scan(buf: Buf) -> Iterator[tuple[int, int, Buf | int]]:
-    """Each top-level field of a message: (number, wire type, bytes or integer); fixed-width ones are skipped.
-    ValueError on a message cut short or an unknown wire type."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            yield number, wire, value
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            if pos + length > len(buf):
-                raise ValueError("truncated field")
-            yield number, wire, buf[pos:pos + length]
-            pos += length
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-
-
 def _strings(buf: Buf, names: dict[int, str]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for number, wire, value in _scan(buf):
+    for number, wire, value in fields(buf):
         if wire == 2 and number in names and names[number] not in out and not isinstance(value, int):
             out[names[number]] = bytes(value).decode("utf-8", "replace")
     return out
@@ -63,10 +38,10 @@ def _from_proto(body: Buf) -> Written | None:
     if meta is None:
         return None
     out: Written = {**_strings(meta, META)}
-    for number, wire, value in _scan(meta):
+    for number, wire, value in fields(meta):
         if number == OWNER_REFERENCES and wire == 2 and not isinstance(value, int):
             ref = _strings(value, OWNER)
-            if any(n == OWNER_CONTROLLER and v == 1 for n, w, v in _scan(value) if w == 0):
+            if any(n == OWNER_CONTROLLER and v == 1 for n, w, v in fields(value) if w == 0):
                 out["owner"] = ref
                 break
     return out if out.get("name") else None
