@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import ROOT, start_fake_apiserver, start_proxy
+from tests.support.processes import ROOT, start_fake_apiserver, start_proxy, stop_or_dump
 
 
 def test_upstream_restart_does_not_leave_sticky_502s(pki: Path, tmp_path: Path) -> None:
@@ -240,5 +240,22 @@ def test_the_parsing_process_ends_with_serve_even_on_kill_9(pki: Path, tmp_path:
             while time.monotonic() < deadline and any(running(k) for k in kids):
                 time.sleep(0.2)
             assert [k for k in kids if running(k)] == [], stop
+    finally:
+        up.stop()
+
+
+def test_sigterm_as_soon_as_it_is_ready_stops_serve_cleanly(pki: Path, tmp_path: Path) -> None:
+    """A SIGTERM that comes the moment the ready file appears (a test session ending right after its last test)
+    lands while serve still finishes its startup (it freezes the startup heap after writing the file): serve must
+    take it as its signal to stop, exit 0 and say so, not die of the signal's default action (exit -15, as a CI
+    rehearsal on 2026-12-06 saw at the teardown of the integration tests' session proxy)."""
+    up = start_fake_apiserver(pki, tmp_path / "up")
+    try:
+        for attempt in range(3):
+            proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / f"proxy{attempt}")
+            code = stop_or_dump(proxy.proc)
+            log = proxy.log.read_text()
+            assert code == 0, f"attempt {attempt}: serve exited with {code}\n{log}"
+            assert "kube-fault-proxy: shutting down" in log, log
     finally:
         up.stop()

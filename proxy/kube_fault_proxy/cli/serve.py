@@ -146,6 +146,9 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
     control_host, control_port = split_hostport(args.control, "--control")
     token = _control_token(args, control_host)
     loop = asyncio.get_running_loop()
+    # SIGINT/SIGTERM stop serve from here on: one that comes during startup (after the ready file, during the heap
+    # freeze) ends it cleanly once startup is done, instead of killing it with the signal's default action.
+    stop = _stop_on_signals(loop)
     journal_path = args.journal or paths.default_journal()
     async with contextlib.AsyncExitStack() as stack:
         journal = Journal(journal_path, time.time)
@@ -182,7 +185,7 @@ async def _serve(args: argparse.Namespace, library: Library, upstream: Upstream)
         if args.ready_file:
             paths.write_private(args.ready_file, json.dumps(ready))  # 0600, like the journal
         _freeze_startup_objects()
-        await _until_stopped(loop, proxy.task)
+        await _until_stopped(stop, proxy.task)
         print("kube-fault-proxy: shutting down", flush=True)
     return OK
 
@@ -246,11 +249,16 @@ def _announce(args: argparse.Namespace, runtime: Runtime, library: Library, prox
           f"  profiles: {len(library)} from {args.profiles}; active: {active}", flush=True)
 
 
-async def _until_stopped(loop: asyncio.AbstractEventLoop, proxy_task: Awaitable[object]) -> None:
-    """Until SIGINT or SIGTERM, or the proxy's own end."""
+def _stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """An event SIGINT and SIGTERM set (the loop's handlers replace the default actions at once)."""
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _until_stopped(stop: asyncio.Event, proxy_task: Awaitable[object]) -> None:
+    """Until SIGINT or SIGTERM (now or during startup), or the proxy's own end."""
     await asyncio.wait([asyncio.ensure_future(stop.wait()), asyncio.ensure_future(proxy_task)],
                        return_when=asyncio.FIRST_COMPLETED)
 
