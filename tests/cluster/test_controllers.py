@@ -144,7 +144,7 @@ def test_kube_controller_managers_pod_informer_relists_through_a_stale_watch_lis
     expires: the stale rule serves it 2 pod writes back, and a ReplicaSet made afterwards still converges. Last
     in the module: the workloads test before it does not inherit the replayed view."""
     c = controllers_cluster
-    [served], expired = relist_through_a_stale_watch_list(c, "kube-controller-manager/*")
+    [served], expired, _ = relist_through_a_stale_watch_list(c, "kube-controller-manager/*")
     print(f"kube-controller-manager: resumed watch expired first: {expired}")
     assert served["request"]["userAgent"].startswith("kube-controller-manager/")
     assert served["request"]["sendInitialEvents"] is True

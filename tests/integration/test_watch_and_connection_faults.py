@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 import ssl
 import time
@@ -118,6 +119,41 @@ def test_a_watch_the_proxy_cannot_parse_passes_untouched_and_is_noted(h2: httpx.
     records = control.get("/v1/journal", params={"since": since}).json()["records"]
     [note] = [r for r in records if r["event"] == "watch-unparsable"]
     assert note["contentType"] == "application/vnd.kubernetes.protobuf;stream=watch"
+
+
+def test_a_compressed_watch_list_passes_as_it_came_and_its_event_revisions_are_read(h2: httpx.Client,
+                                                                                  control: httpx.Client) -> None:
+    """kube-apiserver 1.37 gzips a WatchList's stream, a gzip member per flush, for a client that accepts gzip (Go's
+    transport asks by itself): with no rule on it the stream passes as it came, and the revision log reads its
+    events from a decoded copy, so a staleList can hide the writes it showed."""
+    activate(control, "stale", [{"name": "s", "match": {"verbs": ["list"], "resources": ["pods"]},
+                                 "fault": {"staleList": {"lagWrites": 2}}}])
+    params = {"watch": "1", "interval": "0.05", "n": "4", "sendInitialEvents": "true", "firstRevision": "900"}
+    with h2.stream("GET", "/api/v1/pods", params=params, headers={"accept-encoding": "gzip"}) as s:
+        assert s.headers["content-encoding"] == "gzip"
+        raw = b"".join(s.iter_raw())
+    assert raw.count(b"\x1f\x8b\x08") == 4, "a member per event, as the stand-in sent them"
+    events = [json.loads(line) for line in gzip.decompress(raw).splitlines()]
+    assert names(events) == ["ADDED p0", "ADDED p1", "ADDED p2", "ADDED p3"]  # revisions 900 to 903
+    listed = h2.get("/api/v1/pods")
+    assert listed.headers["x-query"] == "resourceVersion=901&resourceVersionMatch=Exact", "p2 and p3 hidden"
+    [served] = injections(control)
+    assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("901", 2, "903")
+
+
+def test_an_edited_watch_list_is_asked_for_uncompressed_and_edited(h2: httpx.Client, control: httpx.Client) -> None:
+    """A watch fault that edits events asks for the stream without the client's Accept-Encoding (journaled
+    `watch-uncompressed`): the apiserver sends it plain and the events are edited, not passed on unread."""
+    activate(control, "drop", [{"name": "d", "match": PODS, "fault": {"dropEvents": {"events": {"names": ["p1"]}}}}])
+    params = {"watch": "1", "interval": "0.05", "n": "3", "sendInitialEvents": "true"}
+    with h2.stream("GET", "/api/v1/pods", params=params, headers={"accept-encoding": "gzip, deflate"}) as s:
+        assert "content-encoding" not in s.headers
+        events = [json.loads(line) for line in s.iter_lines() if line]
+    assert names(events) == ["ADDED p0", "ADDED p2"]
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    [asked] = [r for r in records if r["event"] == "watch-uncompressed"]
+    assert asked["acceptEncoding"] == "gzip, deflate" and asked["rule"] == "d"
+    assert not [r for r in records if r["event"] == "watch-unparsable"]
 
 
 def test_reset_upstream_fails_every_stream_of_the_client(proxy: Started, control: httpx.Client) -> None:

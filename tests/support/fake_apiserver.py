@@ -5,13 +5,15 @@ It serves just enough of the API (bindings, a pod list, a watch, byte payloads, 
 observe on the wire what the proxy did; a Binding POST with `?delay=S` is committed only if its
 client is still there S seconds later, as the apiserver drops a request whose connection died; one
 with `?throttle=S` is not committed but answered 429 with `Retry-After: S`, as API Priority and
-Fairness rejects it. The real apiserver is used by the cluster tests.
+Fairness rejects it; a WatchList (`sendInitialEvents=true`) to a client that accepts gzip is gzipped a member per
+event, as kube-apiserver 1.37 does. The real apiserver is used by the cluster tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import hashlib
 import json
 import random
@@ -125,11 +127,16 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         ctype = query.get("ctype", "application/json").replace("%2F", "/").replace("%3B", ";").replace("%3D", "=")
         limit = float(query.get("timeoutSeconds", "3600"))
         started = asyncio.get_running_loop().time()
+        # As kube-apiserver 1.37 (WatchListCompression): a WatchList to a client that accepts gzip is gzipped,
+        # each flush (here: each event) a gzip member of its own.
+        gzipped = query.get("sendInitialEvents") == "true" and "gzip" in headers.get("accept-encoding", "")
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", ctype.encode()), (b"transfer-encoding", b"chunked"),
                                 (b"x-timeout-seconds", query.get("timeoutSeconds", "").encode()),
-                                (b"x-query", scope["query_string"])]})
+                                (b"x-query", scope["query_string"]),
+                                *([(b"content-encoding", b"gzip")] if gzipped else [])]})
         objects = int(query.get("objects", "0"))  # events about this many pods, round robin (0: one pod each)
+        first = int(query.get("firstRevision", "100"))  # the first event's resourceVersion
         for i in range(n):
             if asyncio.get_running_loop().time() - started >= limit:
                 break
@@ -137,9 +144,10 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
             event = {"type": "ADDED" if not objects or i < objects else "MODIFIED",
                      "object": {"kind": "Pod", "apiVersion": "v1",
                                 "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                                             "resourceVersion": str(100 + i)}}}
+                                             "resourceVersion": str(first + i)}}}
+            line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
             await send({"type": "http.response.body", "more_body": True,
-                        "body": json.dumps(event, separators=(",", ":")).encode() + b"\n"})
+                        "body": gzip.compress(line, mtime=0) if gzipped else line})
             await asyncio.sleep(interval)
         await asyncio.sleep(float(query.get("linger", "0")))  # a quiet stream, still open
         return await send({"type": "http.response.body", "body": b""})

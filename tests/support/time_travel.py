@@ -16,18 +16,21 @@ TRIGGER = "kfp-outage-now"  # the ConfigMap the test reads through the proxy to 
 
 
 def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: float = 30,
-                                      writes_via_proxy: bool = True) -> tuple[list[dict[str, Any]], bool]:
+                                      writes_via_proxy: bool = True) -> tuple[list[dict[str, Any]], bool, list[str]]:
     """The staleList records (`inject`) served to the client whose user agent matches, after a 1 s outage drops
-    its connections (its resumed pods watch, if it resumes one, expired), and whether that expire acted; a LIST
-    rule stands by, so a client that relists with a LIST instead of a WatchList is journaled too (`servedAs`).
-    Three pods (of no scheduler) are written first, through the proxy (their answers are revisions it sees) or,
-    with `writes_via_proxy=False`, straight to the apiserver: then the proxy knows their revisions only from the
-    client's own pod watch (a scheduler watches every pod)."""
+    its connections (its resumed pods watch, if it resumes one, expired), whether that expire acted, and the
+    resourceVersions of the three pods (of no scheduler) written first: through the proxy (their answers are
+    revisions it sees) or, with `writes_via_proxy=False`, straight to the apiserver: then the proxy knows their
+    revisions only from the client's own pod watch (a scheduler watches every pod; on a 1.37 apiserver a
+    client-go informer's WatchList comes gzipped). A LIST rule stands by, so a client that relists with a LIST
+    instead of a WatchList is journaled too (`servedAs`)."""
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     admin = api_client(c.kubeconfig("admin"))
     make_namespace(admin, namespace)
     via = api_client(c.kubeconfig("admin-via-proxy"))  # the outage's trigger goes through the proxy either way
-    create_pods(via if writes_via_proxy else admin, namespace, 3, scheduler="kfp-nobody")
+    made = create_pods(via if writes_via_proxy else admin, namespace, 3, scheduler="kfp-nobody")
+    created = [p.metadata.resource_version for p in sorted(admin.list_namespaced_pod(namespace).items,
+                                                           key=lambda p: made.index(p.metadata.name))]
     pods: dict[str, Any] = {"resources": ["pods"], "userAgents": [user_agents]}
     control = ControlClient(c.control_url)
     since = control.cursor()
@@ -50,4 +53,4 @@ def relist_through_a_stale_watch_list(c: Cluster, user_agents: str, timeout: flo
     records = control.journal_after(since).records
     assert any(r["event"] == "outage-start" for r in records), "the outage began"
     expired = any(r["event"] == "inject" and r["rule"] == "expire-pod-rewatch" for r in records)
-    return [r for r in control.injections(since) if r["fault"] == "staleList"], expired
+    return [r for r in control.injections(since) if r["fault"] == "staleList"], expired, created

@@ -334,8 +334,9 @@ def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: lis
     from kube_fault_proxy.proxy.mitm.addon import _answer, _header_values
     response = http.Response.make(200, b"{}", fields)
     got = _answer(response)
-    assert (got.content_type, got.encoded) == (response.headers.get("content-type", ""),
-                                               "content-encoding" in response.headers)
+    assert (got.content_type, got.encoding) == (response.headers.get("content-type", ""),
+                                                response.headers.get("content-encoding", ""))
+    assert got.encoded == bool(response.headers.get("content-encoding"))  # an empty Content-Encoding is none
     read = _header_values(response.headers, b"content-type", b"x-other", b"accept")
     for name in ("content-type", "x-other", "accept"):  # what a request's user-agent, content-type, accept read
         assert read.get(name.encode(), "") == response.headers.get(name, "")

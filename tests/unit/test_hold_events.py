@@ -51,7 +51,7 @@ def test_node_events_wait_until_a_pod_is_bound_on_the_pod_watch() -> None:
     sv = StaleViews(Counters.__new__(Counters), clock)
     sv.signals = signals
     pods = sv.watch(parse_untrusted("GET", "/api/v1/pods", "watch=1", "", None, "", ""),
-                    Answer(200, "application/json;stream=watch", False, None), True)
+                    Answer(200, "application/json;stream=watch", "", None), True)
     assert pods is not None
     unbound = line("ADDED", "Pod", "p", 12)
     assert pods(unbound) == [unbound] and not ticks, "the pod watch passes unchanged; not the event waited for"

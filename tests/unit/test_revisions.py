@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -205,13 +206,13 @@ def test_a_protobuf_clients_writes_are_revisions_the_stale_views_can_serve_from(
     views = StaleViews(Counters(Journal(None, lambda: 100.0)), lambda: 100.0)
     pb = "application/vnd.kubernetes.protobuf"
     create = parse("POST", "/api/v1/namespaces/default/configmaps")
-    views.answered(create, Answer(201, pb, False, (PROTOBUF / "create-configmap.pb").read_bytes()), None)
+    views.answered(create, Answer(201, pb, "", (PROTOBUF / "create-configmap.pb").read_bytes()), None)
     assert views.log.newest(CMS) == 3656
     assert views.log.choose_writes(CMS, 1, 100.0) == Choice(3655, None, 1, 3656)
     delete = parse("DELETE", "/api/v1/namespaces/default/configmaps/kfp-pb-fixture")
-    views.answered(delete, Answer(200, pb, False, (PROTOBUF / "delete-configmap.pb").read_bytes()), None)
+    views.answered(delete, Answer(200, pb, "", (PROTOBUF / "delete-configmap.pb").read_bytes()), None)
     assert views.log.choose_writes(CMS, 2, 100.0) == Choice(3655, None, 2, 3656)
-    views.answered(create, Answer(201, pb, True, b"\x1f\x8b gzip"), None)  # encoded: not read, counted
+    views.answered(create, Answer(201, pb, "gzip", b"\x1f\x8b not gzip"), None)  # unreadable: not read, counted
     assert views.log.choose_writes(CMS, 3, 100.0) == Choice(3655, None, 3, 3656)
 
 
@@ -288,12 +289,42 @@ def test_a_protobuf_watch_is_a_revision_source_for_the_stale_views() -> None:
     stream passes as it came."""
     views = StaleViews(Counters(Journal(None, lambda: 100.0)), lambda: 100.0)
     watch = parse("GET", "/api/v1/namespaces/cap/pods", "watch=1&sendInitialEvents=true")
-    stream = views.watch(watch, Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", False, None), True)
+    stream = views.watch(watch, Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", "", None), True)
     assert stream is not None
     passed = [stream(WATCH_PB[i:i + 500]) for i in range(0, len(WATCH_PB), 500)]
     assert b"".join(b"".join(p) for p in passed) == WATCH_PB
     assert views.log.newest(PODS) == 252
     assert views.log.choose_writes(PODS, 2, 100.0) == Choice(250, None, 2, 252)
-    encoded = Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", True, None)
-    assert views.watch(watch, encoded, True) is None  # compressed: not read
-    assert views.watch(watch, Answer(200, "application/cbor-seq", False, None), True) is None
+    encoded = Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", "br", None)
+    assert views.watch(watch, encoded, True) is None  # an encoding the apiserver never uses: not read
+    assert views.watch(watch, Answer(200, "application/cbor-seq", "", None), True) is None
+
+
+def test_a_gzipped_watch_list_is_read_from_a_decoded_copy_and_passes_as_it_came() -> None:
+    """kube-apiserver 1.37 gzips a WatchList's stream for a client that accepts gzip, a member per flush
+    (`WatchListCompression`): the revisions are those of the same stream unencoded, whatever the chunks, and the
+    bytes passed on are the apiserver's. Bytes that stop being gzip are journaled once and passed on unread."""
+    journal = Journal(None, lambda: 100.0)
+    views = StaleViews(Counters(journal), lambda: 100.0)
+    watch = parse("GET", "/api/v1/namespaces/cap/pods", "watch=1&sendInitialEvents=true")
+    flushes = [WATCH_PB[i:i + 700] for i in range(0, len(WATCH_PB), 700)]  # a flush may end inside a frame
+    body = b"".join(gzip.compress(f, mtime=0) for f in flushes)
+    stream = views.watch(watch, Answer(200, "application/vnd.kubernetes.protobuf;stream=watch", "gzip", None), True)
+    assert stream is not None
+    passed = [stream(body[i:i + 333]) for i in range(0, len(body), 333)]
+    assert b"".join(b"".join(p) for p in passed) == body
+    assert views.log.newest(PODS) == 252
+    assert views.log.choose_writes(PODS, 2, 100.0) == Choice(250, None, 2, 252)
+    broken = views.watch(watch, Answer(200, "application/json;stream=watch", "gzip", None), True)
+    assert broken is not None and broken(b"plain, not gzip") == [b"plain, not gzip"] and broken(b"more") == [b"more"]
+    [note] = [r for r in journal.since(0) if r["event"] == "watch-undecodable"]
+    assert note["request"]["resource"] == "pods" and note["error"]
+
+
+def test_a_gzipped_list_answer_gives_its_revision_from_its_first_bytes() -> None:
+    """A LIST answer over 128 KiB comes gzipped (Go's transport accepts gzip): its revision is read from the first
+    decoded bytes, a list's own (`seen`, not a write)."""
+    views = StaleViews(Counters(Journal(None, lambda: 100.0)), lambda: 100.0)
+    listed = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"77"},"items":[' + b" " * 200_000 + b"]}"
+    views.answered(parse("GET", "/api/v1/pods"), Answer(200, "application/json", "gzip", gzip.compress(listed)), None)
+    assert views.log.newest(PODS) == 77 and views.log.choose_writes(PODS, 1, 100.0) == "0 writes of pods seen, 1 needed to hide 1"

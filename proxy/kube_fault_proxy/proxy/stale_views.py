@@ -1,7 +1,8 @@
 """Stale views: the revisions the proxy sees pass, and what `staleList` sends instead of a request.
 
 Every answer of a resource request (JSON, or protobuf as far as its metadata) and every watch stream (JSON, or
-protobuf event by event as far as the object's metadata) is read, never changed: the first `resourceVersion`
+protobuf event by event as far as the object's metadata; a gzip-encoded one from a decoded copy) is read, never
+changed: the first `resourceVersion`
 of an answer (a list's own, or the object's) and of each watch event goes into the revision log; a 2xx write
 whose answer has none (a `Status`) is counted as a write all the same. A `staleList` decision picks its
 revision there as the request leaves: the addon sends the rewritten request this returns, and for a GET puts
@@ -28,10 +29,12 @@ from kube_fault_proxy.proxy.faults.stale_list import (
     stale_query,
     stale_watch_query,
 )
+from kube_fault_proxy.proxy.gzip_members import GzipMembers, gzip_head
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import (
+    HEAD,
     Choice,
     Key,
     ProtoWatchScanner,
@@ -73,12 +76,23 @@ class Served:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What came back: status, content type, whether it is encoded, the (decoded) body if there is one."""
+    """What came back: status, content type, its content encoding ("" for none), the body if there is one
+    (decoded where the addon was asked to)."""
 
     status: int
     content_type: str
-    encoded: bool
+    encoding: str
     body: bytes | None
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the body (as the apiserver sent it) has a content encoding."""
+        return bool(self.encoding)
+
+    @property
+    def gzip(self) -> bool:
+        """A gzip body: the encoding the apiserver uses (large answers; 1.37's compressed WatchList streams)."""
+        return self.encoding.strip().lower() == "gzip"
 
     @property
     def media_type(self) -> str:
@@ -191,8 +205,16 @@ class StaleViews:
             return None
         write = ident.verb in WRITES
         revision = None
-        if answer.body and not answer.encoded and (write or ident.verb in READS):
-            revision = first_revision(answer.body) if answer.json else proto_revision(answer.body)
+        body = answer.body
+        if body and answer.gzip:  # a large LIST's answer: its revision is in its first bytes
+            body = gzip_head(body, HEAD)
+            cut = True
+        elif body and not answer.encoded:
+            cut = False
+        else:
+            body = None
+        if body and (write or ident.verb in READS):
+            revision = first_revision(body) if answer.json else proto_revision(body, cut)
         key: Key = (ident.group, ident.resource)
         if revision is not None:
             self.log.seen(key, revision, self.clock(), write)
@@ -218,12 +240,15 @@ class StaleViews:
 
     def watch(self, ident: RequestIdentity, answer: Answer, inner: Chunks | bool,
               editor: object = None) -> Chunks | None:
-        """The stream callable that notes a watch's event revisions (JSON or protobuf), then does what `inner`
-        did (another fault's editor, or plain streaming), offering a JSON watch's events to watches that wait
-        for them (`editor`: this watch's own, never released by it); None for a watch it cannot read."""
+        """The stream callable that notes a watch's event revisions (JSON or protobuf; gzip-encoded too, read from
+        a decoded copy), then does what `inner` did (another fault's editor, or plain streaming), offering a JSON
+        watch's events to watches that wait for them (`editor`: this watch's own, never released by it); None for
+        a watch it cannot read."""
         scanner_type = WATCH_SCANNERS.get(answer.media_type)
-        if answer.status != 200 or answer.encoded or scanner_type is None:
+        if answer.status != 200 or (answer.encoded and not answer.gzip) or scanner_type is None:
             return None
+        decoder = GzipMembers() if answer.gzip else None
+        undecodable: list[bool] = []
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
 
@@ -235,9 +260,13 @@ class StaleViews:
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
             if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
-                scanner.feed(data)
+                plain = data if decoder is None else decoder.feed(data)
+                if decoder is not None and decoder.failed is not None and not undecodable:
+                    undecodable.append(True)  # journaled once: the stream passes on, unread from here
+                    self.counters.note("watch-undecodable", request=ident.as_dict(), error=decoder.failed)
+                scanner.feed(plain)
                 if offers and signals.watching(key):  # another watch waits for an event of this resource
-                    for event in lines.feed(data):
+                    for event in lines.feed(plain):
                         signals.offer(key, event, editor)
                 else:
                     lines.reset()

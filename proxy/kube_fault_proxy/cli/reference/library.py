@@ -40,6 +40,10 @@ JOURNAL_RECORDS = {
                      "since the client's Accept (`accept`, e.g. client-go's protobuf-first one) allows JSON too",
     "watch-unparsable": "a watch fault met a stream it cannot read (protobuf from a client that accepts nothing "
                         "else, compressed): it passes untouched; once per stream",
+    "watch-undecodable": "a gzip-encoded watch (1.37's compressed WatchList) held bytes that are not gzip: the "
+                         "revision log reads no more of it (`error`); the stream passes untouched; once per stream",
+    "watch-uncompressed": "a watch fault that edits events asked the apiserver for the watch uncompressed (the "
+                          "client's `acceptEncoding` removed): a 1.37 apiserver gzips a WatchList's stream otherwise",
     "request-unparsable": "a part of a request the proxy could not read (a Binding body that is not JSON, nested too "
                           "deep): decided as if absent, journaled once per kind",
     "upstream-lost": "an upstream connection died, so the matching client connection was closed; or, when the "

@@ -63,9 +63,9 @@ def _header_values(headers: http.Headers, *names: bytes) -> dict[bytes, str]:
 def _answer(response: http.Response, decoded: bool = False) -> Answer:
     """What the apiserver answered, as the stale views read it (the body decoded only when asked)."""
     values = _header_values(response.headers, b"content-type", b"content-encoding")
-    encoded = b"content-encoding" in values
-    body = response.get_content(strict=False) if decoded and encoded else response.raw_content
-    return Answer(response.status_code, values.get(b"content-type", ""), encoded, body)
+    encoding = values.get(b"content-encoding", "")
+    body = response.get_content(strict=False) if decoded and encoding else response.raw_content
+    return Answer(response.status_code, values.get(b"content-type", ""), "" if decoded else encoding, body)
 
 
 def _identify(req: http.Request, path: str, query: str) -> RequestIdentity:
@@ -136,6 +136,7 @@ class FaultAddon:
         elif served is not None:
             req.path = served.path
             req.headers["accept"] = "application/json"  # the initial events are JSON: so is the rest
+            req.headers.pop("accept-encoding", None)  # and plain: they go first, before the watch's own bytes
             flow.metadata[INITIAL] = served.initial
 
     def _wake(self, flow: http.HTTPFlow, tries: int) -> None:
@@ -150,7 +151,7 @@ class FaultAddon:
 
     def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
         """A late commit's answer, seen as any answer (the revision log counts the write)."""
-        self.stale.answered(ident, Answer(status, content_type, False, body), None)
+        self.stale.answered(ident, Answer(status, content_type, "", body), None)
 
     async def done(self) -> None:
         await self.late.close()
@@ -288,6 +289,16 @@ class FaultAddon:
             self.counters.note("watch-as-json", **flow.metadata[DECISION].stamp(),
                                request=flow.metadata[IDENT].as_dict(), accept=accept)
 
+    def _ask_uncompressed(self, flow: http.HTTPFlow) -> None:
+        """An edited watch is asked for uncompressed, the form the editor reads: a 1.37 apiserver gzips a WatchList's
+        stream when the client accepts gzip (`WatchListCompression`), as Go's transport does by itself; journaled.
+        The client's transport takes a plain answer as it is."""
+        if "accept-encoding" in flow.request.headers:
+            accept_encoding = flow.request.headers.get("accept-encoding", "")
+            del flow.request.headers["accept-encoding"]
+            self.counters.note("watch-uncompressed", **flow.metadata[DECISION].stamp(),
+                               request=flow.metadata[IDENT].as_dict(), acceptEncoding=accept_encoding)
+
     @staticmethod
     def _close_upstream(flow: http.HTTPFlow) -> None:
         """Drop the client's apiserver connection(s): every stream on them fails (an apiserver restart).
@@ -324,6 +335,7 @@ class FaultAddon:
                 case EditEvents(editor):
                     flow.metadata[EDITOR] = editor
                     self._ask_json(flow)
+                    self._ask_uncompressed(flow)
                 case CloseUpstream():
                     self._close_upstream(flow)
                     flow.kill()
