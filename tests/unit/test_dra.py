@@ -15,7 +15,14 @@ from kube_fault_proxy.rig.cluster import controller_manager
 from kube_fault_proxy.rig.cluster.control_plane import Options
 from kube_fault_proxy.rig.search import trial
 from kube_fault_proxy.rig.workloads import dra, load
-from kube_fault_proxy.rig.workloads.shapes import ALL_SHAPES, DEVICE_SHAPES, MAX_DEVICES, SHAPES, generate
+from kube_fault_proxy.rig.workloads.shapes import (
+    ALL_SHAPES,
+    BINDING_SHAPES,
+    DEVICE_SHAPES,
+    MAX_DEVICES,
+    SHAPES,
+    generate,
+)
 
 
 @pytest.mark.parametrize(("nodes", "pods"), [(1, 1), (3, 20), (5, 60), (20, 7)])
@@ -29,8 +36,18 @@ def test_every_node_has_the_devices_its_planned_pods_need_and_one_largest_claim_
 
 
 def test_the_search_draws_dra_only_when_asked() -> None:
-    assert "dra" in ALL_SHAPES and "dra" not in SHAPES and DEVICE_SHAPES == ("dra",)
+    assert "dra" in ALL_SHAPES and "dra" not in SHAPES and DEVICE_SHAPES == ("dra", "dra-binding")
     assert len({p.devices for p in generate("dra", 3, 60, seed=1).pods}) == MAX_DEVICES  # all four counts drawn
+
+
+def test_dra_binding_is_dra_with_devices_that_wait_for_their_binding_conditions() -> None:
+    """The same nodes, pods and placement as dra for a seed; only its devices differ (published with binding
+    conditions, which the rig's fake driver sets during the trial)."""
+    plain, waiting = generate("dra", 4, 30, seed=7), generate("dra-binding", 4, 30, seed=7)
+    assert (waiting.nodes, waiting.pods, waiting.placement) == (plain.nodes, plain.pods, plain.placement)
+    assert waiting.shape == "dra-binding" and BINDING_SHAPES == ("dra-binding",) and "dra-binding" not in SHAPES
+    assert dra.resource_slice("n1", 2, binding_conditions=True)["spec"]["devices"][0]["bindingConditions"]
+    assert "bindingConditions" not in dra.resource_slice("n1", 2)["spec"]["devices"][0]
 
 
 def test_a_dra_pod_claims_its_devices_through_a_template() -> None:

@@ -277,7 +277,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         f"for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
     p.add_argument("--shapes", metavar="S,...",
                    help=f"workload shapes the trials draw from (default: {', '.join(SHAPES)}; also "
-                        f"{', '.join(DEVICE_SHAPES)}, whose pods claim devices of a fake DRA driver)")
+                        f"{', '.join(DEVICE_SHAPES)}, whose pods claim devices of a fake DRA driver; with "
+                        "dra-binding the devices wait for binding conditions, which the rig sets as the driver "
+                        "would)")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
     p.add_argument("--controls", type=int, default=3, metavar="N",

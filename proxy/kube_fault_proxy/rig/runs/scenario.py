@@ -33,7 +33,8 @@ class ClusterSpec(StrictModel):
 # beforeScheduler: the scheduler under test is stopped before the load and started after it (its
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
-Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra"]  # rig.shapes.ALL_SHAPES
+# rig.shapes.ALL_SHAPES
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding"]
 
 
 class LoadSpec(StrictModel):

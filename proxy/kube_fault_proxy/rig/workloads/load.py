@@ -151,8 +151,9 @@ def shaped(kube: Kube, shape: str, pods: int, seed: int,
            namespace: str = "default") -> Iterator[shapes.Workload | None]:
     """For a tight shape, every node (by name) given the shape's capacity, labels and taints for the block,
     and the workload over them; the nodes put back as they were (their pool label, taints, capacity and
-    allocatable, as read before) however the block ends. Roomy: nothing changes (None). A device shape (dra)
-    also publishes each node's devices, and the claim templates in `namespace`, for the block."""
+    allocatable, as read before) however the block ends. Roomy: nothing changes (None). A device shape (dra,
+    dra-binding) also publishes each node's devices, and the claim templates in `namespace`, for the block (with
+    binding conditions, the rig's fake driver runs for it too)."""
     if shape == "roomy":
         yield None
         return
@@ -160,7 +161,8 @@ def shaped(kube: Kube, shape: str, pods: int, seed: int,
         with kube.client() as client:
             count = len(list(client.list(Node)))
         workload = shapes.generate(shape, count, pods, seed)
-        with dra.published(kube, [n.devices for n in workload.nodes], [namespace]):
+        with dra.published(kube, [n.devices for n in workload.nodes], [namespace],
+                           binding_conditions=shape in shapes.BINDING_SHAPES):
             yield workload
         return
     with kube.client() as client:

@@ -10,6 +10,8 @@ specs, with a planned legal placement. The tight shapes end full or nearly full,
 - dra: roomy nodes that each publish devices of the rig's fake DRA driver (workloads/dra.py), pods that need
   1-4 of them; every node has the devices its planned pods need plus the most one pod asks for (so any-fit
   always places them). Drawn only when asked for: it needs kube-controller-manager's resourceclaim-controller.
+- dra-binding: dra whose devices have binding conditions (`DRADeviceBindingConditions`, GA in 1.38): a pod waits
+  in the scheduler's PreBind until the rig's fake driver sets its devices Ready in the claim's status.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 SHAPES = ("roomy", "exact-fill", "mixed", "tainted", "anti-affinity")
 TIGHT = SHAPES[1:]
-DEVICE_SHAPES = ("dra",)  # shapes that need more than the default cluster (workloads/dra.py)
+DEVICE_SHAPES = ("dra", "dra-binding")  # shapes that need more than the default cluster (workloads/dra.py)
+BINDING_SHAPES = ("dra-binding",)  # device shapes whose devices wait for binding conditions (the driver sets them)
 ALL_SHAPES = SHAPES + DEVICE_SHAPES
 MAX_DEVICES = 4  # the most devices one pod of the dra shape asks for
 POOL_LABEL = "kube-fault-proxy/pool"
@@ -121,7 +124,8 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
     """The shape's nodes and pods; raises ValueError for an unknown shape or a size below one."""
     if nodes < 1 or pods < 1:
         raise ValueError("a workload needs at least one node and one pod")
-    rng = random.Random(f"kfp-shape:{shape}:{nodes}:{pods}:{seed}")
+    drawn = "dra" if shape in BINDING_SHAPES else shape  # with or without binding conditions: the same workload
+    rng = random.Random(f"kfp-shape:{drawn}:{nodes}:{pods}:{seed}")
     match shape:
         case "roomy":
             return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods,
@@ -167,7 +171,7 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
                 pod_specs.append(_unit(labels={PAIR_LABEL: pair} if pair else {}, anti_affinity=pair))
             return Workload(shape, tuple(_filled(_spread(pods, nodes), spare=1)), tuple(pod_specs),
                             tuple(j % nodes for j in range(pods)))
-        case "dra":
+        case "dra" | "dra-binding":
             wants = [rng.randint(1, MAX_DEVICES) for _ in range(pods)]
             placement = tuple(j % nodes for j in range(pods))
             per_node = [sum(w for w, n in zip(wants, placement, strict=True) if n == i) + MAX_DEVICES
