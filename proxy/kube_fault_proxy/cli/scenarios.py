@@ -15,7 +15,8 @@ from kube_fault_proxy.cli.targets import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig.cluster import build, feature_gates, versions
-from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
+from kube_fault_proxy.rig.cluster.control_plane import needed_components
+from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import show_table
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs import compare

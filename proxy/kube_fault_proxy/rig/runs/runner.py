@@ -21,7 +21,8 @@ from kube_fault_proxy.rig.actions import node_churn, pod_churn
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler, restarted_within
 from kube_fault_proxy.rig.cluster import versions
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, running
+from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.invariants.check import Report

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, down
+from kube_fault_proxy.rig.cluster.control_plane import down
 from kube_fault_proxy.rig.cluster.processes import live_groups
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import differential, precheck, resume, waist
 from kube_fault_proxy.rig.search import known as known_findings
