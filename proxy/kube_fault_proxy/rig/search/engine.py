@@ -24,8 +24,9 @@ from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
+from kube_fault_proxy.rig.search.hit import Hit
 from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, Hit, KnownTally, Outcome, Settings, control_shares
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, KnownTally, Outcome, Settings, control_shares
 from kube_fault_proxy.rig.search.shrink import shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,
