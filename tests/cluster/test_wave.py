@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 from kube_fault_proxy.rig.cluster.processes import group_alive
 from kube_fault_proxy.rig.cluster.record import Cluster
-from kube_fault_proxy.rig.runs.runner import RunResult, Target, run_on
+from kube_fault_proxy.rig.runs.run_record import RunResult, Target
+from kube_fault_proxy.rig.runs.runner import run_on
 from kube_fault_proxy.rig.runs.scenario import Scenario
 
 N = 200

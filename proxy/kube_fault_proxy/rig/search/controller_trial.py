@@ -26,7 +26,7 @@ from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snap
 from kube_fault_proxy.rig.controllers.promises import PROMISES, judge, unconverged
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
 from kube_fault_proxy.rig.invariants import check
-from kube_fault_proxy.rig.runs.runner import timeline_sample
+from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import differential
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.workloads import load
