@@ -47,7 +47,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from kube_fault_proxy.kube.kubeapi import HTTPError, Kube, Pod  # noqa: E402
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, up  # noqa: E402
+from kube_fault_proxy.rig.cluster.control_plane import Options, down, up  # noqa: E402
+from kube_fault_proxy.rig.cluster.record import Cluster  # noqa: E402
 from kube_fault_proxy.rig.workloads import load  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from kube_fault_proxy.kube.kubeapi import delete_namespace
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
 
 from tests.support.cluster import start_cluster, stop_cluster

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
-from kube_fault_proxy.rig.runs.runner import Target, run_on
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.runs.run_record import Target
+from kube_fault_proxy.rig.runs.runner import run_on
 from kube_fault_proxy.rig.runs.scenario import Scenario
 
 N = 200

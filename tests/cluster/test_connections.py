@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 from kube_fault_proxy.rig.cluster.build import build, burst_client
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.proxy_process import ProxyProcess, start_serve
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.processes import ROOT
 

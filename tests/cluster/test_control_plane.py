@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import live_groups
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.cluster import kfp, start_cluster
 from tests.support.processes import ROOT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes import client as k8s
 
 from tests.support.cluster import all_running, api_client, create_pods, kubectl, make_namespace, pod_manifest, wait_for

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import check_world, judge, unconverged

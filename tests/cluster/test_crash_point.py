@@ -3,7 +3,7 @@ Binding commit, restarted from what the cluster holds; the run settles with ever
 
 from __future__ import annotations
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.crash_point import AT, PODS, crash_at_a_point
 

@@ -16,7 +16,8 @@ import pytest
 from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.kube.kubeapi import Kube, Node, Pod, delete_namespace
 from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, running
+from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.controllers.apiserver import Recorder
 from kube_fault_proxy.rig.invariants import devices, gangs
 from kube_fault_proxy.rig.pytest_plugin import Faults, ProxyHandle

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from kube_fault_proxy.rig.cluster.build import kubernetes
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.container.engine import built_image
 from tests.support.cluster import api_client, start_cluster, stop_cluster, wait_for

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.proxy_process import start_serve
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes import watch
 
 from tests.support.cluster import (

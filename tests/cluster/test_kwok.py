@@ -7,8 +7,8 @@ import ipaddress
 import time
 
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.kwok import NODE_LEASE_SECONDS, lease_age
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes import client as k8s
 
 from tests.support.cluster import all_running, api_client, kubectl, make_namespace, pod_manifest, wait_for

@@ -24,8 +24,8 @@ import pytest
 import yaml
 from kube_fault_proxy.proxy.crd.source import ACCESS
 from kube_fault_proxy.rig.cluster import build
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.proxy_process import ProxyProcess, start_serve
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.cluster import kubectl, start_cluster, stop_cluster, wait_for
 from tests.support.crd_examples import REJECTED

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from kube_fault_proxy.rig.cluster import host_sweep, real_node
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.real_node_config import BRIDGE, NODE_IP, NODE_NAME, POD_SUBNET
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.cluster.state import RealNodeRecord
 
 from tests.support.cluster import api_client, kubectl, start_cluster, stop_cluster, wait_for

@@ -16,7 +16,7 @@ import yaml
 from kube_fault_proxy.kube.informer import Informer
 from kube_fault_proxy.kube.kubeapi import Kube, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.terminal import in_pty, piped
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 from kube_fault_proxy.rig.cluster import versions
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search.genome import fault_kind
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes.client.rest import ApiException
 
 from tests.support.cluster import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException

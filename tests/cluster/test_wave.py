@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
-from kube_fault_proxy.rig.runs.runner import RunResult, Target, run_on
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.runs.run_record import RunResult, Target
+from kube_fault_proxy.rig.runs.runner import run_on
 from kube_fault_proxy.rig.runs.scenario import Scenario
 
 N = 200

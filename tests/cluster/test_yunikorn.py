@@ -9,9 +9,10 @@ import httpx
 from kube_fault_proxy import shipped
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster import versions
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
-from kube_fault_proxy.rig.runs.runner import Target, run_on
+from kube_fault_proxy.rig.runs.run_record import Target
+from kube_fault_proxy.rig.runs.runner import run_on
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 from tests.support.cluster import all_running, api_client, create_pods, kfp, pods, wait_for

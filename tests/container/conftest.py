@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.container.engine import Engine, built_image
 from tests.support.cluster import start_cluster, stop_cluster

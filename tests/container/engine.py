@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.processes import ROOT
 

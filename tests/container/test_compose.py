@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from kube_fault_proxy.rig.cluster.build import yunikorn
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.container.engine import BASE_IMAGE, IMAGE, Engine, journal, write_upstream_kubeconfig
 from tests.support.cluster import all_running, api_client, create_pods, kfp, make_namespace, wait_for

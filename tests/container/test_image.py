@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.container.engine import IMAGE, Engine, journal, write_upstream_kubeconfig
 from tests.support.cluster import kfp, wait_for

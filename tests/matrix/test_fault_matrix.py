@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, Options, down, restart_scheduler, up
+from kube_fault_proxy.rig.cluster.control_plane import Options, down, up
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.pytest_plugin import Faults, PluginConfig, ProxyHandle, profiles_in
 from kube_fault_proxy.rig.workloads import load, shapes

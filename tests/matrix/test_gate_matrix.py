@@ -17,15 +17,11 @@ from pathlib import Path
 import pytest
 from kube_fault_proxy.kube.kubeapi import ensure_namespace
 from kube_fault_proxy.rig.cluster import controller_manager
-from kube_fault_proxy.rig.cluster.control_plane import (
-    Cluster,
-    Options,
-    down,
-    regate_controller_manager,
-    regate_scheduler,
-    up,
-)
+from kube_fault_proxy.rig.cluster.control_plane import Options, down, up
+from kube_fault_proxy.rig.cluster.controller_manager import regate_controller_manager
 from kube_fault_proxy.rig.cluster.processes import log_size
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.cluster.schedulers import regate_scheduler
 from kube_fault_proxy.rig.cluster.versions import KUBERNETES
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot

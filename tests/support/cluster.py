@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx2
 from kube_fault_proxy.kube.kubeapi import Kube
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
+from kube_fault_proxy.rig.cluster.record import Cluster
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from lightkube.config.client_adapter import ConnectionParams

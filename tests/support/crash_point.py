@@ -9,9 +9,10 @@ from typing import Any
 
 from kube_fault_proxy.kube.kubeapi import Pod, delete_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import group_alive
-from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, RunResult, Target, run_on
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.runs.run_record import RunResult, Target
+from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, run_on
 from kube_fault_proxy.rig.runs.scenario import Scenario
 
 PODS = 60

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 from kube_fault_proxy.rig.cluster import build
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
 from kube_fault_proxy.rig.cluster.processes import free_port, spawn, stop_groups
 from kube_fault_proxy.rig.cluster.real_node_config import K8S_NAMESPACE, NODE_IP, NODE_NAME, POD_SUBNET
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.processes import ROOT
 

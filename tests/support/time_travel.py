@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from kube_fault_proxy.proxy.control.client import ControlClient
-from kube_fault_proxy.rig.cluster.control_plane import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 from tests.support.cluster import api_client, create_pods, make_namespace, wait_for
 

@@ -12,7 +12,8 @@ from kube_fault_proxy.proxy.profiles.library import load_dir
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig.actions import apiserver_kill
 from kube_fault_proxy.rig.runs import report
-from kube_fault_proxy.rig.runs.runner import RunResult, bind_outcomes
+from kube_fault_proxy.rig.runs.run_record import RunResult
+from kube_fault_proxy.rig.runs.runner import bind_outcomes
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 from tests.support.scenarios import timeline

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kube_fault_proxy.rig.cluster import build, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, up
+from kube_fault_proxy.rig.cluster.gomod import SHIM, yunikorn_gomod
 
 CACHE_GO = textwrap.dedent("""\
     package external
@@ -48,7 +49,7 @@ class FakeGo(build.Toolchain):
         self.compiled: list[tuple[str, str]] = []  # (version, the scheduler cache source it compiled)
 
     def module_dir(self, module: str, version: str, env: dict[str, str], workdir: Path) -> Path:
-        assert (module, version) == (build.SHIM, versions.YUNIKORN)
+        assert (module, version) == (SHIM, versions.YUNIKORN)
         return self.pristine
 
     def compile(self, c: build.Component, moddir: Path, out: Path, env: dict[str, str],
@@ -62,7 +63,7 @@ class FakeGo(build.Toolchain):
 
 def fake_shim(root: Path, read_only: bool = False) -> Path:
     (root / "pkg/cache/external").mkdir(parents=True)
-    (root / "go.mod").write_text(f"module {build.SHIM}\n\ngo 1.25.0\n")
+    (root / "go.mod").write_text(f"module {SHIM}\n\ngo 1.25.0\n")
     (root / "pkg/cache/external/scheduler_cache.go").write_text(CACHE_GO)
     if read_only:  # as Go's module cache is
         for p in sorted(root.rglob("*"), reverse=True):
@@ -119,7 +120,7 @@ def test_a_patch_that_does_not_apply_names_file_and_hunk_and_caches_nothing(tmp_
     assert str(e.value) == (
         f"{patch.resolve()}: hunk 1 of 1 for pkg/cache/external/scheduler_cache.go (patch line 5, @@ -3,6 +3,7 @@) "
         "does not apply: line 4 of pkg/cache/external/scheduler_cache.go is '\\tkey := string(pod.UID)'; "
-        f"the patch expects '\\tkey := pod.UID' (against {build.SHIM}@v1.9.0)")
+        f"the patch expects '\\tkey := pod.UID' (against {SHIM}@v1.9.0)")
     assert go.compiled == [] and cached(cache) == {"bin": [], "build": []}
 
 
@@ -175,7 +176,7 @@ def test_bad_build_inputs(tmp_path: Path, patch: str | None, source: str | None,
 
 def test_our_module_replaces_the_shim_by_a_tree(tmp_path: Path) -> None:
     gomod = textwrap.dedent(f"""\
-        module {build.SHIM}
+        module {SHIM}
 
         go 1.25.0
 
@@ -191,15 +192,15 @@ def test_our_module_replaces_the_shim_by_a_tree(tmp_path: Path) -> None:
         )
         """)
     tree = tmp_path / "src" / "yunikorn-k8shim"
-    out = build.yunikorn_gomod(gomod, versions.YUNIKORN, versions.YUNIKORN_REPLACES, tree)
-    assert f"require {build.SHIM} v1.9.0" in out
-    assert f"\t{build.SHIM} => {tree}\n" in out
+    out = yunikorn_gomod(gomod, versions.YUNIKORN, versions.YUNIKORN_REPLACES, tree)
+    assert f"require {SHIM} v1.9.0" in out
+    assert f"\t{SHIM} => {tree}\n" in out
     # the refused v1.9.0 pin is substituted; a tree's own pin and its own local replace are kept
     assert "\tgithub.com/apache/yunikorn-core => github.com/apache/yunikorn-core v1.9.0\n" in out
     assert f"\tgithub.com/apache/yunikorn-scheduler-interface => {tmp_path / 'src' / 'yunikorn-scheduler-interface'}\n" in out
     assert "\tk8s.io/api => k8s.io/api v0.35.5\n" in out
-    release = build.yunikorn_gomod(gomod, versions.YUNIKORN, versions.YUNIKORN_REPLACES)
-    assert build.SHIM + " =>" not in release
+    release = yunikorn_gomod(gomod, versions.YUNIKORN, versions.YUNIKORN_REPLACES)
+    assert SHIM + " =>" not in release
     assert "yunikorn-scheduler-interface => github.com/apache/yunikorn-scheduler-interface v1.9.0" in release
 
 

@@ -9,6 +9,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kube_fault_proxy.proxy import faults
 from kube_fault_proxy.proxy.crd.definitions import profile_crd
@@ -25,6 +26,17 @@ def test_every_kind_module_is_registered_once() -> None:
                      if issubclass(cls, FaultSpec) and cls is not FaultSpec and cls.__module__ == module.__name__}
     assert declared == set(KINDS), "a FaultSpec in proxy/faults/ that KINDS does not list, or the reverse"
     assert len({k.kind for k in KINDS}) == len(KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.kind for k in KINDS])
+def test_every_kind_has_a_test_file_of_its_own(kind: type[FaultSpec]) -> None:
+    """A kind's tests live in tests/unit/test_<its module>.py (a new fault: one module, one test file), and that
+    file tests it: it names the kind's class or its key."""
+    module = kind.__module__.rsplit(".", 1)[-1]
+    path = ROOT / "tests" / "unit" / f"test_{module}.py"
+    assert path.is_file(), f"{kind.kind} (proxy/faults/{module}.py) has no tests/unit/test_{module}.py"
+    text = path.read_text()
+    assert "def test_" in text and (kind.__name__ in text or kind.kind in text), f"{path.name} does not test {kind.kind}"
 
 
 def test_the_fault_one_of_has_exactly_the_registered_kinds_in_order() -> None:

@@ -8,7 +8,8 @@ import pytest
 from kube_fault_proxy.cli.main import parser
 from kube_fault_proxy.rig.cluster import controller_manager, feature_gates
 from kube_fault_proxy.rig.cluster.build import ALL
-from kube_fault_proxy.rig.cluster.control_plane import Options, UsageError, _check_targets, scheduler_build
+from kube_fault_proxy.rig.cluster.control_plane import Options, UsageError, _check_targets
+from kube_fault_proxy.rig.cluster.schedulers import scheduler_build
 
 
 @pytest.mark.parametrize(("text", "parsed"), [

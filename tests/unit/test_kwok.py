@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kube_fault_proxy.rig.cluster import build, kwok
+from kube_fault_proxy.rig.cluster.gomod import kustomized_documents, restated_gomod
 
 
 def test_every_node_gets_a_pod_range_of_its_own() -> None:
@@ -76,13 +77,13 @@ def test_the_stages_are_the_documents_a_kustomization_names(tmp_path: Path) -> N
         for f in files:
             (tmp_path / d / f).write_text(f"name: {f}\n")
     (tmp_path / "fast" / "kustomization.yaml").write_text(yaml.safe_dump({"resources": ["../node", "../pod"]}))
-    assert build.kustomized_documents(tmp_path / "fast") == ["name: a.yaml", "name: b.yaml", "name: c.yaml"]
+    assert kustomized_documents(tmp_path / "fast") == ["name: a.yaml", "name: b.yaml", "name: c.yaml"]
 
 
 def test_kwoks_module_is_restated_with_its_own_requirements() -> None:
     gomod = ("module sigs.k8s.io/kwok\n\ngo 1.24.0\n\nrequire (\n\tk8s.io/api v0.33.0\n\tgithub.com/a/b v1.0.0 // x\n)\n"
              "\nrequire (\n\tgithub.com/c/d v0.1.0 // indirect\n)\n")
-    out = build.restated_gomod("kfpkwok", "sigs.k8s.io/kwok", gomod, "v0.7.0")
+    out = restated_gomod("kfpkwok", "sigs.k8s.io/kwok", gomod, "v0.7.0")
     assert out.splitlines() == ["module kfpkwok", "", "go 1.24.0", "", "require sigs.k8s.io/kwok v0.7.0", "",
                                 "require (", "\tk8s.io/api v0.33.0", "\tgithub.com/a/b v1.0.0",
                                 "\tgithub.com/c/d v0.1.0", ")"]

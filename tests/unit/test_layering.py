@@ -4,6 +4,7 @@ proxy/mitm/ and FastAPI only in proxy/control/; the pure core imports neither.""
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,33 @@ def test_the_pure_core_has_no_circle_schema_below_faults_and_requests_below_prof
     assert proxy_imports("schema") == set()
     for folder in ("faults", "requests"):
         assert not {m for m in proxy_imports(folder) if m.startswith("kube_fault_proxy.proxy.profiles")}, folder
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(TOP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules a file imports, at the top, inside a function or under TYPE_CHECKING: a name
+    imported from a package is the module of that name when there is one, else the package itself."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found & modules
+
+
+def test_no_module_is_in_an_import_circle() -> None:
+    """Not even one a type annotation alone draws (an import under TYPE_CHECKING): a circle is a room that
+    cannot be read without the one that reads it."""
+    paths = {module_name(p): p for p in EVERY_MODULE}
+    graph = {name: package_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"an import circle: {' -> '.join(e.args[1])}")

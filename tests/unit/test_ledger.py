@@ -16,7 +16,8 @@ from kube_fault_proxy.rig.invariants.history import Change, History
 from kube_fault_proxy.rig.invariants.ledger import LedgerError
 from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome
-from kube_fault_proxy.rig.search.outcome import Hit, Outcome, Settings
+from kube_fault_proxy.rig.search.hit import Hit
+from kube_fault_proxy.rig.search.outcome import Outcome, Settings
 from kube_fault_proxy.rig.search.output import write
 
 from tests.support.journal import SCHEDULER, JournalWriter

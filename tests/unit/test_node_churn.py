@@ -16,8 +16,8 @@ import pytest
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig.actions import node_churn, pod_churn
 from kube_fault_proxy.rig.actions.node_churn import NodeChurn, recreatable, resized
-from kube_fault_proxy.rig.runs.runner import Timeline
 from kube_fault_proxy.rig.runs.scenario import load_scenario
+from kube_fault_proxy.rig.runs.timeline import Timeline
 from lightkube import ApiError
 
 from tests.support.scenarios import timeline

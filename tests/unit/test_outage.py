@@ -1,9 +1,10 @@
-"""Apiserver outages (proxy.mitm.outage) on real connection handlers with fake streams: what closes at
-the start, what is refused meanwhile, how it ends and what is journaled."""
+"""outage (proxy.faults.outage): its plan, and the outage itself (proxy.mitm.outage) on real connection handlers
+with fake streams: what closes at the start, what is refused meanwhile, how it ends and what is journaled."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy import server_hooks
 from mitmproxy.test import taddons, tflow
 
+from tests.support.builders import bind
 from tests.support.mitm import REVERSE, events, live_handler, runtime, upstream_conn
 
 
@@ -106,3 +108,12 @@ def test_a_connection_still_there_at_the_end_is_reported_as_lingering(tmp_path: 
         assert stays.client.id in ps.connections
 
     run(tmp_path, test)
+
+
+def test_an_outage_plans_its_start_and_forwards_nothing() -> None:
+    from kube_fault_proxy.proxy.faults import Outage
+    from kube_fault_proxy.proxy.faults.plan import StartOutage
+
+    plan = Outage(seconds=10).plan(bind("p"), random.Random(0))
+    assert plan.before == (StartOutage(10, "close"),) and not plan.forwards
+    assert plan.describe() == "outage 10s (close new connections)"

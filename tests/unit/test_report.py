@@ -99,7 +99,8 @@ def test_report_command_reprints_a_report_and_names_a_bad_one(tmp_path: Path,
 
 
 def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage() -> None:
-    from kube_fault_proxy.rig.runs.runner import RunResult, bind_outcomes
+    from kube_fault_proxy.rig.runs.run_record import RunResult
+    from kube_fault_proxy.rig.runs.runner import bind_outcomes
 
     run = RunResult("s", "yunikorn", 3)
     run.samples = [{"t": 0.0, "bindsSucceeded": 5, "bindsThrottled": 0, "bindsFailed": 1,

@@ -115,8 +115,9 @@ def test_a_touch_stops_once_the_run_has_ended() -> None:
     from contextlib import contextmanager
     from typing import Any
 
-    from kube_fault_proxy.rig.runs.runner import Target, _perform
+    from kube_fault_proxy.rig.runs.run_record import Target
     from kube_fault_proxy.rig.runs.scenario import Step
+    from kube_fault_proxy.rig.runs.timeline import _perform
 
     stop = threading.Event()
     patched: list[str] = []

@@ -141,8 +141,8 @@ def test_the_timeline_shows_the_scheduler_killed() -> None:
 
 
 def test_the_settle_waits_for_a_kill_still_to_come_at_a_time_or_a_bind_count_not_for_an_event() -> None:
-    from kube_fault_proxy.rig.runs.runner import Timeline
     from kube_fault_proxy.rig.runs.scenario import Step
+    from kube_fault_proxy.rig.runs.timeline import Timeline
 
     def settling(*steps: dict[str, Any], down: bool = False, restarted: float | None = None) -> bool:
         t = Timeline.__new__(Timeline)  # no thread, no control plane: only what the settle asks

@@ -25,7 +25,8 @@ from kube_fault_proxy.rig.search.grammar import (
     random_genome,
     trial_rng,
 )
-from kube_fault_proxy.rig.search.outcome import Hit, Outcome, Settings
+from kube_fault_proxy.rig.search.hit import Hit
+from kube_fault_proxy.rig.search.outcome import Outcome, Settings
 from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult, set_schedulable

@@ -13,7 +13,8 @@ from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order, signature
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, Hit, Outcome, Settings
+from kube_fault_proxy.rig.search.hit import Hit
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.output import control_text, write
 from kube_fault_proxy.rig.search.shrink import Shrunk
 from kube_fault_proxy.rig.search.trial import SEARCH, Tier, TrialResult

@@ -1,25 +1,12 @@
-"""Watch event reassembly and the event editors (cut, drop, duplicate), without sockets."""
+"""Watch event reassembly, event parsing and selectors (proxy.requests.watch), without sockets. The event
+editors are tested with their kinds: test_cut.py, test_drop_events.py, test_duplicate_events.py."""
 
 from __future__ import annotations
 
-import json
-import random
-
 import pytest
-from kube_fault_proxy.proxy.faults.cut import CutEditor
-from kube_fault_proxy.proxy.faults.drop_events import DropEditor
-from kube_fault_proxy.proxy.faults.duplicate_events import DuplicateEditor
 from kube_fault_proxy.proxy.requests.watch import EventSelector, EventStream, parse_event
 
-
-def ev(kind: str, name: str, rv: int, node: str | None = None) -> bytes:
-    obj = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv)},
-           "spec": {"nodeName": node} if node else {}}
-    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-
-
-EVENTS = [ev("ADDED", "a", 1), ev("MODIFIED", "a", 2, "n1"), ev("ADDED", "b", 3), ev("DELETED", "a", 4, "n1")]
-STREAM = b"".join(EVENTS)
+from tests.support.watch_streams import EVENTS, STREAM
 
 
 def passthrough(line: bytes, event: object) -> list[bytes]:
@@ -78,59 +65,3 @@ def test_event_selector(selector: dict[str, object], expected: list[bool]) -> No
     assert [check(parse_event(line)) for line in EVENTS] == expected  # type: ignore[arg-type]
 
 
-def run(editor: object) -> list[bytes]:
-    stream = EventStream(editor.edit)  # type: ignore[attr-defined]
-    return stream.feed(STREAM) + stream.end() + editor.at_end()  # type: ignore[attr-defined]
-
-
-def test_drop_selected_events_and_record_them() -> None:
-    editor = DropEditor(EventSelector(types=["MODIFIED"]), 1.0, random.Random(1))
-    assert run(editor) == [EVENTS[0], EVENTS[2], EVENTS[3]]
-    assert editor.records == [{"action": "dropped", "type": "MODIFIED", "kind": "Pod", "namespace": "ns",
-                               "name": "a", "resourceVersion": "2"}]
-
-
-def test_drop_with_a_probability_is_seeded() -> None:
-    lines = [ev("MODIFIED", f"p{i}", i) for i in range(200)]
-
-    def kept(seed: int) -> list[bytes]:
-        return EventStream(DropEditor(EventSelector(), 0.5, random.Random(seed)).edit).feed(b"".join(lines))
-
-    assert kept(3) == kept(3) != kept(4)
-    assert 60 < len(kept(3)) < 140
-
-
-def test_duplicate() -> None:
-    editor = DuplicateEditor(EventSelector(names=["b"]), 1.0, random.Random(1))
-    assert run(editor) == [EVENTS[0], EVENTS[1], EVENTS[2], EVENTS[2], EVENTS[3]]
-
-
-def test_cut_after_events_with_an_error_drops_the_rest() -> None:
-    editor = CutEditor(2, "expired")
-    out = run(editor)
-    assert out[:2] == EVENTS[:2]
-    assert json.loads(out[2]) == {"type": "ERROR", "object": {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "too old resource version: injected by kube-fault-proxy", "reason": "Expired", "code": 410}}
-    assert len(out) == 3
-    assert not editor.cut_connection
-
-
-def test_cut_after_events_without_an_error_asks_for_a_connection_cut() -> None:
-    editor = CutEditor(3, "none")
-    stream = EventStream(editor.edit)
-    assert stream.feed(STREAM) == EVENTS[:3]
-    assert editor.cut_connection
-
-
-def test_bookmarks_do_not_count_as_events() -> None:
-    bookmark = b'{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"9"}}}\n'
-    editor = CutEditor(1, "internal")
-    out = EventStream(editor.edit).feed(bookmark + EVENTS[0] + EVENTS[1])
-    assert out[:2] == [bookmark, EVENTS[0]] and b'"code":500' in out[2] and len(out) == 3
-
-
-def test_cut_with_an_error_at_the_end_of_the_stream() -> None:
-    editor = CutEditor(None, "expired")
-    out = run(editor)
-    assert out[:4] == EVENTS and b'"reason":"Expired"' in out[4]

@@ -9,16 +9,8 @@ import time
 
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates
-from kube_fault_proxy.rig.cluster.control_plane import (
-    ClusterError,
-    Options,
-    UsageError,
-    default_state_dir,
-    down,
-    env,
-    status,
-    up,
-)
+from kube_fault_proxy.rig.cluster.control_plane import Options, UsageError, down, env, status, up
+from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 
 ALIASES = {"yunikorn": "yunikorn-scheduler"}
 

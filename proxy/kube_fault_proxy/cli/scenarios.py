@@ -15,12 +15,14 @@ from kube_fault_proxy.cli.targets import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
 from kube_fault_proxy.rig.cluster import build, feature_gates, versions
-from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir, needed_components
+from kube_fault_proxy.rig.cluster.control_plane import needed_components
+from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import show_table
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs import compare
 from kube_fault_proxy.rig.runs.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
-from kube_fault_proxy.rig.runs.runner import Target, run_local, run_on
+from kube_fault_proxy.rig.runs.run_record import Target
+from kube_fault_proxy.rig.runs.runner import run_local, run_on
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario

@@ -16,8 +16,8 @@ from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.rig.cluster import build, versions
-from kube_fault_proxy.rig.cluster.control_plane import ClusterError, default_state_dir
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
+from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import differential, known, waist

@@ -156,14 +156,21 @@ def judged(snap: check.Snapshot, schedulers: set[str], grace: float, namespaces:
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The `load` and `check` subcommands."""
-    def target(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config")
-        p.add_argument("--context", help="kubeconfig context (default: current)")
+    _add_load(sub)
+    _add_check(sub)
 
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    """The cluster a subcommand works on: a kubeconfig and its context."""
+    p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--context", help="kubeconfig context (default: current)")
+
+
+def _add_load(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lp = sub.add_parser("load", help="create pods at a rate (bounded), or clean them up")
     lsub = lp.add_subparsers(dest="load_command", required=True, metavar="ACTION")
     pods = lsub.add_parser("pods", help="create pods")
-    target(pods)
+    _add_target(pods)
     pods.add_argument("--count", type=int, default=100, help="pods to create (default 100)")
     pods.add_argument("--rate", type=float, default=100.0, help="pods per second")
     pods.add_argument("--concurrency", type=int, default=8, help="creations in flight")
@@ -177,7 +184,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     dp = lsub.add_parser("dra", help="publish devices of a fake DRA driver on every node (a DeviceClass, a "
                                      "ResourceSlice per node, ResourceClaimTemplates) and create pods that claim 1-4 "
                                      "of them (needs kube-controller-manager's resourceclaim-controller)")
-    target(dp)
+    _add_target(dp)
     dp.add_argument("--count", type=int, default=20, help="pods to create (default 20)")
     dp.add_argument("--rate", type=float, default=20.0, help="pods per second")
     dp.add_argument("--namespace", default="default", help="where the pods, claims and templates go")
@@ -190,7 +197,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     gp = lsub.add_parser("gang", help="create a Workload, a gang PodGroup with minCount and its members over "
                                       "time (needs scheduling.k8s.io/v1beta1, GenericWorkload on every component and "
                                       "kube-controller-manager's podgroup-protection-controller)")
-    target(gp)
+    _add_target(gp)
     gp.add_argument("--name", default="gang", help="the Workload's and PodGroup's name (default gang)")
     gp.add_argument("--namespace", default="default", help="where they go")
     gp.add_argument("--min-count", type=int, default=4, help="the gang's minCount (default 4)")
@@ -200,16 +207,18 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     gp.add_argument("--scheduler-name", default="default-scheduler", help="the members' spec.schedulerName")
     clean = lsub.add_parser("clean", help="delete what a load created: its namespace (the default namespace and "
                                           "other system ones: its pods), or one run's pods; waits until gone")
-    target(clean)
+    _add_target(clean)
     clean.add_argument("--namespace", default="default", help="the load's namespace")
     clean.add_argument("--run-id", help="only this run (default: every run)")
 
+
+def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cp = sub.add_parser("check", help="check invariants: stranded pods, every scheduler's safety (over-commit, "
                                       "placement, cordons, anti-affinity), phantom allocations, what the workload "
                                       "controllers promise (ReplicaSets, Deployments, Jobs, StatefulSets, "
                                       "DaemonSets), what DRA promises (devices allocated once, bound pods' claims "
                                       "reserved) (exit 1 on violation)")
-    target(cp)
+    _add_target(cp)
     cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")
     cp.add_argument("--quiet", type=float, default=10.0, help="seconds without change that count as quiet")

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, kill_apiserver, start_apiserver
+from kube_fault_proxy.rig.cluster.apiserver import kill_apiserver, start_apiserver
+from kube_fault_proxy.rig.cluster.record import Cluster
 
 
 def _binds(control: str) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, kill_scheduler, start_scheduler
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
+from kube_fault_proxy.rig.cluster.schedulers import kill_scheduler, start_scheduler
 
 POLL_SECONDS = 0.1  # how often the journal is read for a crash point: the scheduler dies this soon after
 

@@ -1,4 +1,5 @@
-"""kube-controller-manager on the local control plane: which controllers, and its command line.
+"""kube-controller-manager on the local control plane: which controllers, its command line, its start, and its
+restart with other feature gates.
 
 The controllers are the ones a scheduler test leans on: namespaces are deleted with their content,
 owned objects are collected, every namespace gets its `default` ServiceAccount (so the
@@ -15,7 +16,15 @@ the system under test (`--through-proxy kube-controller-manager`).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from pathlib import Path
+
+import httpx
+
+from kube_fault_proxy.rig.cluster import build, feature_gates
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
+from kube_fault_proxy.rig.cluster.startup import on_a_free_port, say
 
 CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
                "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
@@ -43,3 +52,43 @@ def argv(binary: Path, kubeconfig: Path, pki: Path, port: int, controllers: tupl
             f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
             "--kube-api-qps=200", "--kube-api-burst=400",
             *(["--v=2"] if set(controllers) & set(WORKLOAD_CONTROLLERS) else []), *(gates or [])]
+
+
+def start(c: Cluster, binary: Path, controllers: tuple[str, ...], gates: list[str], via_proxy: bool,
+          timeout: float) -> None:
+    """Start it on a free port with these controllers and its --feature-gates flag (`gates`), its controllers'
+    kubeconfig the proxy's when `via_proxy`, and wait until it answers healthy."""
+    log = c.log("kube-controller-manager")
+
+    def start_on(port: int) -> int:
+        command = argv(binary, c.kubeconfig("controller-manager-via-proxy" if via_proxy else "controller-manager"),
+                       c.dir / "pki", port, controllers, gates,
+                       authentication_kubeconfig=c.kubeconfig("controller-manager"))
+        return c.start("kube-controller-manager", command, log)
+    on_a_free_port("kube-controller-manager", start_on,
+                   lambda port: httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1).text == "ok",
+                   log, timeout)
+    say("  kube-controller-manager ready" + (" (through the proxy)" if via_proxy else ""))
+
+
+def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: float = 120.0) -> float:
+    """Restart kube-controller-manager with these feature gates of its own and the controllers `up` gave it
+    (through the proxy if it was): another target of the same build on the same control plane; its target
+    follows. Returns the seconds the restart took."""
+    t0 = time.monotonic()
+    controllers = c.state.controllers
+    if "kube-controller-manager" not in c.state.processes or controllers is None:
+        raise ClusterError(f"no kube-controller-manager to restart with other gates in {c.dir}")
+    c.forget("kube-controller-manager")
+    all_gates = {**c.feature_gates, "kube-controller-manager": dict(gates)}
+    c.state.feature_gates = {k: g for k, g in all_gates.items() if g}
+    built = f"kube-controller-manager {c.state.builds['kube-controller-manager']}"
+    c.state.targets["kube-controller-manager"] = feature_gates.target(
+        built, all_gates, "kube-controller-manager")
+    c.save()
+    binary = build.build(build.kubernetes("kube-controller-manager", c.state.builds["kube-controller-manager"]),
+                         say=False)
+    start(c, binary, tuple(controllers), feature_gates.flag(all_gates, "kube-controller-manager"),
+          c.via_proxy("kube-controller-manager"), timeout)
+    c.save()
+    return time.monotonic() - t0

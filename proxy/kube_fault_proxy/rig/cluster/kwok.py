@@ -1,4 +1,4 @@
-"""KWOK on the local control plane: the fake Nodes it manages, its configuration, and waiting for them.
+"""KWOK on the local control plane: the fake Nodes it manages, its configuration, its start, and waiting for them.
 
 KWOK (sigs.k8s.io/kwok, as in the seed's kind + KWOK reproduction) plays every kubelet: it
 initialises each Node annotated `kwok.x-k8s.io/node: fake` (conditions, addresses, node info; the
@@ -12,14 +12,21 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from kube_fault_proxy.kube.informer import Informer, Obj
 from kube_fault_proxy.kube.kubeapi import Kube, Node
+from kube_fault_proxy.paths import private_dir, write_private
+from kube_fault_proxy.rig.cluster import build
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
+from kube_fault_proxy.rig.cluster.startup import on_a_free_port, say, tail
 
 MANAGED = "kwok.x-k8s.io/node"  # the annotation KWOK's docs put on the nodes it manages
 POD_NETWORK = ipaddress.ip_network("10.128.0.0/9")  # one /24 per node, like --allocate-node-cidrs
@@ -105,3 +112,26 @@ async def _until_ready(kube: Kube, count: int, timeout: float) -> int:
 def wait_nodes_ready(kube: Kube, count: int, timeout: float) -> int:
     """Watch the fake nodes until `count` are Ready and untainted, or timeout; how many are."""
     return asyncio.run(_until_ready(kube, count, timeout))
+
+
+def start(c: Cluster, binary: Path, nodes: int, shape: NodeShape, timeout: float) -> None:
+    """Start KWOK on a free port and wait until `nodes` fake nodes are Ready and untainted."""
+    t0 = time.monotonic()
+    workdir = private_dir(c.dir / "kwok")
+    log = c.log("kwok")
+
+    def start_on(port: int) -> int:
+        config = write_private(workdir / "kwok.yaml", configuration(build.kwok_stages(), f"127.0.0.1:{port}"))
+        # KWOK_WORKDIR: KWOK reads no ~/.kwok of the user's; only this configuration.
+        return c.start("kwok", [str(binary), f"--kubeconfig={c.kubeconfig('kwok')}", f"--config={config}"], log,
+                       env={**os.environ, "KWOK_WORKDIR": str(workdir)})
+    on_a_free_port("kwok", start_on,
+                   lambda port: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
+                   log, timeout)
+    count = wait_nodes_ready(c.admin_api(), nodes, timeout)
+    if count < nodes:
+        raise ClusterError(f"only {count} of {nodes} nodes became Ready and untainted after {timeout:.0f}s "
+                           f"(KWOK initialises them, kube-controller-manager lifts their not-ready taint); see {log} "
+                           f"and {c.log('kube-controller-manager')}:\n{tail(log)}")
+    say(f"  {nodes} KWOK nodes Ready ({shape.cpu} cpu, {shape.memory}, {shape.pods} pods each; "
+        f"{time.monotonic() - t0:.1f}s)")

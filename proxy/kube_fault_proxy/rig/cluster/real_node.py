@@ -47,7 +47,7 @@ from kube_fault_proxy.rig.cluster.real_node_config import (
 from kube_fault_proxy.rig.cluster.state import RealNodeRecord
 
 if TYPE_CHECKING:
-    from kube_fault_proxy.rig.cluster.control_plane import Cluster
+    from kube_fault_proxy.rig.cluster.record import Cluster
 
 PACKAGES = {"containerd": Path("/usr/bin/containerd"), "runc": RUNC,
             "containernetworking-plugins": CNI_BIN / "bridge", "busybox-static": node_images.BUSYBOX}

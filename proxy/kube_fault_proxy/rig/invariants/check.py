@@ -165,10 +165,21 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
     pods = [p for p in snap.pods if p["spec"].get("schedulerName") == "yunikorn"]
     all_by_uid = {p["metadata"]["uid"]: p for p in pods}
     pods = [p for p in pods if _in(p, namespace)]
-    by_uid = {p["metadata"]["uid"]: p for p in pods}
     by_ref = {_ref(p): p for p in pods}
-    out: list[Violation] = []
+    cache = yk.get("cache") or {}
+    out = _queues_book_bound_pods(snap, yk, pods, namespace)
+    allocations, allocated, asked = _allocations_match_pods(yk, pods, all_by_uid, namespace)
+    out += allocations
+    out += _pending_pods_are_asked(pods, asked, allocated)
+    out += _shim_cache_matches_apiserver(cache, by_ref, namespace)
+    if namespace is None:
+        out += _nothing_left_assumed(cache, by_ref)
+    return out
 
+
+def _queues_book_bound_pods(snap: Snapshot, yk: Obj, pods: list[Obj], namespace: str | None) -> list[Violation]:
+    """I1: each leaf queue books as many pods as are bound in its namespace."""
+    out: list[Violation] = []
     # A pod bound to a node that no longer exists holds no place YuniKorn could book (node removal releases
     # its allocation; PodGC deletes it later): `missing-node` judges it, not I1.
     nodes = {n["metadata"]["name"] for n in snap.nodes}
@@ -183,7 +194,14 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
             out.append(Violation("I1", f"queue {name} books {booked} pods; {bound_per_ns.get(queue_ns, 0)} are bound "
                                        f"in namespace {queue_ns}", (name,),
                                  numbers={"booked": booked, "bound": bound_per_ns.get(queue_ns, 0)}))
+    return out
 
+
+def _allocations_match_pods(yk: Obj, pods: list[Obj], all_by_uid: dict[str, Obj],
+                            namespace: str | None) -> tuple[list[Violation], set[str], set[str]]:
+    """I2: every allocation is a pod bound to its node; with the allocation keys and the asks seen (for I3)."""
+    by_uid = {p["metadata"]["uid"]: p for p in pods}
+    out: list[Violation] = []
     allocated: set[str] = set()
     asked: set[str] = set()
     for app in yk["apps"]:
@@ -206,14 +224,23 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
             elif pod["spec"]["nodeName"] != node:
                 out.append(Violation("I2", f"allocation {ref} is on {node} but the pod is bound to "
                                            f"{pod['spec']['nodeName']}", (ref,), "wrong-node"))
+    return out, allocated, asked
 
+
+def _pending_pods_are_asked(pods: list[Obj], asked: set[str], allocated: set[str]) -> list[Violation]:
+    """I3: a Pending, unbound pod has an ask or an allocation."""
+    out: list[Violation] = []
     for pod in pods:
         uid = pod["metadata"]["uid"]
         if pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName") \
                 and uid not in asked and uid not in allocated:
             out.append(Violation("I3", f"{_ref(pod)} is Pending with neither an ask nor an allocation", (_ref(pod),)))
+    return out
 
-    cache = yk.get("cache") or {}
+
+def _shim_cache_matches_apiserver(cache: Obj, by_ref: dict[str, Obj], namespace: str | None) -> list[Violation]:
+    """I4: the shim cache puts each of YuniKorn's pods on the node the apiserver has it on."""
+    out: list[Violation] = []
     for ref, cached in sorted((cache.get("pods") or {}).items()):
         if namespace is not None and not ref.startswith(f"{namespace}/"):
             continue
@@ -224,14 +251,19 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
         if cached_node != real_node:
             out.append(Violation("I4", f"shim cache has {ref} on {cached_node or 'no node'}; the apiserver on "
                                        f"{real_node or 'no node'}", (ref,)))
-    assumed = int((cache.get("statistics") or {}).get("assumed", 0))
-    if assumed and namespace is None:
-        refs = sorted(ref for ref, info in (cache.get("schedulingState") or {}).items() if info.get("assumed"))
-        named = [f"{ref} ({(by_ref.get(ref) or {}).get('status', {}).get('phase', 'gone')})" for ref in refs[:5]]
-        out.append(Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"
-                                   + (f": {', '.join(named)}{', …' if len(refs) > 5 else ''}" if named else ""),
-                             tuple(refs)))
     return out
+
+
+def _nothing_left_assumed(cache: Obj, by_ref: dict[str, Obj]) -> list[Violation]:
+    """I5: the shim assumes no pod once the cluster is idle (a cluster-wide count)."""
+    assumed = int((cache.get("statistics") or {}).get("assumed", 0))
+    if not assumed:
+        return []
+    refs = sorted(ref for ref, info in (cache.get("schedulingState") or {}).items() if info.get("assumed"))
+    named = [f"{ref} ({(by_ref.get(ref) or {}).get('status', {}).get('phase', 'gone')})" for ref in refs[:5]]
+    return [Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"
+                            + (f": {', '.join(named)}{', …' if len(refs) > 5 else ''}" if named else ""),
+                      tuple(refs))]
 
 
 def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespace: str | None = None) -> Report:

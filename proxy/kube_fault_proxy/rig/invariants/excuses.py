@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_fault_proxy.rig.controllers.promises import Generations
+from kube_fault_proxy.rig.controllers.workload_checks import Generations
 from kube_fault_proxy.rig.controllers.world import (
     World,
     completion_index,

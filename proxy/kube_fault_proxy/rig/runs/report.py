@@ -6,6 +6,7 @@ import html
 import itertools
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +45,42 @@ def _windows(events: list[dict[str, Any]], start: str, end: str, t_end: float) -
     return spans
 
 
+@dataclass(frozen=True)
+class _Plot:
+    """The plot area: seconds run along x up to `t_end`, pods up y to `total`."""
+
+    t_end: float
+    total: float
+    pw: float = W - LEFT - RIGHT
+    ph: float = H - TOP - BOTTOM
+
+    def x(self, t: float) -> float:
+        return float(LEFT + self.pw * t / self.t_end)
+
+    def y(self, v: float) -> float:
+        return float(TOP + self.ph - self.ph * v / self.total)
+
+
 def timeline_svg(run: dict[str, Any]) -> str:
     """The run as a picture: pods bound and pending, binds/s succeeded, failed and throttled, fault windows."""
     samples, events = run["samples"], run["events"]
     t_end = max([s["t"] for s in samples] + [e["t"] for e in events] + [1.0])
-    total = max([s["pods"] for s in samples] + [run["load"].get("requested", 1), 1])
-    rates = _rates(samples)
-    peak = max([r[1] + r[2] + r[3] for r in rates] + [1.0])
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-
-    def x(t: float) -> float:
-        return float(LEFT + pw * t / t_end)
-
-    def y(v: float, top: float = total) -> float:
-        return float(TOP + ph - ph * v / top)
-
+    plot = _Plot(t_end, max([s["pods"] for s in samples] + [run["load"].get("requested", 1), 1]))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
              'font-family="sans-serif" font-size="11">', f'<rect width="{W}" height="{H}" fill="white"/>']
+    parts += _windows_drawn(events, plot)
+    parts += _bind_bars(_rates(samples), plot)
+    parts += _pod_lines_and_steps(samples, run.get("steps", []), plot)
+    parts += _axes(plot)
+    parts += _title_and_legend(run)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _windows_drawn(events: list[dict[str, Any]], plot: _Plot) -> list[str]:
+    """Outages, kills and profile bands as shaded windows; released waves as lines."""
+    x, ph, t_end = plot.x, plot.ph, plot.t_end
+    parts = []
     for a, b, _ in _windows(events, "outage-start", "outage-end", t_end):
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
                      f'fill="{COLORS["outage"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 12}" fill="#9b2c2c">outage</text>')
@@ -81,7 +101,15 @@ def timeline_svg(run: dict[str, Any]) -> str:
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP - 14}" width="{max(x(b) - x(a), 1):.1f}" height="10" '
                      f'fill="{COLORS["profile"]}"/><text x="{x(a) + 3:.1f}" y="{TOP - 6}" fill="#553c9a">'
                      f'{_esc(name)}</text>')
+    return parts
+
+
+def _bind_bars(rates: list[tuple[float, float, float, float]], plot: _Plot) -> list[str]:
+    """Binds/s between samples: succeeded, failed on top, throttled on top of that."""
+    x, pw, ph = plot.x, plot.pw, plot.ph
+    peak = max([r[1] + r[2] + r[3] for r in rates] + [1.0])
     width = max(pw / max(len(rates), 1) - 1, 1)
+    parts = []
     for t, ok, failed, throttled in rates:
         h_ok, h_bad, h_slow = (ph * 0.35 * v / peak for v in (ok, failed, throttled))
         parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok:.1f}" width="{width:.1f}" '
@@ -92,22 +120,41 @@ def timeline_svg(run: dict[str, Any]) -> str:
         if h_slow:  # stacked on top: retried by client-go, not failures the scheduler heard of
             parts.append(f'<rect x="{x(t) - width:.1f}" y="{TOP + ph - h_ok - h_bad - h_slow:.1f}" '
                          f'width="{width:.1f}" height="{h_slow:.1f}" fill="{COLORS["throttled"]}" opacity="0.8"/>')
+    return parts
+
+
+def _pod_lines_and_steps(samples: list[dict[str, Any]], steps: list[dict[str, Any]], plot: _Plot) -> list[str]:
+    """Pods bound and pending as lines; each scenario step as a dashed line with its name."""
+    x, y, ph = plot.x, plot.y, plot.ph
+    parts = []
     for key in ("bound", "pending"):
         pts = " ".join(f"{x(s['t']):.1f},{y(s[key]):.1f}" for s in samples)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[key]}" stroke-width="2"/>')
-    for step in run.get("steps", []):
+    for step in steps:
         sx = x(step["t"])
         parts.append(f'<line x1="{sx:.1f}" x2="{sx:.1f}" y1="{TOP}" y2="{TOP + ph}" '
                      f'stroke="{COLORS["step"]}" stroke-dasharray="3,3"/>')
         if not step["did"].startswith(("activate", "deactivate")):  # those have the profile band
             parts.append(f'<text x="{sx + 3:.1f}" y="{TOP + 26}" fill="{COLORS["step"]}">{_esc(step["did"])}</text>')
-    parts += [f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>',
-              f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>']
+    return parts
+
+
+def _axes(plot: _Plot) -> list[str]:
+    """Both axes, with six ticks each: seconds and pods."""
+    pw, ph = plot.pw, plot.ph
+    parts = [f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>',
+             f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>']
     for i in range(6):
-        t = t_end * i / 5
-        parts.append(f'<text x="{x(t):.1f}" y="{TOP + ph + 14}" text-anchor="middle">{t:.0f}s</text>')
-        v = total * i / 5
-        parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+        t = plot.t_end * i / 5
+        parts.append(f'<text x="{plot.x(t):.1f}" y="{TOP + ph + 14}" text-anchor="middle">{t:.0f}s</text>')
+        v = plot.total * i / 5
+        parts.append(f'<text x="{LEFT - 6}" y="{plot.y(v) + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+    return parts
+
+
+def _title_and_legend(run: dict[str, Any]) -> list[str]:
+    """The scenario, build, seed and verdict above; whether it went as expected; the legend below."""
+    parts = []
     verdict = run["check"].get("verdict", "?")
     broken = [k for k, v in run["check"].get("invariants", {}).items() if not v["holds"]]
     title = (f'{run["scenario"]} · {run.get("build") or run["scheduler"]} · seed {run["seed"]} · {verdict}'
@@ -126,8 +173,7 @@ def timeline_svg(run: dict[str, Any]) -> str:
                 'stroke-dasharray="3,3" stroke-width="2"/>' if key == "step" else
                 f'<rect x="{lx}" y="{H - 22}" width="12" height="12" fill="{COLORS[key]}"/>')
         parts.append(f'{mark}<text x="{lx + 16}" y="{H - 12}">{label}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return parts
 
 
 def _binds(b: dict[str, Any]) -> str:

@@ -19,13 +19,14 @@ import httpx
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.cluster.control_plane import ClusterError, regate_controller_manager
+from kube_fault_proxy.rig.cluster.controller_manager import regate_controller_manager
+from kube_fault_proxy.rig.cluster.record import ClusterError
 from kube_fault_proxy.rig.controllers import workloads
 from kube_fault_proxy.rig.controllers.apiserver import RESOURCES, Recorder, snapshot
 from kube_fault_proxy.rig.controllers.promises import PROMISES, judge, unconverged
 from kube_fault_proxy.rig.controllers.world import WORKLOADS
 from kube_fault_proxy.rig.invariants import check
-from kube_fault_proxy.rig.runs.runner import timeline_sample
+from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import differential
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.workloads import load

@@ -15,16 +15,18 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, down
+from kube_fault_proxy.rig.cluster.control_plane import down
 from kube_fault_proxy.rig.cluster.processes import live_groups
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import differential, precheck, resume, waist
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
+from kube_fault_proxy.rig.search.hit import Hit
 from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, Hit, KnownTally, Outcome, Settings, control_shares
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, KnownTally, Outcome, Settings, control_shares
 from kube_fault_proxy.rig.search.shrink import shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,

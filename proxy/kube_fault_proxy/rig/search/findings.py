@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
+from kube_fault_proxy.rig.search.hit import Hit
 from kube_fault_proxy.rig.search.waist import CONTROLLERS, SCHEDULER
 
 if TYPE_CHECKING:
-    from kube_fault_proxy.rig.search.outcome import Hit
     from kube_fault_proxy.rig.search.shrink import Shrunk
     from kube_fault_proxy.rig.search.trial import TrialResult
 

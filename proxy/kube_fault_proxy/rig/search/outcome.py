@@ -11,7 +11,7 @@ from typing import Any
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding
-from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.hit import Hit
 from kube_fault_proxy.rig.search.shrink import Shrunk
 from kube_fault_proxy.rig.search.trial import TrialResult
 from kube_fault_proxy.rig.workloads.shapes import SHAPES
@@ -68,33 +68,6 @@ def control_shares(control: list[str] | None, target: list[str]) -> bool:
     the hit confirmed; what it broke is the control scheduler's own finding, reported apart."""
     broken = control or []
     return any(c.startswith("error:") for c in broken) or bool(set(broken) & set(target))
-
-
-@dataclass
-class Hit:
-    """A trial that broke invariants, and what confirming it showed."""
-
-    trial: int
-    genome: Genome
-    broken: list[str]
-    replay: list[str] | None = None
-    control: list[str] | None = None
-    # confirmed | not-reproduced | control-broken (the control broke the same: the faults' or the workload's doing)
-    # | no-injection (nothing injected: not the faults) | known (a known bug's signature, confirmed once)
-    # | excused (the ledger excuses every break: the fault's own effect, invariants/excuses.py)
-    verdict: str = "unconfirmed"
-    known: str | None = None  # the known finding's id, or why the ledger excuses it
-    ledger: str | None = None  # what the ledger excused of the first run's breaks and what it did not
-
-    @property
-    def target(self) -> list[str]:
-        """What both the first run and the replay broke."""
-        return sorted(set(self.broken) & set(self.replay or []))
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
-                "control": self.control, "verdict": self.verdict, "known": self.known, "ledger": self.ledger}
 
 
 @dataclass

@@ -18,9 +18,12 @@ from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, Options, restart_scheduler, running
+from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
+from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.invariants import check, devices, ledger, pod_scheduled, pod_waits
-from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, timeline_sample
+from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES
+from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.excused import judge_trial

@@ -215,22 +215,35 @@ async def _create_one(conn: pod_posts.Connection | None, create_lightkube: Any, 
             await asyncio.sleep(0.5)
 
 
+class _Pace:
+    """A shared schedule: request k goes out no earlier than start + k/rate."""
+
+    def __init__(self, start: float, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.next_at = start
+
+    async def wait(self) -> None:
+        """Until this request's turn."""
+        now = time.monotonic()
+        at = max(self.next_at, now)
+        self.next_at = at + self.interval
+        await asyncio.sleep(at - now)
+
+
+def _status(result: LoadResult, start: float) -> str:
+    """The progress line: what was sent, created and failed, and the rate so far."""
+    elapsed = time.monotonic() - start
+    return (f"sent, {result.created} created, {result.failed} failed, "
+            f"{result.created / elapsed if elapsed else 0:.0f}/s")
+
+
 async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -> None:
     start = time.monotonic()
     deadline = start + spec.timeout
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(spec.count):
         queue.put_nowait(i)
-    interval = 1.0 / spec.rate
-    next_at = start
-
-    async def pace() -> None:
-        """A shared schedule: request k goes out no earlier than start + k/rate."""
-        nonlocal next_at
-        now = time.monotonic()
-        at = max(next_at, now)
-        next_at = at + interval
-        await asyncio.sleep(at - now)
+    pace = _Pace(start, spec.rate)
 
     # Plain HTTP/1.1 POSTs (pod_posts: a keep-alive connection per creation in flight, ~0.25 ms of
     # CPU a pod against lightkube's ~1.2-1.9 ms); lightkube when the credentials are not a bearer
@@ -252,7 +265,7 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
             try:
                 while not queue.empty() and time.monotonic() < deadline:
                     i = queue.get_nowait()
-                    await pace()
+                    await pace.wait()
                     name = f"load-{spec.run_id}-{i:05d}"
                     why = await _create_one(conn, create_lightkube, path, pod_manifest(spec, name, i), spec,
                                             deadline)
@@ -268,13 +281,8 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
 
         async def report(bar: Progress) -> None:
             while True:
-                bar.update(result.created + result.failed, status=status())
+                bar.update(result.created + result.failed, status=_status(result, start))
                 await asyncio.sleep(0.25)
-
-        def status() -> str:
-            elapsed = time.monotonic() - start
-            return (f"sent, {result.created} created, {result.failed} failed, "
-                    f"{result.created / elapsed if elapsed else 0:.0f}/s")
 
         with Progress("pods", spec.count, enabled=progress) as bar:
             reporter = asyncio.create_task(report(bar))
@@ -282,7 +290,7 @@ async def _run(kube: Kube, spec: LoadSpec, result: LoadResult, progress: bool) -
                 await asyncio.gather(*(worker() for _ in range(max(1, spec.concurrency))))
             finally:
                 reporter.cancel()
-            bar.update(result.created + result.failed, status=status())
+            bar.update(result.created + result.failed, status=_status(result, start))
     result.seconds = time.monotonic() - start
     result.timed_out = result.created + result.failed < spec.count
 

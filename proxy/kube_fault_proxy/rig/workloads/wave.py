@@ -11,7 +11,8 @@ from typing import Any
 from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import HTTPError, Kube, Pod
-from kube_fault_proxy.rig.cluster.control_plane import Cluster, start_scheduler, stop_scheduler
+from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.cluster.schedulers import start_scheduler, stop_scheduler
 from kube_fault_proxy.rig.workloads import pod_posts
 
 # The scheduling gate every held-back pod is created with (spec.schedulingGates): the scheduler keeps

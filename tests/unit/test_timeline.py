@@ -1,4 +1,4 @@
-"""The runner's parts that need no cluster: journal records as run events, steps that wait for the journal."""
+"""A run's timeline (rig/runs/timeline.py), without a cluster: journal records as run events, steps that wait for the journal."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kube_fault_proxy.rig.runs.runner import Timeline, journal_event
 from kube_fault_proxy.rig.runs.scenario import load_scenario
+from kube_fault_proxy.rig.runs.timeline import Timeline, journal_event
 
 from tests.support.scenarios import timeline
 
