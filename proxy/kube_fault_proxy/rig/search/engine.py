@@ -18,7 +18,7 @@ from pathlib import Path
 from kube_fault_proxy.rig.cluster.control_plane import Cluster, ClusterError, down
 from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.search import control as controls
-from kube_fault_proxy.rig.search import differential, precheck, resume, waist
+from kube_fault_proxy.rig.search import differential, planned, precheck, resume, waist
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
@@ -251,7 +251,10 @@ class Search:
         with guard.installed():
             try:
                 try:
-                    self.search(out)
+                    if s.plan:
+                        planned.run(self, out)
+                    else:
+                        self.search(out)
                     out.phase = "shrinking"
                     self.shrink_all(out)
                     out.phase = "done"
