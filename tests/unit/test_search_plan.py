@@ -258,3 +258,31 @@ def test_a_planned_search_without_a_reference_says_why(tmp_path: Path) -> None:
     out = Outcome(s)
     planned.run(Search(s, lambda _: None), out)
     assert out.plan is None and out.plan_error is not None and "not a reference run (KeyError" in out.plan_error
+
+
+def test_a_continued_planned_search_takes_its_own_reference_again(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kube_fault_proxy.rig.search import resume
+    from kube_fault_proxy.rig.search.engine import Search
+    from kube_fault_proxy.rig.search.outcome import Outcome
+    from kube_fault_proxy.rig.search.trial import TrialResult
+
+    s = settings(tmp_path / "out", "--plan", "--max-trials", "1")
+    s.out.mkdir(parents=True)
+    doc = planned.reference_doc("yunikorn", Genome(rules=(), pods=20, seed=5), scheduler_history(), CLEAN_JOURNAL,
+                                PHASES, T0 + 8)
+    (s.out / planned.REFERENCE).write_text(json.dumps(doc))
+
+    def record(_: Any) -> Any:
+        raise AssertionError("a continued search records no new reference run")
+
+    monkeypatch.setattr(planned, "record_reference", record)
+    search = Search(s, lambda _: None)
+    search.records = resume.Records([{"name": "p0", "digest": "x", "scheduler": "yunikorn"}])
+    search.trial = lambda sched, g, name, *_: TrialResult(name, sched, g)  # type: ignore[method-assign]
+    out = Outcome(s)
+    planned.run(search, out)
+    assert out.plan is not None and out.plan["perturbationsRun"] == 1 and out.plan["pointsSeen"] == 8
+    search.records = resume.Records([])  # a fresh start (or --fresh) records one
+    with pytest.raises(AssertionError, match="records no new reference"):
+        planned.run(search, Outcome(s))

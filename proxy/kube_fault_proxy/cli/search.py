@@ -196,6 +196,11 @@ def summary(out: Outcome, s: Settings) -> int:
               f"started is stopped; report: {report}\ncontinue: the same command (same -o and --seed)")
         return 128 + signal.Signals[out.interrupted].value  # as a shell reports a command a signal ended
     canaries = f"{len(out.canaries)} canaries ({len(out.broken_canaries())} broke: the rig's or the workload's)"
+    if s.plan:
+        plan = out.plan
+        print(f"the plan: {plan['pointsCovered']} of {plan['points']} points covered, {plan['distinctEndStates']} "
+              f"distinct end states reached ({plan['perturbationsRun']} of {plan['perturbations']} perturbations "
+              "run)" if plan is not None else f"no plan: {out.plan_error}")
     nothing = f"{out.injected_nothing} injected nothing ({out.injected_nothing_share():.0%})"
     if not out.findings:
         print(f"no confirmed violation in {len(out.trials)} trials ({out.search_seconds:.0f}s; {nothing}; "

@@ -65,10 +65,12 @@ def record_reference(search: Search) -> tuple[Genome, list[causal.Point], dict[s
 def run(search: Search, out: Outcome) -> None:
     """The planned search: reference, plan, the plan's trials in order until the budget or the trial cap ends."""
     s = search.s
+    # A search that continues (the same -o, not --fresh) takes its own reference run again: the same plan.
+    source = s.plan_from or (s.out if search.records.by_name and (s.out / REFERENCE).is_file() else None)
     try:
-        if s.plan_from is not None:
-            genome, points, doc = read_reference(s.plan_from, s.scheduler)
-            search.note(f"the reference run of {s.plan_from / REFERENCE}: {len(points)} causal points")
+        if source is not None:
+            genome, points, doc = read_reference(source, s.scheduler)
+            search.note(f"the reference run of {source / REFERENCE}: {len(points)} causal points")
         else:
             genome, points, doc = record_reference(search)
     except causal.ReferenceError as e:
