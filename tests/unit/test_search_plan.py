@@ -286,3 +286,20 @@ def test_a_continued_planned_search_takes_its_own_reference_again(tmp_path: Path
     search.records = resume.Records([])  # a fresh start (or --fresh) records one
     with pytest.raises(AssertionError, match="records no new reference"):
         planned.run(search, Outcome(s))
+
+
+def test_a_recorded_trial_keeps_its_journal_and_marks_its_phases() -> None:
+    from types import SimpleNamespace
+
+    from kube_fault_proxy.rig.search.trial import TrialResult, read_journal
+
+    records = [{"seq": 7, "time": T0 + 1, "event": "activate", "profile": "p", "epoch": 1}]
+    control = SimpleNamespace(journal_after=lambda since: SimpleNamespace(next=since + 1, records=records))
+    kept, plain = (TrialResult("ref", "yunikorn", Genome(rules=()), journal=j) for j in ([], None))
+    for result in (kept, plain):
+        read_journal(SimpleNamespace(cursor=6), control, result, NS, T0, {})  # type: ignore[arg-type]
+    assert kept.journal == records and plain.journal is None
+    kept.steps = [{"t": 4.0, "did": "touched 20 pods"}, {"t": 6.5, "did": "deleted 3 pods"}, {"t": 7.0}]
+    kept.mark_phases(T0, T0 + 8)
+    assert kept.phases == [("load", T0), ("1:touched", T0 + 4.0), ("2:deleted", T0 + 6.5)]
+    assert kept.faults_end == T0 + 8
