@@ -130,7 +130,9 @@ def test_the_plan_lands_each_perturbation_at_its_point() -> None:
         settings = next(iter(rule["fault"].values()))
         if "events" in settings:
             assert settings["events"] == {"types": ["ADDED"], "names": ["load-*-00002"]}
-        assert reopen["when"]["trigger"] == {"match": BINDING, "count": 1}  # one Binding came before the event
+        # just after the one Binding that came before the event: once answered, on the next request of any kind
+        assert reopen["when"]["trigger"] == {"match": BINDING, "count": 1, "answered": True}
+        assert "match" not in reopen
         assert traits(fault_kind(reopen)).reopens is not None and traits(fault_kind(reopen)).acts_on != "watch"
 
 
@@ -243,6 +245,7 @@ def test_a_planned_search_runs_its_plan_in_order_within_the_trial_cap(tmp_path: 
     assert out.plan is not None and out.plan["perturbationsRun"] == 4 and out.plan["perturbationsLanded"] == 2
     assert out.plan["distinctEndStates"] == 2 and len(out.trials) == 4
     assert (s.out / planned.REFERENCE).is_file()  # the reference a later --plan-from may read
+    assert search.step == "p"  # its hits, replays and controls are named p12, p12-replay, p12-control
     report = write(out, ["search"]).read_text()
     assert "## The plan" in report and f"points covered: {out.plan['pointsCovered']} of" in report
 

@@ -81,6 +81,7 @@ def run(search: Search, out: Outcome) -> None:
     plan = plans.build(points, s.kinds, search.waist, s.seed, s.plan_per_group)
     plan.save(s.out / PLAN)
     cov = plans.PlanCoverage(plan)
+    search.step = "p"
     out.plan = cov.as_dict()
     search.note(f"the plan: {len(plan.perturbations)} perturbations at {len(plan.points)} points "
                 f"({len(points)} causal points, {len(plan.groups)} groups)")

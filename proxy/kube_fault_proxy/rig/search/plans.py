@@ -8,8 +8,9 @@ What lands where, drawn from the asked kinds by their traits (never their names)
   relists, on the watch of its resource, hiding the last write (one write back when the kind counts writes),
   with a relisting reopen (a crash point first) on that write;
 - at an event the target consumed before a write: each kind that edits watch events, on the watch of its resource,
-  its `events` (when it has them) set to that event's type and object, with a reopen (the cheapest asked) at the
-  last write of the same match before the event, so the rule decides the watch that carries it.
+  its `events` (when it has them) set to that event's type and object, with a reopen (the cheapest asked) just
+  after the last write of the same match before the event (once it was answered), so the rule decides the watch
+  that carries it.
 
 Equivalent points (same resource, verb and phase of the workload) form a group; the plan keeps `per_group` of each
 (spread over the group), and runs them round-robin over the groups, so a budget that ends early has covered as many
@@ -87,9 +88,14 @@ def _reopen(kinds: Sequence[str], relist: bool) -> str | None:
     return pool[0] if pool else None
 
 
-def _reopen_rule(kind: str, point: Point, waist: Waist, count: int, rng: random.Random) -> Rule:
-    return {"name": f"r2-reopen-{kind.lower()}", "match": selector(waist, point.write),
-            "when": _at_write(point, waist, count), "fault": {kind: SPECS[kind].companion(rng)}}
+def _reopen_rule(kind: str, point: Point, waist: Waist, count: int, rng: random.Random, at: bool = True) -> Rule:
+    """A reopen of the target's watches: `at` the Nth write (that write's own request), or just after it (the first
+    request of any kind once the Nth write was answered 2xx, so the counted write itself is left alone)."""
+    if at:
+        return {"name": f"r2-reopen-{kind.lower()}", "match": selector(waist, point.write),
+                "when": _at_write(point, waist, count), "fault": {kind: SPECS[kind].companion(rng)}}
+    when = {"trigger": {"match": selector(waist, point.write), "count": count, "answered": True}, "maxInjections": 1}
+    return {"name": f"r2-reopen-{kind.lower()}", "when": when, "fault": {kind: SPECS[kind].companion(rng)}}
 
 
 def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> list[Perturbation]:
@@ -151,10 +157,10 @@ def at_event(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> lis
         rule = {"name": f"r1-{kind.lower()}-{point.match}",
                 "match": {"verbs": ["watch"], "resources": [point.resource]},
                 "when": {"maxInjections": 1}, "fault": {kind: settings}}
-        # reopened at the last write of the match before the event (the first, when none came before it)
+        # reopened just after the last write of the match before the event (the first, when none came before it)
         out.append(Perturbation(point.id, f"the {point.verb} event of {point.names} on the {point.resource} watch "
                                           f"edited ({kind}, reopened by {reopen})",
-                                (rule, _reopen_rule(reopen, point, waist, max(1, point.before), rng))))
+                                (rule, _reopen_rule(reopen, point, waist, max(1, point.before), rng, at=False))))
     return out
 
 
