@@ -92,8 +92,12 @@ def test_a_controllers_writes_are_its_creates_and_status_writes() -> None:
     history = History([Change(T0, "ReplicaSet", "ADDED", rs),
                        Change(T0 + 1, "Pod", "ADDED", pod("web-7d9-abcde", 21, owner="web-7d9")),
                        Change(T0 + 1, "Pod", "ADDED", pod("web-7d9-fghij", 22, owner="web-7d9")),
-                       Change(T0 + 2, "ReplicaSet", "MODIFIED", rs2)], T0, T0 + 3)
-    pts = causal.points(history, [], CONTROLLERS)
+                       Change(T0 + 2, "ReplicaSet", "MODIFIED", rs2),
+                       Change(T0, "Node", "ADDED", {"metadata": {"name": "n1", "resourceVersion": "19"},
+                                                    "status": {"conditions": []}}),
+                       Change(T0 + 2, "Node", "MODIFIED", {"metadata": {"name": "n1", "resourceVersion": "24"},
+                                                          "status": {"conditions": [{"type": "Ready"}]}})], T0, T0 + 3)
+    pts = causal.points(history, [], CONTROLLERS)  # a node's heartbeat is no status write of theirs
     assert [(p.kind, p.match, p.count) for p in pts] == [
         ("write", "replicaset-write", 1), ("write", "pod-create", 1), ("event", "workload-watch", 1),
         ("write", "pod-create", 2), ("write", "status-write", 1)]
@@ -306,3 +310,39 @@ def test_a_recorded_trial_keeps_its_journal_and_marks_its_phases() -> None:
     kept.mark_phases(T0, T0 + 8)
     assert kept.phases == [("load", T0), ("1:touched", T0 + 4.0), ("2:deleted", T0 + 6.5)]
     assert kept.faults_end == T0 + 8
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_captured_kube_scheduler_reference_gives_its_bindings_and_their_events() -> None:
+    """tests/unit/data/search-plan-reference.json: the reference run of `search --target kube-scheduler --plan
+    --pods 20 --nodes 4` (2026-12-06, kube-scheduler v1.38.0-beta.0), its objects cut to the fields the plan reads."""
+    genome, pts, _ = planned.read_reference_file(DATA / "search-plan-reference.json", "kube-scheduler")
+    assert (genome.pods, genome.shape, genome.action) == (20, "roomy", None)
+    bindings = [p for p in pts if p.kind == causal.WRITE]
+    assert [p.count for p in bindings] == list(range(1, 21)) and {p.match for p in bindings} == {"binding"}
+    assert len({p.names for p in bindings}) == 20  # twenty pods, each bound once
+    events = [p for p in pts if p.kind == causal.EVENT]
+    assert len(events) == 20 and {(p.verb, p.match) for p in events} == {("ADDED", "pod-watch")}
+    assert all(e.names == w.names for e, w in zip(events, bindings, strict=True))  # each pod's ADDED, then its bind
+    plan = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=1, per_group=2)
+    assert [p.id for p in plan.points] == ["w1-binding", "e1-pods", "w20-binding", "e20-pods"]
+    assert len(plan.perturbations) == 16 and plan.skipped == []
+    assert all(valid(Genome(rules=p.rules)) for p in plan.perturbations)
+
+
+def test_a_recorded_controllers_history_gives_their_writes_by_resource() -> None:
+    import gzip
+
+    history = History.from_dict(json.loads(gzip.decompress((DATA / "controllers-history-clean.json.gz").read_bytes())))
+    pts = causal.points(history, [], CONTROLLERS)
+    writes = {p.match for p in pts if p.kind == causal.WRITE}
+    assert writes == {"status-write", "pod-create", "pod-delete", "replicaset-write"}
+    groups = {p.group for p in pts}
+    assert {"replicasets update/patch/status load", "deployments update/patch/status load", "pods create load",
+            "pods delete load"} <= groups
+    assert not any(g.startswith("nodes ") for g in groups)  # a node's status is no controller's write
+    plan = plans.build(pts, KNOWN_KINDS, CONTROLLERS, seed=1, per_group=1)
+    assert len(plan.points) == len(groups) and plan.skipped == []
+    assert not any(traits(fault_kind(r)).at_a_count for p in plan.perturbations for r in p.rules)  # refused here

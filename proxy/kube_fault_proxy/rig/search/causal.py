@@ -20,7 +20,7 @@ from typing import Any
 
 from kube_fault_proxy.rig.invariants import ledger
 from kube_fault_proxy.rig.invariants.history import Change, History
-from kube_fault_proxy.rig.search.waist import CONTROLLERS, Selector, Waist
+from kube_fault_proxy.rig.search.waist import CONTROLLERS, WORKLOAD_RESOURCES, Selector, Waist
 
 WRITE, EVENT = "write", "event"
 LOAD_POD = re.compile(r"^(load)-[0-9a-f]+-(\d+)$")  # rig/workloads/load.py names pods load-<run id>-<index>
@@ -119,7 +119,8 @@ def _controller_write(c: Change, before: Mapping[str, Any] | None) -> str | None
         return None
     if c.kind == "ReplicaSet" and c.type == "ADDED" and owned and before is None:
         return "replicaset-write"
-    if c.type == "MODIFIED" and before is not None and c.obj.get("status") != before.get("status"):
+    if (resource_of(c.kind) in WORKLOAD_RESOURCES and c.type == "MODIFIED" and before is not None
+            and c.obj.get("status") != before.get("status")):  # a workload's, not a node's heartbeat
         return "status-write"
     return None
 
@@ -205,7 +206,8 @@ def _write_point(c: Change, match: str, count: int, waist: Waist, phases: Sequen
     verbs, subs = sel.get("verbs", ["write"]), sel.get("subresources")
     verb = f"{verbs[0] if len(verbs) == 1 else '/'.join(verbs)}{'/' + subs[0] if subs else ''}"
     _, ns, name = _key(c)
-    return Point(f"w{count}-{match}", WRITE, match, sel.get("resources", [resource_of(c.kind)])[0], verb,
+    own, resources = resource_of(c.kind), sel.get("resources", [resource_of(c.kind)])
+    return Point(f"w{count}-{match}", WRITE, match, own if own in resources else resources[0], verb,
                  phase_of(c.t, phases), count, f"{ns}/{name}", name_glob(name, owner[1] if owner else ""),
                  c.revision, match)
 

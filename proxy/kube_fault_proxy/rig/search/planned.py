@@ -31,7 +31,11 @@ def reference_doc(target: str, genome: Genome, history: History, journal: list[d
 def read_reference(directory: Path, target: str) -> tuple[Genome, list[causal.Point], dict[str, Any]]:
     """An earlier reference run (its REFERENCE file in `directory`): its workload and its causal points;
     ReferenceError names the file and the field that is wrong."""
-    path = directory / REFERENCE
+    return read_reference_file(directory / REFERENCE, target)
+
+
+def read_reference_file(path: Path, target: str) -> tuple[Genome, list[causal.Point], dict[str, Any]]:
+    """A reference run's file, read as `read_reference` reads it."""
     try:
         doc = json.loads(path.read_text())
         g = doc["genome"]
