@@ -168,9 +168,10 @@ def test_points_are_kept_per_group_and_run_round_robin() -> None:
 def test_coverage_counts_landed_points_and_distinct_end_states() -> None:
     plan = plans.build(scheduler_points(), KNOWN_KINDS, SCHEDULER, seed=3, per_group=5)
     cov = plans.PlanCoverage(plan)
-    first, second = plan.perturbations[0], plan.perturbations[1]
+    first = plan.perturbations[0]
+    second = next(p for p in plan.perturbations if p.point != first.point)
     cov.add(first, {first.rules[0]["name"]}, {"pods": 3, "pods/bound": 3, "node/n1/pods": 3})
-    cov.add(second, {"some-other-rule"}, {"pods": 3, "pods/bound": 2, "node/n1/pods": 2})
+    cov.add(second, {"some-other-rule"}, {"pods": 3, "pods/bound": 2, "node/n1/pods": 2}, broken=["stranded"])
     cov.add(second, set(), {"pods": 3, "pods/bound": 2, "node/n1/pods": 1}, masked=frozenset({"node/n1/pods"}))
     cov.add(second, set(), None)  # an errored trial: no end state
     doc = cov.as_dict()
@@ -178,8 +179,14 @@ def test_coverage_counts_landed_points_and_distinct_end_states() -> None:
     assert doc["pointsRun"] == len({first.point, second.point}) and doc["perturbationsRun"] == 4
     assert doc["perturbationsLanded"] == 1 and doc["distinctEndStates"] == 3
     assert first.point not in doc["uncovered"] and len(doc["uncovered"]) == doc["points"] - 1
+    rows = {r["point"]: r for r in doc["byPoint"]}
+    assert (rows[second.point]["broke"], rows[second.point]["run"], rows[second.point]["landed"]) == (["stranded"], 3, 0)
+    assert (rows[first.point]["broke"], rows[first.point]["run"], rows[first.point]["landed"]) == ([], 1, 1)
+    assert rows[first.point]["object"] == f"{NS}/load-0a1b2c3d-00001"  # the pod whose status write it is
     text = "\n".join(plans.lines(doc))
     assert "points covered: 1 of 8 in the plan" in text and "distinct end states reached: 3" in text
+    assert f"| {second.point} | {rows[second.point]['group']} | {rows[second.point]['object']} |" in text
+    assert text.count("\n| ") == 1 + len(plan.points)  # the head and a row per point
 
 
 def test_a_reference_run_is_read_back(tmp_path: Path) -> None:

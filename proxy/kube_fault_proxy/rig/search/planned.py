@@ -99,7 +99,7 @@ def run(search: Search, out: Outcome) -> None:
         search.learn(g, result)
         base = search.baseline(s.scheduler, g) if s.differential else None
         cov.add(pert, result.fired, None if result.error else result.end_state,
-                base.masked if base is not None else frozenset())
+                base.masked if base is not None else frozenset(), result.broken)
         out.plan = cov.as_dict()
         if search.progress is not None:
             search.progress(out)

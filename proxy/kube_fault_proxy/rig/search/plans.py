@@ -207,12 +207,15 @@ class PlanCoverage:
     plan: Plan
     run: dict[str, int] = field(default_factory=dict)  # point -> perturbations run
     landed: dict[str, int] = field(default_factory=dict)  # point -> perturbations whose first rule fired
+    broke: dict[str, set[str]] = field(default_factory=dict)  # point -> invariants its trials broke
     end_states: set[str] = field(default_factory=set)
 
     def add(self, pert: Perturbation, fired: Iterable[str], end_state: Mapping[str, Any] | None,
-            masked: frozenset[str] = frozenset()) -> None:
-        """Count one planned trial: its point, whether its landing rule fired, its end state (masked facts out)."""
+            masked: frozenset[str] = frozenset(), broken: Iterable[str] = ()) -> None:
+        """Count one planned trial: its point, whether its landing rule fired, what it broke, its end state (masked
+        facts out)."""
         self.run[pert.point] = self.run.get(pert.point, 0) + 1
+        self.broke.setdefault(pert.point, set()).update(broken)
         if pert.rules[0]["name"] in set(fired):
             self.landed[pert.point] = self.landed.get(pert.point, 0) + 1
         if end_state:
@@ -230,7 +233,11 @@ class PlanCoverage:
                 "groupsCovered": len(groups_covered), "perturbations": len(self.plan.perturbations),
                 "perturbationsRun": sum(self.run.values()), "perturbationsLanded": sum(self.landed.values()),
                 "distinctEndStates": len(self.end_states), "skipped": list(self.plan.skipped),
-                "uncovered": [p for p in planned if not self.landed.get(p)]}
+                "uncovered": [p for p in planned if not self.landed.get(p)],
+                "byPoint": [{"point": p.id, "group": p.group, "object": p.object, "count": p.count,
+                             "perturbations": sum(1 for x in self.plan.perturbations if x.point == p.id),
+                             "run": self.run.get(p.id, 0), "landed": self.landed.get(p.id, 0),
+                             "broke": sorted(self.broke.get(p.id, ()))} for p in self.plan.points]}
 
 
 def lines(cov: Mapping[str, Any]) -> list[str]:
@@ -243,6 +250,12 @@ def lines(cov: Mapping[str, Any]) -> list[str]:
            "landed",
            f"- distinct end states reached: {cov['distinctEndStates']} (the differential oracle's facts; masked "
            "facts left out when --differential is on)"]
+    if cov["byPoint"]:
+        out += ["", "| point | group | object (reference run) | perturbations | run | landed | broke |",
+                "|---|---|---|---|---|---|---|"]
+        out += [f"| {r['point']} | {r['group']} | {r['object']} | {r['perturbations']} | {r['run']} | {r['landed']} | "
+                f"{', '.join(r['broke']) or '-'} |" for r in cov["byPoint"]]
+        out.append("")
     if cov["uncovered"]:
         out.append("- points not covered: " + ", ".join(cov["uncovered"][:20])
                    + (f" and {len(cov['uncovered']) - 20} more" if len(cov["uncovered"]) > 20 else ""))
