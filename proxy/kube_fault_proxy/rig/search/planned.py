@@ -5,17 +5,40 @@ budget, each hit filed as the random search files it; the plan's coverage kept o
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kube_fault_proxy.rig.invariants.history import History
-from kube_fault_proxy.rig.search import causal, plans, waist
+from kube_fault_proxy.rig.search import causal, differential, plans, resume, waist
 from kube_fault_proxy.rig.search.genome import Genome
-from kube_fault_proxy.rig.search.outcome import Outcome
-from kube_fault_proxy.rig.search.trial import CANARY, run_trial
+from kube_fault_proxy.rig.search.outcome import Outcome, Settings
+from kube_fault_proxy.rig.search.trial import CANARY, Rig, Tier, TrialResult, run_trial
 
-if TYPE_CHECKING:
-    from kube_fault_proxy.rig.search.engine import Search
+
+class Search(Protocol):
+    """What the planned phase asks of the search loop (engine.Search), named here so neither imports the other."""
+
+    s: Settings
+    note: Callable[[str], None]
+    progress: Callable[[Outcome], None] | None
+    waist: waist.Waist
+    records: resume.Records
+    step_seconds: float
+    step: str
+
+    def rig(self, key: str) -> Rig: ...
+
+    def trial(self, scheduler: str, genome: Genome, name: str, tier: Tier = ...) -> TrialResult: ...
+
+    def learn(self, g: Genome, result: TrialResult) -> None: ...
+
+    def baseline(self, scheduler: str, genome: Genome) -> differential.Baseline | None: ...
+
+    def elapsed(self) -> float: ...
+
+    def file_hit(self, number: int, g: Genome, result: TrialResult, out: Outcome) -> str: ...
+
 
 REFERENCE = "reference.json"  # in the output directory: the reference run a plan was made from
 PLAN = "plan.json"
