@@ -41,7 +41,8 @@ class UsageError(Exception):
 
 
 def _kinds(args: argparse.Namespace, target: str | None = None) -> tuple[str, ...]:
-    asked = [k.strip() for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k.strip()]
+    default = "all" if getattr(args, "plan", False) or getattr(args, "plan_from", None) else ",".join(ALL_KINDS)
+    asked = [k.strip() for k in (args.kinds or default).split(",") if k.strip()]
     refused = waist.of(target or "").no_kinds
     kinds = list(dict.fromkeys(k for a in asked for k in (KNOWN_KINDS if a == "all" else (a,))
                                if a != "all" or k not in refused))  # all: every kind the target's trial runs
@@ -100,6 +101,13 @@ def _settings(args: argparse.Namespace) -> Settings:
             raise UsageError("--shapes shape a scheduler's pods; kube-controller-manager's trials make workloads "
                              "(name their kinds: --target kube-controller-manager:replicaset,job)")
         shapes = ("roomy",)
+    if args.plan_per_group < 1:
+        raise UsageError(f"--plan-per-group {args.plan_per_group}: at least 1 point per group")
+    if args.plan_from is not None and not (args.plan_from / "reference.json").is_file():
+        raise UsageError(f"--plan-from {args.plan_from}: no reference.json there (an earlier `search --plan -o DIR` "
+                         "writes one)")
+    if (args.plan or args.plan_from is not None) and (args.worker or args.on_cluster or args.print_job):
+        raise UsageError("--plan runs on this machine; it is no campaign (--workers, --on-cluster, --print-job)")
     if args.canary_every < 0:
         raise UsageError("--canary-every must be 0 (no canaries) or more")
     if args.controls < 1:
@@ -133,7 +141,9 @@ def _settings(args: argparse.Namespace) -> Settings:
                     yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
                     fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes,
-                    differential=args.differential, controls=args.controls)
+                    differential=args.differential, controls=args.controls,
+                    plan=args.plan or args.plan_from is not None, plan_from=args.plan_from,
+                    plan_per_group=args.plan_per_group)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -186,6 +196,11 @@ def summary(out: Outcome, s: Settings) -> int:
               f"started is stopped; report: {report}\ncontinue: the same command (same -o and --seed)")
         return 128 + signal.Signals[out.interrupted].value  # as a shell reports a command a signal ended
     canaries = f"{len(out.canaries)} canaries ({len(out.broken_canaries())} broke: the rig's or the workload's)"
+    if s.plan:
+        plan = out.plan
+        print(f"the plan: {plan['pointsCovered']} of {plan['points']} points covered, {plan['distinctEndStates']} "
+              f"distinct end states reached ({plan['perturbationsRun']} of {plan['perturbations']} perturbations "
+              "run)" if plan is not None else f"no plan: {out.plan_error}")
     nothing = f"{out.injected_nothing} injected nothing ({out.injected_nothing_share():.0%})"
     if not out.findings:
         print(f"no confirmed violation in {len(out.trials)} trials ({out.search_seconds:.0f}s; {nothing}; "
@@ -289,6 +304,19 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="the differential oracle: run each trial's workload K times with no fault (K >= 3, the first "
                         "time it is drawn), mask what differs between those runs, and report a trial that breaks "
                         "no invariant but ends elsewhere as `diverged` (default 0: off)")
+    p.add_argument("--plan", action="store_true",
+                   help="a planned search instead of the random one (Sieve's test plans): record one fault-free "
+                        "reference run, list the target's causal points (each write it made, each event it consumed "
+                        "just before a write), and run, within the budget, the perturbations that land at each "
+                        "(a crash point right after a write, the write committed after its error, a stale view at "
+                        "it, the event dropped, delayed or held), round-robin over groups of equivalent points "
+                        "(same resource, verb and phase); the report gives points covered of points in the plan "
+                        "and the distinct end states reached. Kinds default to all")
+    p.add_argument("--plan-from", type=Path, metavar="DIR",
+                   help="with --plan (implied): take the reference run from DIR/reference.json (what an earlier "
+                        "`search --plan -o DIR` recorded) instead of recording one")
+    p.add_argument("--plan-per-group", type=int, default=2, metavar="N",
+                   help="causal points kept per group of equivalent points, spread over the group (default 2)")
     p.add_argument("--budget", metavar="DURATION", help="search time, e.g. 10m (shrinking has its own budget)")
     p.add_argument("--seed", type=int, default=1, help="search seed: trial i is drawn from (seed, i)")
     more = ", ".join(k for k in KNOWN_KINDS if k not in ALL_KINDS)

@@ -19,7 +19,7 @@ from kube_fault_proxy.rig.cluster.control_plane import down
 from kube_fault_proxy.rig.cluster.processes import live_groups
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.search import control as controls
-from kube_fault_proxy.rig.search import differential, precheck, resume, waist
+from kube_fault_proxy.rig.search import differential, planned, precheck, resume, waist
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding, add_hit, contained_in, merge, shrink_order
 from kube_fault_proxy.rig.search.genome import Genome, valid
@@ -65,6 +65,7 @@ class Search:
                                                             if k.id not in settings.known_as_new]})
         self.labels = every  # what a finding is labelled by (--include-known keeps the label, not the shortcut)
         self.interrupted = False
+        self.step = "t"  # what a search step's trials are named by: t12 (a planned search's: p12)
         self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
@@ -253,7 +254,10 @@ class Search:
         with guard.installed():
             try:
                 try:
-                    self.search(out)
+                    if s.plan:
+                        planned.run(self, out)
+                    else:
+                        self.search(out)
                     out.phase = "shrinking"
                     self.shrink_all(out)
                     out.phase = "done"
@@ -331,20 +335,20 @@ class Search:
         s = self.s
         if result.injections == 0:
             out.hits.append(Hit(number, g, result.broken, verdict="no-injection"))
-            self.note(f"  t{number} broke {', '.join(result.broken)} with nothing injected: "
+            self.note(f"  {self.step}{number} broke {', '.join(result.broken)} with nothing injected: "
                       "the rig's or the workload's problem, not a finding")
             return "no-injection"
         if result.own_effect and not s.include_known:
             out.hits.append(Hit(number, g, result.broken, verdict="excused", known=result.own_effect))
-            self.note(f"  t{number} broke {', '.join(result.broken)}: excused by the ledger, the fault's own effect "
-                      f"({result.own_effect})")
+            self.note(f"  {self.step}{number} broke {', '.join(result.broken)}: excused by the ledger, the fault's own "
+                      f"effect ({result.own_effect})")
             return "excused"
         build = self.builds.get(s.scheduler)
         entry = None if s.include_known else self.catalogue.match(result.broken, g, s.scheduler, build)
         tally = out.known.get(entry.id) if entry is not None else None
         if entry is not None and tally is not None and tally.confirmed_at is not None:
             hit = Hit(number, g, result.broken, verdict="known", known=entry.id)
-            self.note(f"  t{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
+            self.note(f"  {self.step}{number}: known: {entry.id} again ({len(tally.trials) + 1} hits); not replayed")
         else:
             hit = self.confirm(number, g, result)
             hit.ledger = result.check.get("ledger")
@@ -400,12 +404,12 @@ class Search:
         """Replay the same profile and seed (patiently), then run the control scheduler under it."""
         hit = Hit(number, g, first.broken)
         self.note(f"hit at trial {number}: {', '.join(first.broken)}; replaying it")
-        replay = self.trial(self.s.scheduler, g, f"t{number}-replay", self.confirm_tier)
+        replay = self.trial(self.s.scheduler, g, f"{self.step}{number}-replay", self.confirm_tier)
         hit.replay = replay.broken
         if not set(first.broken) & set(replay.broken) or replay.own_effect:
             hit.verdict = "not-reproduced"  # a replay the ledger wholly excuses repeated only the fault's effect
             return hit
-        hit.control = self.control_run(g, f"t{number}-control", hit.target)
+        hit.control = self.control_run(g, f"{self.step}{number}-control", hit.target)
         if control_shares(hit.control, hit.target):
             hit.verdict = "control-broken"
             self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control or [])} too: the rig's or "

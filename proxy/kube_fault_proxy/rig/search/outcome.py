@@ -59,6 +59,11 @@ class Settings:
     differential: int = 0
     # Control runs per confirmed hit and per minimal case: a hit is confirmed only when none breaks its invariants.
     controls: int = 3
+    # A planned search (planned.py) instead of the random one: its reference run read from this directory (None:
+    # recorded first), and the causal points kept per group of equivalent ones.
+    plan: bool = False
+    plan_from: Path | None = None
+    plan_per_group: int = 2
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:
@@ -132,6 +137,8 @@ class Outcome:
     interrupted: str | None = None  # the signal that ended the search
     resumed: int = 0  # search steps served from an earlier run's trials.jsonl
     pids: dict[str, dict[str, int]] = field(default_factory=dict)  # scheduler -> component -> pid (process group)
+    plan: dict[str, Any] | None = None  # a planned search's coverage (plans.PlanCoverage.as_dict)
+    plan_error: str | None = None  # why a planned search made no plan (its reference run)
 
     @property
     def injected_nothing(self) -> int:

@@ -22,7 +22,7 @@ from kube_fault_proxy.rig.invariants.node_loss import NODE_LOSS
 from kube_fault_proxy.rig.invariants.safety import SAFETY
 from kube_fault_proxy.rig.runs.report import timeline_svg
 from kube_fault_proxy.rig.runs.scenario import load_scenario
-from kube_fault_proxy.rig.search import coverage
+from kube_fault_proxy.rig.search import coverage, plans
 from kube_fault_proxy.rig.search.differential import DIVERGED
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome
@@ -143,7 +143,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "includeKnown": s.include_known, "budgetShares": out.spent.as_dict(), "precision": out.precision(),
         "known": [{"id": k.entry.id, "title": k.entry.title, "upstream": k.entry.upstream, "trials": k.trials,
                    "confirmedAt": k.confirmed_at} for k in out.known.values()],
-        "processes": out.pids}
+        "processes": out.pids, "plan": out.plan, "planError": out.plan_error}
     minimal = out.shrunk.genome if out.shrunk is not None else None
     if minimal is not None:
         (d / "minimal-profile.yaml").write_text(minimal.to_yaml(MINIMAL, _description(out)))
@@ -217,7 +217,18 @@ def _searched(out: Outcome, doc: dict[str, Any]) -> list[str]:
             f"genome, its profile seed included, is in `trials.jsonl`); corpus {out.corpus} of "
             f"{len(out.trials)} trials",
             f"- kinds asked: {', '.join(s.kinds)}; shapes asked: {', '.join(s.shapes)}", "",
-            *coverage.lines(doc["coverage"]), ""]
+            *coverage.lines(doc["coverage"]), "", *_plan(out)]
+
+
+def _plan(out: Outcome) -> list[str]:
+    """A planned search's coverage (`search --plan`): points covered, groups, distinct end states."""
+    if not out.settings.plan:
+        return []
+    head = ["## The plan", "", f"- reference run: {out.settings.plan_from or 'recorded by this search'} "
+            f"(`reference.json`); the plan: `plan.json`; {out.settings.plan_per_group} points kept per group"]
+    if out.plan is None:
+        return [*head, f"- no plan: {out.plan_error or 'not made yet'}", ""]
+    return [*head, *plans.lines(out.plan), ""]
 
 
 def _index(out: Outcome) -> list[str]:

@@ -18,8 +18,9 @@ class ResumeError(ValueError):
 
 
 def search_step(name: str) -> bool:
-    """Whether a trial's name is a search step's own run (`t12`, `c9`), whose profile follows from the seed."""
-    return name[:1] in "tc" and name[1:].isdigit()
+    """Whether a trial's name is a search step's own run (`t12`, `c9`, a planned search's `p3`), whose profile follows
+    from the seed (and a plan's reference run)."""
+    return name[:1] in "tcp" and name[1:].isdigit()
 
 
 def read(journal: Path) -> list[dict[str, Any]]:

@@ -21,7 +21,9 @@ from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
+from kube_fault_proxy.rig.controllers.apiserver import Recorder
 from kube_fault_proxy.rig.invariants import check, devices, ledger, pod_scheduled, pod_waits
+from kube_fault_proxy.rig.invariants.history import History
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES
 from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import controller_trial, differential
@@ -155,6 +157,18 @@ class TrialResult:
     samples: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # A recorded trial (a planned search's reference run): the direct watch's history, the journal's records of the
+    # trial, its workload phases (name, start epoch s) and when its faults were switched off (epoch s).
+    recorded: History | None = None
+    journal: list[dict[str, Any]] | None = None
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    faults_end: float | None = None
+
+    def mark_phases(self, wall0: float, faults_end: float | None) -> None:
+        """The workload phases of a recorded trial: `load` from its start, then one per step (`2:touched`, ...)."""
+        self.phases = [("load", wall0)] + [(f"{i}:{str(st['did']).split(' ', 1)[0]}", wall0 + float(st["t"]))
+                                           for i, st in enumerate(self.steps, 1) if st.get("did")]
+        self.faults_end = faults_end
 
     @property
     def hit(self) -> bool:
@@ -271,6 +285,8 @@ def read_journal(rig: Rig, control: ControlClient, result: TrialResult, namespac
     the invariants broken)."""
     page = control.journal_after(rig.cursor)
     rig.cursor, records = page.next, page.records
+    if result.journal is not None:  # a recorded trial keeps them
+        result.journal = list(records)
     result.injections = sum(1 for r in records if r["event"] == "inject")
     result.fired = fired_rules(records)
     result.events += [{"event": r["event"], "t": round(float(r["time"]) - wall0, 2)} for r in records
@@ -285,8 +301,10 @@ def read_journal(rig: Rig, control: ControlClient, result: TrialResult, namespac
 class _Trial:
     """One trial's phases over one control-plane connection and one apiserver client, sharing its result."""
 
-    def __init__(self, rig: Rig, genome: Genome, name: str, tier: Tier, control: ControlClient, api: Any) -> None:
+    def __init__(self, rig: Rig, genome: Genome, name: str, tier: Tier, control: ControlClient, api: Any,
+                 record: bool = False) -> None:
         self.rig, self.genome, self.tier, self.control, self.api = rig, genome, tier, control, api
+        self.record = record
         rig.trials += 1
         self.namespace = f"s-{name}-{rig.trials}"[:63].rstrip("-")
         self.profile = f"search-{name}"[:63].rstrip("-")
@@ -332,6 +350,18 @@ class _Trial:
         with CrashPoints(self.rig.cluster, self.rig.control, CRASH_RESTART_AFTER, lambda: time.time() - self.wall0,
                          self.result.events, self.result.steps) as self.crashes:
             yield
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """With `record`: for the block, the trial's pods and the nodes watched straight from the apiserver."""
+        if not self.record:
+            yield
+            return
+        self.result.journal = []
+        with Recorder(self.rig.cluster.admin_api(), [self.namespace], resources={"Pod": Pod, "Node": Node}) as rec:
+            yield
+        self.result.recorded = rec.history
+        self.result.mark_phases(self.wall0, self.faults_end)
 
     @contextlib.contextmanager
     def driver(self) -> Iterator[None]:
@@ -443,21 +473,22 @@ class _Trial:
 
 
 def run_trial(rig: Rig, genome: Genome, name: str, tier: Tier = SEARCH,
-              note: Callable[[str], None] | None = None) -> TrialResult:
+              note: Callable[[str], None] | None = None, record: bool = False) -> TrialResult:
     """Run one trial; never raises for what the scheduler or the faults do (errors are recorded). Anything else
-    (an interruption) ends it at once, uncleaned: the control plane is going down."""
+    (an interruption) ends it at once, uncleaned: the control plane is going down. With `record`, the result keeps
+    the trial's history (watched straight from the apiserver), its journal records and its phases."""
     t0 = time.monotonic()
     if rig.scheduler == CONTROLLER_MANAGER:
-        result = _controller_trial(rig, genome, name, tier, note)
+        result = _controller_trial(rig, genome, name, tier, note, record)
         result.seconds = time.monotonic() - t0
         _note(note, result)
         return result
     with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
-        trial = _Trial(rig, genome, name, tier, control, api)
+        trial = _Trial(rig, genome, name, tier, control, api, record)
         result = trial.result
         try:
             trial.prepare()
-            with trial.crash_points(), trial.driver():
+            with trial.recording(), trial.crash_points(), trial.driver():
                 trial.activate()
                 snap = trial.load_and_settle()
             trial.judge(snap)
@@ -476,15 +507,18 @@ def _note(note: Callable[[str], None] | None, result: TrialResult) -> None:
 
 
 def _controller_trial(rig: Rig, genome: Genome, name: str, tier: Tier,
-                      note: Callable[[str], None] | None) -> TrialResult:
+                      note: Callable[[str], None] | None, record: bool = False) -> TrialResult:
     """A trial of kube-controller-manager's workload controllers (controller_trial.py), its journal read as a
     scheduler trial's is (each pod's final state: live or gone)."""
     rig.trials += 1
     namespace, profile = f"s-{name}-{rig.trials}"[:63].rstrip("-"), f"search-{name}"[:63].rstrip("-")
-    result = TrialResult(name, rig.scheduler, genome)
+    result = TrialResult(name, rig.scheduler, genome, journal=[] if record else None)
     with ControlClient(rig.control, timeout=15) as control, rig.cluster.admin_api().client() as api:
         trial = ControllerTrial(rig, genome, tier, control, api, result, namespace, profile, rig.kinds)
         controller_trial.run(trial)
+        if record and trial.recorder is not None:
+            result.recorded = trial.recorder.history
+            result.mark_phases(trial.wall0, trial.faults_end)
         with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, ApiError):
             pods = {p["metadata"]["name"]: "live" for p in api.list(Pod, namespace=namespace)}
             try:
