@@ -28,7 +28,8 @@ from kube_fault_proxy.rig.controllers.world import WORKLOADS
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import differential
-from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind
+from kube_fault_proxy.rig.search.kinds import SPECS, traits
 from kube_fault_proxy.rig.workloads import load
 
 CONTROLLER_MANAGER = "kube-controller-manager"
@@ -129,6 +130,20 @@ def plan(pods: int, kinds: Sequence[str] = WORKLOAD_KINDS) -> Plan:
     return Plan(tuple(manifests), tuple(tuple(m) for m in rounds if m))
 
 
+def event_lag(genome: Genome) -> float:
+    """The longest an edited watch may keep an event back, in seconds: a rule whose kind edits events holds them at
+    most its settings' seconds (delay plus jitter, a hold's cap, a coalescing window); 0 with no such rule. A watch
+    edited once stays edited for its life, after the profile is switched off, so the last settle waits past it."""
+    lag = 0.0
+    for rule in genome.rules:
+        kind = fault_kind(rule)
+        if traits(kind).edits_events:
+            settings = SPECS[kind].model_validate(rule["fault"][kind] or {}).model_dump()  # its defaults too
+            lag = max(lag, sum(float(v) for k, v in settings.items()
+                               if k.lower().endswith("seconds") and isinstance(v, (int, float))))
+    return lag
+
+
 def restart(cluster: Any) -> float:
     """kube-controller-manager started afresh with the gates it runs with (empty caches and queues: nothing an
     earlier trial's faults left leaks into this one); the seconds it took."""
@@ -168,17 +183,20 @@ class ControllerTrial:
     def converged(self) -> bool:
         return not unconverged(snapshot(self.api, [self.namespace]), [self.namespace])
 
-    def settle(self, quiet: float | None, timeout: float) -> bool:
+    def settle(self, quiet: float | None, timeout: float, converged_and_quiet: bool = False) -> bool:
         """Until every workload converged, or (with `quiet`) nothing changed for that long, or the timeout; whether
-        it ended quiet or converged."""
+        it ended quiet or converged. With `converged_and_quiet`, until both: converged, and then nothing changed for
+        `quiet` (a workload's status may still catch up with its pods, e.g. under a watch edited to lag, which
+        stays edited after the profile is switched off); the end state is read after it."""
         deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
         while time.monotonic() < deadline:
-            if self.converged():
+            converged = self.converged()
+            if converged and not converged_and_quiet:
                 return True
             sig = self.signature()
             if sig != last:
                 last, since = sig, time.monotonic()
-            elif quiet is not None and time.monotonic() - since >= quiet:
+            elif quiet is not None and time.monotonic() - since >= quiet and (converged or not converged_and_quiet):
                 return True
             time.sleep(POLL)
         return False
@@ -209,7 +227,8 @@ class ControllerTrial:
             self.control.deactivate()  # every fault is over before the judging
             self.faults_end = time.time()
             self.result.events.append({"event": "deactivate", "t": round(self.faults_end - self.wall0, 2)})
-            converged = self.settle(None, max(self.tier.timeout, BOUND + 5))
+            quiet = max(self.tier.quiet, event_lag(self.genome) + 1.0)  # a lagging watch's events have come
+            converged = self.settle(quiet, max(self.tier.timeout, BOUND + 5), converged_and_quiet=True)
             self.result.quiet = quiet1 and converged
 
     def judge(self) -> None:
