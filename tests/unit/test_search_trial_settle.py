@@ -50,3 +50,20 @@ def test_while_the_scheduler_is_down_or_starting_it_is_settling() -> None:
         assert t.settling()
     t.result.events.append({"event": "scheduler-restarted", "t": -2 * QUIET})  # long enough ago
     assert not t.settling()
+
+
+def test_quiet_lasts_past_the_longest_event_an_edited_watch_keeps_back() -> None:
+    """A `delayEvents` rule's watch stays edited after the profile is off: a settle that is not done waits for
+    nothing to change for 1 s past the delay, not the tier's quiet alone (a pod whose event is still held would
+    be judged stranded)."""
+    t = trial(None)
+    delay = {"name": "r1", "match": {"resources": ["pods"], "verbs": ["watch"]},
+             "fault": {"delayEvents": {"seconds": 1.0}}}
+    t.genome = Genome(rules=(delay,))  # type: ignore[misc]
+    t0 = time.monotonic()
+    _, settled = t.settle(lambda snap: False)
+    assert settled and time.monotonic() - t0 >= 2.0 - 0.05
+    plain = trial(None)
+    t0 = time.monotonic()
+    _, settled = plain.settle(lambda snap: False)
+    assert settled and time.monotonic() - t0 < 1.6  # the tier's 0.4 s, checked every half second

@@ -414,7 +414,10 @@ class _Trial:
     def settle(self, done: Callable[[check.Snapshot], bool]) -> tuple[check.Snapshot, bool]:
         """Wait until every pod is bound (and a restarted scheduler has had the quiet time) or nothing changes for
         the tier's quiet time."""
-        return check.wait_quiet(self.take, self.tier.quiet, self.tier.timeout, self.tick,
+        # A watch a rule edited stays edited after the profile is off: quiet means past the longest it keeps an
+        # event back, or a pod it held is judged stranded while its event is still on the way.
+        quiet = max(self.tier.quiet, controller_trial.event_lag(self.genome) + 1.0)
+        return check.wait_quiet(self.take, quiet, self.tier.timeout, self.tick,
                                 lambda snap: done(snap) and not self.settling())
 
     def load_and_settle(self) -> check.Snapshot:
