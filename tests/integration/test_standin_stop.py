@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-SYS_TGKILL = 234  # x86_64: tgkill(tgid, tid, sig), a signal to one thread of a process
+# tgkill(tgid, tid, sig), a signal to one thread of a process: its syscall number per architecture
+SYS_TGKILL = {"x86_64": 234, "aarch64": 131}[platform.machine()]
 
 
 def test_a_sigint_that_lands_on_the_serving_thread_stops_the_stand_in(tmp_path: Path) -> None:
