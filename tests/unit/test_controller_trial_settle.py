@@ -54,15 +54,15 @@ def test_changes_that_never_stop_end_the_last_settle_at_its_timeout_unsettled() 
 
 def test_the_last_settles_quiet_outlasts_the_longest_event_an_edited_watch_keeps_back() -> None:
     """t16 of that search: `delayEvents` of 5 s on the pod watch, an outage and a hang on pod creates."""
-    from kube_fault_proxy.rig.search.controller_trial import event_lag
     from kube_fault_proxy.rig.search.genome import Genome
+    from kube_fault_proxy.rig.search.kinds import event_lag
     pods = {"resources": ["pods"], "verbs": ["watch"]}
     rules = ({"name": "r1", "match": {"resources": ["pods"], "verbs": ["create"]}, "fault": {"outage": {"seconds": 1}}},
              {"name": "r2", "match": pods, "fault": {"delayEvents": {"seconds": 5, "jitterSeconds": 0.5}}})
-    assert event_lag(Genome(rules=rules)) == 5.5  # the outage's second is not an event kept back
-    assert event_lag(Genome(rules=rules[:1])) == 0.0
+    assert event_lag(Genome(rules=rules).rules) == 5.5  # the outage's second is not an event kept back
+    assert event_lag(Genome(rules=rules[:1]).rules) == 0.0
     held = {"name": "r3", "match": pods, "fault": {"holdEvents": {"maxSeconds": 8}}}
-    assert event_lag(Genome(rules=(*rules, held))) >= 8
+    assert event_lag(Genome(rules=(*rules, held)).rules) >= 8
     window = {"name": "r4", "match": pods, "fault": {"coalesceEvents": {"windowSeconds": 3}}}
     dropped = {"name": "r5", "match": pods, "fault": {"dropEvents": {}}}  # nothing kept back: dropped
-    assert event_lag(Genome(rules=(window, dropped))) == 3.0
+    assert event_lag(Genome(rules=(window, dropped)).rules) == 3.0

@@ -205,16 +205,13 @@ class StaleViews:
             return None
         write = ident.verb in WRITES
         revision = None
-        body = answer.body
-        if body and answer.gzip:  # a large LIST's answer: its revision is in its first bytes
-            body = gzip_head(body, HEAD)
-            cut = True
+        body = answer.body if write or ident.verb in READS else None
+        if body and answer.gzip:  # a large LIST's answer, its revision in its first bytes: only those decoded
+            head = gzip_head(body, HEAD)
+            if head:
+                revision = first_revision(head) if answer.json else proto_revision(head, cut=True)
         elif body and not answer.encoded:
-            cut = False
-        else:
-            body = None
-        if body and (write or ident.verb in READS):
-            revision = first_revision(body) if answer.json else proto_revision(body, cut)
+            revision = first_revision(body) if answer.json else proto_revision(body)
         key: Key = (ident.group, ident.resource)
         if revision is not None:
             self.log.seen(key, revision, self.clock(), write)
@@ -248,7 +245,7 @@ class StaleViews:
         if answer.status != 200 or (answer.encoded and not answer.gzip) or scanner_type is None:
             return None
         decoder = GzipMembers() if answer.gzip else None
-        undecodable: list[bool] = []
+        reported = False  # the decoder's failure journaled (once: the stream passes on, unread from there)
         key: Key = (ident.group, ident.resource)
         log, clock = self.log, self.clock
 
@@ -259,10 +256,11 @@ class StaleViews:
         signals, lines, offers = self.signals, LineReader(), scanner_type is WatchScanner
 
         def chunk(data: bytes) -> Iterable[bytes] | bytes:
+            nonlocal reported
             if data and data is not TICK:  # a tick is the proxy's, not the apiserver's
                 plain = data if decoder is None else decoder.feed(data)
-                if decoder is not None and decoder.failed is not None and not undecodable:
-                    undecodable.append(True)  # journaled once: the stream passes on, unread from here
+                if decoder is not None and decoder.failed is not None and not reported:
+                    reported = True
                     self.counters.note("watch-undecodable", request=ident.as_dict(), error=decoder.failed)
                 scanner.feed(plain)
                 if offers and signals.watching(key):  # another watch waits for an event of this resource

@@ -28,8 +28,8 @@ from kube_fault_proxy.rig.controllers.world import WORKLOADS
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs.timeline import timeline_sample
 from kube_fault_proxy.rig.search import differential
-from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.kinds import SPECS, traits
+from kube_fault_proxy.rig.search.genome import Genome
+from kube_fault_proxy.rig.search.kinds import event_lag
 from kube_fault_proxy.rig.workloads import load
 
 CONTROLLER_MANAGER = "kube-controller-manager"
@@ -130,20 +130,6 @@ def plan(pods: int, kinds: Sequence[str] = WORKLOAD_KINDS) -> Plan:
     return Plan(tuple(manifests), tuple(tuple(m) for m in rounds if m))
 
 
-def event_lag(genome: Genome) -> float:
-    """The longest an edited watch may keep an event back, in seconds: a rule whose kind edits events holds them at
-    most its settings' seconds (delay plus jitter, a hold's cap, a coalescing window); 0 with no such rule. A watch
-    edited once stays edited for its life, after the profile is switched off, so the last settle waits past it."""
-    lag = 0.0
-    for rule in genome.rules:
-        kind = fault_kind(rule)
-        if traits(kind).edits_events:
-            settings = SPECS[kind].model_validate(rule["fault"][kind] or {}).model_dump()  # its defaults too
-            lag = max(lag, sum(float(v) for k, v in settings.items()
-                               if k.lower().endswith("seconds") and isinstance(v, (int, float))))
-    return lag
-
-
 def restart(cluster: Any) -> float:
     """kube-controller-manager started afresh with the gates it runs with (empty caches and queues: nothing an
     earlier trial's faults left leaks into this one); the seconds it took."""
@@ -227,7 +213,7 @@ class ControllerTrial:
             self.control.deactivate()  # every fault is over before the judging
             self.faults_end = time.time()
             self.result.events.append({"event": "deactivate", "t": round(self.faults_end - self.wall0, 2)})
-            quiet = max(self.tier.quiet, event_lag(self.genome) + 1.0)  # a lagging watch's events have come
+            quiet = max(self.tier.quiet, event_lag(self.genome.rules) + 1.0)  # a lagging watch's events have come
             converged = self.settle(quiet, max(self.tier.timeout, BOUND + 5), converged_and_quiet=True)
             self.result.quiet = quiet1 and converged
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
 from kube_fault_proxy.proxy.faults.traits import Traits
 
@@ -57,3 +60,18 @@ def reopen_weight(kind: str) -> int:
     """How often a reopen of this kind is drawn as a companion: a restart (kill -9 and start) is the slow reopen,
     drawn half as often as a dropped connection."""
     return 1 if kind in RESTART_KINDS else 2
+
+
+def event_lag(rules: Iterable[Mapping[str, Any]]) -> float:
+    """The longest the rules' edited watches may keep an event back, in seconds: a rule whose kind edits events
+    holds them at most its settings' seconds (delay plus jitter, a hold's cap, a coalescing window; defaults
+    included); 0 with no such rule. A watch edited once stays edited for its life, after the profile is off, so a
+    trial's settle waits past it."""
+    lag = 0.0
+    for rule in rules:
+        kind = str(next(iter(rule["fault"])))
+        if traits(kind).edits_events:
+            settings = SPECS[kind].model_validate(rule["fault"][kind] or {}).model_dump()
+            lag = max(lag, sum(float(v) for k, v in settings.items()
+                               if k.lower().endswith("seconds") and isinstance(v, (int, float))))
+    return lag

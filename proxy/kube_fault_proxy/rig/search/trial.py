@@ -30,7 +30,7 @@ from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
-from kube_fault_proxy.rig.search.kinds import EVENT_EDITORS, traits
+from kube_fault_proxy.rig.search.kinds import EVENT_EDITORS, event_lag, traits
 from kube_fault_proxy.rig.workloads import dra, load, shapes
 
 LOAD_RATE = 200.0
@@ -416,7 +416,7 @@ class _Trial:
         the tier's quiet time."""
         # A watch a rule edited stays edited after the profile is off: quiet means past the longest it keeps an
         # event back, or a pod it held is judged stranded while its event is still on the way.
-        quiet = max(self.tier.quiet, controller_trial.event_lag(self.genome) + 1.0)
+        quiet = max(self.tier.quiet, event_lag(self.genome.rules) + 1.0)
         return check.wait_quiet(self.take, quiet, self.tier.timeout, self.tick,
                                 lambda snap: done(snap) and not self.settling())
 
