@@ -12,6 +12,8 @@ from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.schema.strict import StrictModel
 
+INT64_MAX = 2**63 - 1  # the apiserver holds a CRD's integers as int64: a count beyond it is refused there too
+
 
 @dataclass(frozen=True)
 class Draw:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
+from kube_fault_proxy.proxy.faults.base import INT64_MAX, Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan, Step
 from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
@@ -71,7 +71,7 @@ class Cut(FaultSpec):
     # it acts once it decided the watch (afterSeconds lowers its timeout then), edited events or not
     traits: ClassVar[Traits] = Traits(acts_on="watch")
     search_group: ClassVar[str] = "watch"
-    afterEvents: Annotated[int, Field(ge=1)] | None = Field(
+    afterEvents: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = Field(
         None, description="end the watch at this event boundary (with error: the ERROR event, else the connection)")
     afterSeconds: Annotated[int, Field(ge=1, le=86400)] | None = Field(
         None, description="lower the watch's timeoutSeconds to this, so the apiserver ends the stream cleanly")

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from kube_fault_proxy.proxy.faults import Fault
+from kube_fault_proxy.proxy.faults.base import INT64_MAX
 from kube_fault_proxy.proxy.schema.strict import NON_ZERO_DURATION, Duration, StrictModel
 
 API_VERSION = "kube-fault-proxy/v1"
@@ -40,7 +41,8 @@ class Trigger(StrictModel):
     """Arms a rule once `count` requests matching `match` have been seen since activation."""
 
     match: Selector = Field(description="the requests counted")
-    count: Annotated[int, Field(ge=1)] = Field(description="armed from this matching request on (it included)")
+    count: Annotated[int, Field(ge=1, le=INT64_MAX)] = Field(
+        description="armed from this matching request on (it included)")
     answered: bool = Field(
         False, description="count only matching requests the apiserver answered with a 2xx (e.g. bind "
                            "successes), not requests as they arrive")
@@ -52,12 +54,13 @@ class When(StrictModel):
     after: Duration | None = Field(None, description="eligible only this long after activation")
     for_: Duration | None = Field(None, alias="for", description="window length from `after`",
                                   json_schema_extra=NON_ZERO_DURATION)
-    afterMatches: Annotated[int, Field(ge=0)] | None = Field(
+    afterMatches: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = Field(
         None, description="let the first N matching requests pass"
     )
-    every: Annotated[int, Field(ge=1)] | None = Field(None, description="every Nth eligible match")
-    maxInjections: Annotated[int, Field(ge=1)] | None = Field(None, description="at most N injections by this rule")
-    perObjectMax: Annotated[int, Field(ge=1)] | None = Field(
+    every: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = Field(None, description="every Nth eligible match")
+    maxInjections: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = Field(
+        None, description="at most N injections by this rule")
+    perObjectMax: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = Field(
         None, description="at most K injections per object (namespace/name)"
     )
     trigger: Trigger | None = Field(None, description="eligible only once another selector has counted N requests")
