@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"kube-fault-proxy stand-in: --listen: expected HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return USAGE
     stop = threading.Event()
+    # Both set by hand: a process started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt for it (the CI rehearsals ran so, and Ctrl-C did nothing).
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with running((host, int(port)), args.dir or default_dir(), args.nodes, args.pods, args.verbose) as (_, url):
