@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kube_fault_proxy.proxy.crd import API_VERSION
-from kube_fault_proxy.proxy.crd.definitions import activation_crd, crds_yaml, profile_crd
+from kube_fault_proxy.proxy.crd.definitions import activation_crd, crds, crds_yaml, profile_crd
 from kube_fault_proxy.proxy.crd.objects import (
     DESCRIPTION,
     activation_from_object,
@@ -148,6 +148,18 @@ def test_integer_bounds_become_inclusive_and_int64_is_the_widest() -> None:
         "type": "integer", "minimum": 1}
     assert structural({"type": "number", "exclusiveMinimum": 0}, {}) == {
         "type": "number", "minimum": 0, "exclusiveMinimum": True}
+    # le=INT64_MAX (the profile's counts): the apiserver reads the bound as float64, 2**63, and refuses it
+    assert structural({"type": "integer", "minimum": 1, "maximum": 2**63 - 1}, {}) == {"type": "integer", "minimum": 1}
+    assert structural({"type": "integer", "maximum": 2**63 - 300}, {}) == {"type": "integer"}
+    assert structural({"type": "integer", "maximum": 2**62}, {}) == {"type": "integer", "maximum": 2**62}
+
+
+def test_no_integer_bound_in_the_crds_is_one_the_apiserver_refuses() -> None:
+    """kube-openapi checks each bound of an integer fits int64 once read as float64 (stop 51's CI)."""
+    bounds = [(path, n[key]) for crd in crds() for path, n in nodes(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+              if n.get("type") == "integer" for key in ("minimum", "maximum") if key in n]
+    assert bounds, "the CRDs bound some integers"
+    assert [(path, b) for path, b in bounds if abs(float(b)) >= 2.0**63] == []
 
 
 # --- property: on any mutation of a shipped profile, the schema and the loader agree -------------

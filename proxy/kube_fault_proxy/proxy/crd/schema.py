@@ -25,7 +25,13 @@ _DROPPED = {"title", "default", "example", "examples"}
 # additionalProperties). An object that breaks it is accepted by the apiserver and reported in status.
 _LOADER_ONLY = {"propertyNames"}
 _NULL = {"type": "null"}
-INT64_LIMIT = 2**63 - 1
+
+
+def _past_int64(bound: int) -> bool:
+    """The apiserver reads a bound as a float64 and refuses, for an integer, one that float64 rounds
+    past int64 ("Maximum boundary value must be of type integer (default format)"): 2**63 - 1 and the
+    few hundred below it become 2**63."""
+    return abs(float(bound)) >= 2.0**63
 
 
 class NotStructural(ValueError):
@@ -76,11 +82,13 @@ def structural(node: Schema, defs: Schema, inside_combinator: bool = False) -> S
             bound = "minimum" if key == "exclusiveMinimum" else "maximum"
             if node.get("type") == "integer" and isinstance(value, int):
                 out[bound] = value + 1 if bound == "minimum" else value - 1
-                if abs(out[bound]) >= INT64_LIMIT:  # the apiserver holds integers as int64 and refuses a
+                if _past_int64(out[bound]):  # the apiserver holds integers as int64 and refuses a
                     del out[bound]  # bound it cannot hold as such: int64 is the bound
             else:
                 out[bound] = value
                 out[key] = True
+        elif key in ("minimum", "maximum") and node.get("type") == "integer" and _past_int64(value):
+            continue  # le=INT64_MAX: int64 is the bound, and the apiserver refuses this one itself
         elif key in _KEPT or key.startswith("x-kubernetes-"):
             out[key] = value
         else:
