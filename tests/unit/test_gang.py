@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
-from kube_fault_proxy.rig.workloads import gang
+from kube_fault_proxy.rig.cluster.control_plane import Options
+from kube_fault_proxy.rig.search import trial
+from kube_fault_proxy.rig.workloads import gang, shapes
 
 
 def test_a_gang_is_a_workload_a_podgroup_from_its_template_and_members_naming_the_group() -> None:
@@ -15,7 +22,7 @@ def test_a_gang_is_a_workload_a_podgroup_from_its_template_and_members_naming_th
                           "workloadRef": {"workloadName": "g", "templateName": "members"}}
     assert "workloadRef" not in gang.pod_group("g", "n", 3)["spec"]
     pod = gang.member("g", 2, "n", "4")
-    assert pod["metadata"]["name"] == "g-2" and pod["metadata"]["labels"] == {gang.GANG_LABEL: "g"}
+    assert pod["metadata"]["name"] == "g-2" and pod["metadata"]["labels"] == {shapes.GANG_LABEL: "g"}
     assert pod["spec"]["schedulingGroup"] == {"podGroupName": "g"}
     assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "4"
 
@@ -31,3 +38,31 @@ def test_the_gate_and_the_api_it_needs() -> None:
 def test_a_gang_that_can_never_be_whole_is_refused(min_count: int, members: int) -> None:
     with pytest.raises(ValueError, match=f"a gang of {members} members cannot have minCount {min_count}"):
         gang.create_gang(None, "n", "g", min_count, members, "1")  # type: ignore[arg-type]  # refused before any call
+
+
+@pytest.mark.parametrize(("gates", "scheduler_gate"), [
+    (None, True),
+    ({"kube-scheduler": {"GenericWorkload": False}}, False),  # a control by gates keeps its own setting
+])
+def test_a_search_rig_that_may_draw_gangs_turns_on_generic_workload_its_api_and_podgroup_protection(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gates: dict[str, dict[str, bool]] | None,
+        scheduler_gate: bool) -> None:
+    seen: list[Options] = []
+
+    @contextlib.contextmanager
+    def running(opts: Options) -> Iterator[object]:
+        seen.append(opts)
+        yield SimpleNamespace()
+
+    monkeypatch.setattr(trial, "running", running)
+    with trial.Rig.running(tmp_path, "kube-scheduler", 3, tmp_path, feature_gates=gates, gangs=True):
+        pass
+    with trial.Rig.running(tmp_path, "kube-scheduler", 3, tmp_path, feature_gates=gates):
+        pass
+    on, off = seen
+    assert on.runtime_config == (gang.RUNTIME_CONFIG,) and "podgroup-protection-controller" in on.controllers
+    assert on.feature_gates["kube-apiserver"] == {"GenericWorkload": True}
+    assert on.feature_gates["kube-controller-manager"] == {"GenericWorkload": True}
+    assert on.feature_gates["kube-scheduler"] == {"GenericWorkload": scheduler_gate}
+    assert off.runtime_config == () and "podgroup-protection-controller" not in off.controllers
+    assert "kube-apiserver" not in off.feature_gates

@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kube_fault_proxy.rig.invariants.catalogue import Violation
 from kube_fault_proxy.rig.invariants.gangs import (
     ALL_OR_NOTHING,
     NOT_STUCK,
     PERMIT_TIMEOUT,
+    excuse_short_gangs,
     judge_gangs,
     not_stuck,
+    short_gangs,
 )
 from kube_fault_proxy.rig.invariants.history import Change, History
 from kube_fault_proxy.rig.workloads import gang
@@ -75,3 +78,24 @@ def test_a_probe_that_binds_within_the_bound_is_clean_and_one_that_does_not_is_c
     [never] = not_stuck("w/probe", None, 30)
     assert late.invariant == never.invariant == NOT_STUCK
     assert "was bound only after 45.0s" in late.message and "was never bound" in never.message
+
+
+def stranded(i: int) -> Violation:
+    return Violation("stranded", f"w/g-{i} is Pending with no node for 40s while 2 nodes have room", (f"w/g-{i}",))
+
+
+def test_a_pending_member_of_a_gang_left_short_of_min_count_is_not_stranded() -> None:
+    """A gang whose members were deleted below minCount legally waits forever (KEP-4671); a member of a whole gang
+    left Pending with room is still stranded, and so is a pod of no gang."""
+    group = gang.pod_group("g", "w", 3)
+    members = [member(0), member(1), {**member(2), "metadata": {**member(2)["metadata"], "deletionTimestamp": "x"}}]
+    plain = {"metadata": {"name": "p", "namespace": "w"}, "spec": {}}
+    assert short_gangs(members, [group]) == {"g": "PodGroup g has 2 live members of minCount 3"}
+    other = Violation("no-overcommit", "n1 is over", ("w/g-0",))
+    kept, excused = excuse_short_gangs([stranded(0), other, Violation("stranded", "p", ("w/p",))],
+                                       [*members, plain], [group])
+    assert [v.objects for v in kept] == [("w/g-0",), ("w/p",)] and kept[0] is other
+    assert excused == [(stranded(0), "PodGroup g has 2 live members of minCount 3")]
+    whole = [member(0), member(1), member(2)]
+    assert short_gangs(whole, [group]) == {}
+    assert excuse_short_gangs([stranded(0)], whole, [group]) == ([stranded(0)], [])

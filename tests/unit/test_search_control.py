@@ -84,9 +84,10 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, breaks_when: bool | None) -> list
     @contextlib.contextmanager
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
-                kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False) -> Iterator[Any]:
+                kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False,
+                gangs: bool = False) -> Iterator[Any]:
         assert kubernetes == "v1.37.2"  # the search's release (the default), passed to every rig
-        assert not devices  # no device shape drawn: no resourceclaim-controller
+        assert not devices and not gangs  # no device or gang shape drawn: no extra controller
         started.append((state_dir.name, {c: dict(g) for c, g in gates.items()}))
         on = gates.get("kube-scheduler", {}).get(ASYNC)
         build = f"kube-scheduler v1.36.3 {ASYNC}={'true' if on else 'false'}"

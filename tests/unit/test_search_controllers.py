@@ -116,6 +116,7 @@ def test_the_command_line_takes_kube_controller_manager_with_its_workload_kinds(
     assert s.workloads == WORKLOAD_KINDS and s.nodes == 6 and "crashPoint" not in s.kinds
     assert s.control == "gates:StaleControllerConsistencyReplicaSet=true"
     assert settings_of(tmp_path, "kube-scheduler").nodes == 20  # a scheduler's defaults as before
+    assert settings_of(tmp_path, "kube-scheduler", "--shapes", "gang").shapes == ("gang",)
 
 
 @pytest.mark.parametrize(("argv", "said"), [
@@ -125,6 +126,8 @@ def test_the_command_line_takes_kube_controller_manager_with_its_workload_kinds(
     ([KCM, "--kinds", "crashPoint,abort"], "crashPoint: not with --target kube-controller-manager"),
     ([KCM, "--control", "kube-scheduler"], "a scheduler is no control for kube-controller-manager"),
     ([KCM, "--shapes", "tainted"], "--shapes shape a scheduler's pods"),
+    (["yunikorn", "--shapes", "roomy,gang"], "--shapes gang: its gangs are PodGroups"),
+    (["kube-scheduler", "--shapes", "gang", "--control", "yunikorn"], "--shapes gang: its gangs are PodGroups"),
     ([KCM, "--feature-gates", "kube-scheduler:SchedulerAsyncAPICalls=true"], "needs --target kube-scheduler"),
     (["kube-scheduler", "--feature-gates", f"{KCM}:StaleControllerConsistencyJob=false"],
      "needs --target kube-controller-manager"),

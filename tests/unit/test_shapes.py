@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import typing
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from kube_fault_proxy.rig.runs import scenario
 from kube_fault_proxy.rig.workloads import load
 from kube_fault_proxy.rig.workloads.shapes import (
     ALL_SHAPES,
+    GANG_LABEL,
+    GANG_SIZES,
     POOL_LABEL,
     SIZES,
     TAINT_KEY,
@@ -196,3 +199,34 @@ def test_a_shaped_block_shapes_every_node_and_puts_each_back_as_it_was() -> None
     with pytest.raises(RuntimeError), load.shaped(kube, "exact-fill", 6, 1):  # type: ignore[arg-type]
         raise RuntimeError("the run failed")
     assert len(kube.patches) == 4 * shaped and kube.patches[-6:] == back  # shaped again, and put back all the same
+
+
+@pytest.mark.parametrize(("nodes", "pods"), SIZES_TABLE)
+@pytest.mark.parametrize("seed", [1, 2, 7])
+def test_gang_pods_fill_the_nodes_in_gangs_of_two_to_four_each_with_its_podgroup(nodes: int, pods: int,
+                                                                                 seed: int) -> None:
+    w = generate("gang", nodes, pods, seed)
+    members: dict[str, int] = {}
+    for p in w.pods:
+        assert p.gang is not None and p.labels == {GANG_LABEL: p.gang}
+        assert p.spec_fields() == {"schedulingGroup": {"podGroupName": p.gang}}
+        members[p.gang] = members.get(p.gang, 0) + 1
+    assert [name for name, _ in w.gangs] == list(members)  # a PodGroup for each gang, in creation order
+    for name, min_count in w.gangs:
+        size = members[name]
+        assert (2 <= size <= GANG_SIZES[1] + 1) or pods == 1  # a lone last pod joins the gang before it
+        assert min_count in (size, size - 1) and (min_count == size or size >= 3) and min_count >= 1
+    filled = generate("exact-fill", nodes, pods, seed).nodes  # any packing of unit pods fits, one slot to spare
+    assert [(n.cpu_m, n.pods) for n in w.nodes] == [(f.cpu_m + 500, f.pods + 1) for f in filled]
+    order = [p.gang for p in w.pods]
+    assert order == sorted(order, key=lambda g: int(str(g)[1:]))  # a gang's members come one after another
+
+
+def test_some_gangs_wait_for_fewer_than_all_their_members() -> None:
+    short = whole = 0
+    for seed in range(10):
+        w = generate("gang", 4, 40, seed)
+        sizes = Counter(p.gang for p in w.pods)
+        short += sum(1 for name, count in w.gangs if count < sizes[name])
+        whole += sum(1 for name, count in w.gangs if count == sizes[name])
+    assert short and whole > short

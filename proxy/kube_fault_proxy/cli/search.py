@@ -29,7 +29,7 @@ from kube_fault_proxy.rig.search.on_cluster import CampaignError
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.resume import ResumeError
 from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
-from kube_fault_proxy.rig.workloads.shapes import ALL_SHAPES, DEVICE_SHAPES, SHAPES
+from kube_fault_proxy.rig.workloads.shapes import ALL_SHAPES, DEVICE_SHAPES, GANG_SHAPES, SHAPES
 
 SCHEDULERS = ("yunikorn", "kube-scheduler")  # a control by another scheduler is one of these
 DEFAULTS = {"nodes": 20, "pods": 100}  # a scheduler's search rig and load
@@ -96,6 +96,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
     if not shapes or set(shapes) - set(ALL_SHAPES):
         raise UsageError(f"--shapes takes some of {', '.join(ALL_SHAPES)}")
+    if set(shapes) & set(GANG_SHAPES) and "yunikorn" in (args.scheduler, control):
+        raise UsageError(f"--shapes {','.join(GANG_SHAPES)}: its gangs are PodGroups, which kube-scheduler schedules; "
+                         "YuniKorn's gangs are its own (task groups), so it can be neither target nor control here")
     if args.scheduler == waist.CONTROLLER_MANAGER:  # its workloads are the plan's (controller_trial.plan)
         if args.shapes:
             raise UsageError("--shapes shape a scheduler's pods; kube-controller-manager's trials make workloads "
@@ -244,7 +247,7 @@ def _replay(args: argparse.Namespace) -> int:
     kinds = tuple(doc.get("workloads") or WORKLOAD_KINDS)  # kube-controller-manager's: the workloads it made
     release = doc.get("kubernetes") or versions.KUBERNETES  # a search written before releases ran the default
     with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates,
-                     kinds, release, devices=genome.shape in DEVICE_SHAPES) as rig:
+                     kinds, release, devices=genome.shape in DEVICE_SHAPES, gangs=genome.shape in GANG_SHAPES) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
@@ -294,7 +297,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help=f"workload shapes the trials draw from (default: {', '.join(SHAPES)}; also "
                         f"{', '.join(DEVICE_SHAPES)}, whose pods claim devices of a fake DRA driver; with "
                         "dra-binding the devices wait for binding conditions, which the rig sets as the driver "
-                        "would)")
+                        "would; and gang, whose pods are gangs of PodGroups with minCount, kube-scheduler only, "
+                        "with GenericWorkload on)")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
     p.add_argument("--controls", type=int, default=3, metavar="N",

@@ -89,7 +89,7 @@ def _load_gang(kube: Kube, args: argparse.Namespace) -> int:
         names = gang.create_gang(client, args.namespace, args.name, args.min_count, args.members, args.cpu,
                                  args.interval, args.scheduler_name)
     print(f"created Workload and PodGroup {args.namespace}/{args.name} (minCount {args.min_count}) and "
-          f"{len(names)} members (label {gang.GANG_LABEL}={args.name})")
+          f"{len(names)} members (label {shapes.GANG_LABEL}={args.name})")
     return OK
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kube_fault_proxy.rig.invariants.catalogue import Violation
 from kube_fault_proxy.rig.invariants.history import History
-from kube_fault_proxy.rig.invariants.placement import Obj
+from kube_fault_proxy.rig.invariants.placement import Obj, ref
 
 ALL_OR_NOTHING = "gang-all-or-nothing"
 NOT_STUCK = "scheduler-not-stuck"
@@ -71,6 +71,35 @@ def judge_gangs(history: History, timeout: float = PERMIT_TIMEOUT) -> list[Viola
                              numbers={"bound": len(gang.bound), "minCount": gang.min_count,
                                       "seconds": round(history.end - since, 1), "timeout": timeout}))
     return out
+
+
+def short_gangs(pods: list[Obj], groups: list[Obj]) -> dict[str, str]:
+    """The gangs (PodGroup name -> why) with fewer live members than their minCount: their pending members wait
+    at PreEnqueue for members that will never come ("the pods in the group are scheduled only when minCount of
+    them can be", KEP-4671), so a pending member of one is not stranded."""
+    counts = {g["metadata"]["name"]: c for g in groups if (c := min_count(g)) is not None}
+    live: dict[str, int] = {}
+    for pod in pods:
+        group = group_of(pod)
+        if group is not None and not pod["metadata"].get("deletionTimestamp"):
+            live[group] = live.get(group, 0) + 1
+    return {name: f"PodGroup {name} has {live.get(name, 0)} live members of minCount {count}"
+            for name, count in counts.items() if live.get(name, 0) < count}
+
+
+def excuse_short_gangs(violations: list[Violation], pods: list[Obj],
+                       groups: list[Obj]) -> tuple[list[Violation], list[tuple[Violation, str]]]:
+    """(violations kept, `stranded` violations of members of short gangs with the reason each is not one)."""
+    short = short_gangs(pods, groups)
+    group_by_ref = {ref(p): group_of(p) for p in pods}
+    kept, excused = [], []
+    for v in violations:
+        group = group_by_ref.get(v.objects[0]) if v.invariant == "stranded" and v.objects else None
+        if group is not None and group in short:
+            excused.append((v, short[group]))
+        else:
+            kept.append(v)
+    return kept, excused
 
 
 def not_stuck(probe: str, seconds: float | None, bound: float) -> list[Violation]:

@@ -34,7 +34,7 @@ class ClusterSpec(StrictModel):
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
 # rig.shapes.ALL_SHAPES
-Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding"]
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang"]
 
 
 class LoadSpec(StrictModel):
@@ -55,7 +55,8 @@ class LoadSpec(StrictModel):
         "the workload shape: a tight one gives the nodes its capacity, labels and taints for the run and "
         "sizes and constrains the pods to fill them (cpu and memory then come from the shape); dra publishes "
         "devices of a fake DRA driver on every node and gives each pod a claim for 1-4 of them (the cluster's "
-        "kube-controller-manager must run the resourceclaim-controller)"))
+        "kube-controller-manager must run the resourceclaim-controller); gang puts exact-fill's pods in gangs "
+        "of PodGroups with minCount (the cluster needs GenericWorkload and the scheduling.k8s.io/v1beta1 API on)"))
 
     @model_validator(mode="after")
     def _release_concurrency_only_with_gates(self) -> Self:

@@ -38,7 +38,7 @@ from kube_fault_proxy.rig.search.trial import (
     confirm_tier,
     run_trial,
 )
-from kube_fault_proxy.rig.workloads.shapes import DEVICE_SHAPES
+from kube_fault_proxy.rig.workloads.shapes import DEVICE_SHAPES, GANG_SHAPES
 
 FRESH_SHARE = 0.4  # share of trials drawn fresh once the corpus is not empty (the rest mutate it)
 PRECHECK_ATTEMPTS = 30  # draws per trial before a genome the pre-check calls wasted is run anyway
@@ -99,7 +99,8 @@ class Search:
             self.rigs[key] = self._rigs.enter_context(Rig.running(
                 left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
                 self.s.yunikorn_source, self.gates_of(key), self.s.workloads, self.s.kubernetes,
-                devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES))))
+                devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES)),
+                gangs=bool(set(self.s.shapes) & set(GANG_SHAPES))))
             self.builds[key] = self.rigs[key].build
         self.remember_pids(key, self.rigs[key])
         return self.rigs[key]

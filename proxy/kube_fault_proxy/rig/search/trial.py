@@ -14,15 +14,16 @@ from typing import Any
 import httpx
 from lightkube.types import PatchType
 
-from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod
+from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.feature_gates import collect as feature_gates_of
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.controllers.apiserver import Recorder
-from kube_fault_proxy.rig.invariants import check, devices, ledger, pod_scheduled, pod_waits
+from kube_fault_proxy.rig.invariants import check, devices, gangs, ledger, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.invariants.history import History
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES
 from kube_fault_proxy.rig.runs.timeline import timeline_sample
@@ -31,11 +32,12 @@ from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WOR
 from kube_fault_proxy.rig.search.excused import judge_trial
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.kinds import EVENT_EDITORS, event_lag, traits
-from kube_fault_proxy.rig.workloads import dra, load, shapes
+from kube_fault_proxy.rig.workloads import dra, gang, load, shapes
 
 LOAD_RATE = 200.0
 VIOLATIONS_KEPT = 5  # a trial's first violations, as messages, in trials.jsonl (what a record quotes)
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
+PROBE_BOUND = 30.0  # the gang shape: a probe pod created once the trial settled must be bound this soon (seconds)
 
 
 @dataclass
@@ -81,21 +83,30 @@ class Rig:
                 yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
                 feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
                 kinds: tuple[str, ...] = WORKLOAD_KINDS, kubernetes: str = versions.KUBERNETES,
-                devices: bool = False) -> Iterator[Rig]:
+                devices: bool = False, gangs: bool = False) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
         patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
         kube-scheduler rig, the other components' to every rig. A kube-controller-manager rig runs its workload
         controllers through the proxy and kube-scheduler direct. Every component but YuniKorn is of the
         Kubernetes release `kubernetes`. With `devices` (a device shape may be drawn) kube-controller-manager
-        also runs the resourceclaim-controller, which makes a pod's claims from its templates."""
+        also runs the resourceclaim-controller, which makes a pod's claims from its templates. With `gangs` (the
+        gang shape may be drawn) `GenericWorkload` is on in every component unless `feature_gates` says otherwise
+        (a control by gates), the v1beta1 scheduling API is served, and the podgroup-protection-controller runs."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
-        gates = {c: dict(g) for c, g in (feature_gates or {}).items() if c != "kube-scheduler" or scheduler == c}
+        wanted = {part: dict(g) for part, g in (feature_gates or {}).items()}
+        if gangs:
+            for part, g in feature_gates_of(gang.GATES).items():
+                wanted[part] = {**g, **wanted.get(part, {})}
+        gates = {part: g for part, g in wanted.items() if part != "kube-scheduler" or scheduler == part}
         extra: dict[str, Any] = {}
         if scheduler == CONTROLLER_MANAGER:
             extra = {"through_proxy": (CONTROLLER_MANAGER,),
                      "controllers": controller_manager.CONTROLLERS + controller_manager.WORKLOAD_CONTROLLERS}
         if devices:
             extra["controllers"] = (*extra.get("controllers", controller_manager.CONTROLLERS), *dra.CONTROLLERS)
+        if gangs:
+            extra["controllers"] = (*extra.get("controllers", controller_manager.CONTROLLERS), *gang.CONTROLLERS)
+            extra["runtime_config"] = (gang.RUNTIME_CONFIG,)
         with running(Options(state_dir=state_dir, nodes=nodes,
                              scheduler="kube-scheduler" if scheduler == CONTROLLER_MANAGER else scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
@@ -326,6 +337,9 @@ class _Trial:
         if self.workload.nodes != self.rig.shaped:
             load.shape_nodes(self.api, self.workload.nodes)
             self.rig.shaped = self.workload.nodes
+        if self.workload.gangs:  # the gang shape's PodGroups, before any member
+            ensure_namespace(self.api, self.namespace)
+            gang.create_groups(self.api, self.namespace, self.workload.gangs)
         if self.genome.shape in shapes.DEVICE_SHAPES:  # this trial's devices on the first nodes, its templates
             names = sorted(n["metadata"]["name"] for n in self.api.list(Node))[:len(self.workload.nodes)]
             dra.publish(self.api, names, [n.devices for n in self.workload.nodes], [self.namespace],
@@ -454,6 +468,8 @@ class _Trial:
             report.violations += devices.check_devices(
                 [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace],
                 self.api.list(dra.ResourceClaim, namespace="*"), self.api.list(dra.ResourceSlice), self.namespace)
+        if self.genome.shape in shapes.GANG_SHAPES:
+            self.judge_gangs(snap, report)
         result.check = report.as_dict()
         result.broken = sorted(n for n, vs in report.by_invariant().items() if vs)
         final = {p["metadata"]["name"]: "bound" if p["spec"].get("nodeName") else "unbound"
@@ -465,6 +481,19 @@ class _Trial:
                             **differential.yunikorn_facts(snap.yunikorn, self.namespace)}
         if result.tokens and self.genome.shape != "roomy":
             result.tokens.add(f"shape:{self.genome.shape}")
+
+    def judge_gangs(self, snap: check.Snapshot, report: check.Report) -> None:
+        """What gang scheduling promises: a pending member of a gang left short of its minCount (a member deleted)
+        is not stranded; and a probe pod that fits, created now, is bound within PROBE_BOUND seconds (the
+        scheduler is not stuck, as kubernetes#140263 left it after members failed to bind)."""
+        mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
+        groups = list(self.api.list(gang.PodGroup, namespace=self.namespace))
+        report.violations, excused = gangs.excuse_short_gangs(report.violations, mine, groups)
+        report.excused += excused
+        probe, seconds = gang.probe(self.rig.cluster.admin_api(), self.namespace, timeout=PROBE_BOUND,
+                                    scheduler_name=self.scheduler_name)
+        report.checked.append(gangs.NOT_STUCK)
+        report.violations += gangs.not_stuck(f"{self.namespace}/{probe}", seconds, PROBE_BOUND)
 
     def clean(self) -> None:
         """Pass-through again, the profile gone, the namespace gone (pods and all, by kube-controller-manager)."""

@@ -19,13 +19,13 @@ from lightkube import Client
 from lightkube.generic_resource import create_namespaced_resource
 
 from kube_fault_proxy.kube.kubeapi import ApiError, Kube, Pod, ensure_namespace
+from kube_fault_proxy.rig.workloads.shapes import GANG_LABEL
 
 GROUP_VERSION = "scheduling.k8s.io/v1beta1"
 RUNTIME_CONFIG = f"{GROUP_VERSION}=true"
 GATES = ("kube-apiserver:GenericWorkload=true", "kube-scheduler:GenericWorkload=true",
          "kube-controller-manager:GenericWorkload=true")
 CONTROLLERS = ("podgroup-protection-controller",)  # what kube-controller-manager must run to delete PodGroups
-GANG_LABEL = "kube-fault-proxy/gang"
 PROBE_LABEL = "kube-fault-proxy/probe"
 TEMPLATE = "members"
 
@@ -84,6 +84,19 @@ def create_gang(client: Client, namespace: str, name: str, min_count: int, membe
             raise RuntimeError("the apiserver dropped spec.schedulingGroup: GenericWorkload is off in kube-apiserver")
         names.append(pod["metadata"]["name"])
     return names
+
+
+def create_groups(client: Client, namespace: str, groups: tuple[tuple[str, int], ...]) -> None:
+    """A gang PodGroup (with no Workload: its workloadRef is optional) for each (name, minCount), before any member
+    is created (the gang shape's; the namespace must exist)."""
+    for name, count in groups:
+        try:
+            client.create(PodGroup.from_dict(pod_group(name, namespace, count)))
+        except ApiError as e:
+            if e.status.code == 404:
+                raise RuntimeError(f"the apiserver does not serve {GROUP_VERSION} PodGroups: start it with "
+                                   f"--runtime-config {RUNTIME_CONFIG} and {GATES[0]}") from None
+            raise
 
 
 def bound(client: Client, namespace: str, group: str) -> int:

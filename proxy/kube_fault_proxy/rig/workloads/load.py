@@ -25,7 +25,7 @@ from kube_fault_proxy.kube.kubeapi import (
     ensure_namespace,
 )
 from kube_fault_proxy.rig.console import Progress
-from kube_fault_proxy.rig.workloads import dra, pod_posts, shapes
+from kube_fault_proxy.rig.workloads import dra, gang, pod_posts, shapes
 
 LOAD_LABEL = "kube-fault-proxy/load"
 TOUCHED = "kube-fault-proxy/touched"
@@ -153,7 +153,8 @@ def shaped(kube: Kube, shape: str, pods: int, seed: int,
     and the workload over them; the nodes put back as they were (their pool label, taints, capacity and
     allocatable, as read before) however the block ends. Roomy: nothing changes (None). A device shape (dra,
     dra-binding) also publishes each node's devices, and the claim templates in `namespace`, for the block (with
-    binding conditions, the rig's fake driver runs for it too)."""
+    binding conditions, the rig's fake driver runs for it too). The gang shape also creates its PodGroups in
+    `namespace` (kept: they go with the namespace)."""
     if shape == "roomy":
         yield None
         return
@@ -169,6 +170,9 @@ def shaped(kube: Kube, shape: str, pods: int, seed: int,
         before = [(n["metadata"]["name"], _shapeable(n)) for n in client.list(Node)]
         workload = shapes.generate(shape, len(before), pods, seed)
         shape_nodes(client, workload.nodes)
+        if workload.gangs:  # the gang shape: its PodGroups before any member
+            ensure_namespace(client, namespace)
+            gang.create_groups(client, namespace, workload.gangs)
     try:
         yield workload
     finally:

@@ -12,6 +12,12 @@ specs, with a planned legal placement. The tight shapes end full or nearly full,
   always places them). Drawn only when asked for: it needs kube-controller-manager's resourceclaim-controller.
 - dra-binding: dra whose devices have binding conditions (`DRADeviceBindingConditions`, GA in 1.38): a pod waits
   in the scheduler's PreBind until the rig's fake driver sets its devices Ready in the claim's status.
+- gang: exact-fill's nodes with a spare unit slot each, and its pods in gangs of 2-4 (each a PodGroup with
+  minCount its size, or one less for a third of the gangs of 3 or more; workloads/gang.py), created over time as
+  the load creates them, so a gang waits at Permit until enough of its members have come. Any packing of unit
+  pods fits, so every gang can be placed, and a probe pod still fits once they are. Drawn only when asked for: it
+  needs the `GenericWorkload` gate and the v1beta1 API on, and kube-scheduler (YuniKorn's gangs are its own, not
+  PodGroups).
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ SHAPES = ("roomy", "exact-fill", "mixed", "tainted", "anti-affinity")
 TIGHT = SHAPES[1:]
 DEVICE_SHAPES = ("dra", "dra-binding")  # shapes that need more than the default cluster (workloads/dra.py)
 BINDING_SHAPES = ("dra-binding",)  # device shapes whose devices wait for binding conditions (the driver sets them)
-ALL_SHAPES = SHAPES + DEVICE_SHAPES
+GANG_SHAPES = ("gang",)  # shapes whose pods are in PodGroups (workloads/gang.py): the GenericWorkload gate on
+ALL_SHAPES = SHAPES + DEVICE_SHAPES + GANG_SHAPES
 MAX_DEVICES = 4  # the most devices one pod of the dra shape asks for
 POOL_LABEL = "kube-fault-proxy/pool"
 TAINT_KEY = "kube-fault-proxy/dedicated"
 PAIR_LABEL = "kube-fault-proxy/pair"
 HOSTNAME = "kubernetes.io/hostname"
 CLAIM = "devices"  # a dra pod's name for its claim
+GANG_LABEL = "kube-fault-proxy/gang"  # a gang member's label: its PodGroup's name
+GANG_SIZES = (2, 4)  # the fewest and most members of one gang
 
 
 def claim_template(devices: int) -> str:
@@ -67,6 +76,7 @@ class PodSpec:
     tolerations: tuple[dict[str, str], ...] = ()
     anti_affinity: str | None = None  # the PAIR_LABEL value this pod must not share a node with
     devices: int = 0  # devices of the fake DRA driver it claims (through a ResourceClaimTemplate)
+    gang: str | None = None  # the PodGroup it is a member of (spec.schedulingGroup)
 
     def spec_fields(self) -> dict[str, Any]:
         """The pod spec fields this shape sets (merged into the load's pod manifest)."""
@@ -78,6 +88,8 @@ class PodSpec:
         if self.anti_affinity is not None:
             out["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {PAIR_LABEL: self.anti_affinity}}, "topologyKey": HOSTNAME}]}}
+        if self.gang is not None:
+            out["schedulingGroup"] = {"podGroupName": self.gang}
         if self.devices:
             out["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": claim_template(self.devices)}]
         return out
@@ -95,6 +107,7 @@ class Workload:
     nodes: tuple[NodeSpec, ...]
     pods: tuple[PodSpec, ...]
     placement: tuple[int, ...]
+    gangs: tuple[tuple[str, int], ...] = ()  # the gang shape's PodGroups: (name, minCount)
 
 
 ROOMY_NODE = NodeSpec(16000, 65536, 110)
@@ -171,15 +184,40 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
                 pod_specs.append(_unit(labels={PAIR_LABEL: pair} if pair else {}, anti_affinity=pair))
             return Workload(shape, tuple(_filled(_spread(pods, nodes), spare=1)), tuple(pod_specs),
                             tuple(j % nodes for j in range(pods)))
+        case "gang":
+            return _gangs(rng, nodes, pods)
         case "dra" | "dra-binding":
-            wants = [rng.randint(1, MAX_DEVICES) for _ in range(pods)]
-            placement = tuple(j % nodes for j in range(pods))
-            per_node = [sum(w for w, n in zip(wants, placement, strict=True) if n == i) + MAX_DEVICES
-                        for i in range(nodes)]
-            return Workload(shape, tuple(NodeSpec(ROOMY_NODE.cpu_m, ROOMY_NODE.memory_mi, ROOMY_NODE.pods,
-                                                  devices=d) for d in per_node),
-                            tuple(PodSpec(100, 64, devices=w) for w in wants), placement)
+            return _devices(rng, shape, nodes, pods)
     raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(ALL_SHAPES)}")
+
+
+def _devices(rng: random.Random, shape: str, nodes: int, pods: int) -> Workload:
+    """Roomy nodes with the devices their planned pods need plus MAX_DEVICES, pods claiming 1 to MAX_DEVICES."""
+    wants = [rng.randint(1, MAX_DEVICES) for _ in range(pods)]
+    placement = tuple(j % nodes for j in range(pods))
+    per_node = [sum(w for w, n in zip(wants, placement, strict=True) if n == i) + MAX_DEVICES for i in range(nodes)]
+    return Workload(shape, tuple(NodeSpec(ROOMY_NODE.cpu_m, ROOMY_NODE.memory_mi, ROOMY_NODE.pods, devices=d)
+                                 for d in per_node),
+                    tuple(PodSpec(100, 64, devices=w) for w in wants), placement)
+
+
+def _gangs(rng: random.Random, nodes: int, pods: int) -> Workload:
+    """exact-fill's nodes with one spare unit slot each (room for the not-stuck probe) and its unit pods, the pods
+    (in creation order) in gangs of GANG_SIZES members; a lone last
+    pod joins the gang before it (or is a gang of one when there is a single pod)."""
+    sizes: list[int] = []
+    while sum(sizes) < pods:
+        sizes.append(min(rng.randint(*GANG_SIZES), pods - sum(sizes)))
+    if len(sizes) > 1 and sizes[-1] == 1:
+        sizes[-2] += 1  # (not `+= sizes.pop()`: that would add to the one before, indexed after the pop)
+        sizes.pop()
+    gangs, specs = [], []
+    for i, size in enumerate(sizes):
+        name = f"g{i}"
+        gangs.append((name, size - 1 if size >= 3 and rng.random() < 1 / 3 else size))
+        specs += [_unit(labels={GANG_LABEL: name}, gang=name)] * size
+    return Workload("gang", tuple(_filled(_spread(pods, nodes), spare=1)), tuple(specs),
+                    tuple(j % nodes for j in range(pods)), tuple(gangs))
 
 
 def node_patches(spec: NodeSpec, node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
