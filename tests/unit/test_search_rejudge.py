@@ -186,3 +186,21 @@ def test_the_findings_of_a_record_survive_or_not() -> None:
     lines = rejudged_report.group_lines(scheduler)
     assert lines[2] == ("| 1 | bound-pod-scheduled; resetUpstream on binding; staleList on pod-watch | 4 | 1/5 | "
                         "does not survive: known |")
+
+
+def test_the_record_holds_what_the_command_prints_over_the_records() -> None:
+    root = Path(__file__).resolve().parents[2]
+    record = (root / "docs" / "records" / "rejudged-findings-2026-12-06.md").read_text()
+    command = record.split("kube-fault-proxy search rejudge \\\n", 1)[1].split("\n```", 1)[0]
+    paths = [p for p in command.replace("\\\n", " ").split() if p.startswith("docs/records/")]
+    assert len(paths) == 14
+    stored = [rejudge.read(root / p, RULES) for p in paths]
+    table = rejudged_report.table(stored, root)
+    assert "\n".join(table) in record
+    assert len(table) == 2 + 2 * 8 + 6  # a before and an after row per search with hits; one per minimal case
+
+
+def test_the_kinds_each_effect_comes_from_are_read_from_the_registry() -> None:
+    assert set(rejudge.LOST_CREATE_KINDS) == {"commitThenFail", "crashPoint", "failThenCommit"}
+    assert set(rejudge.EVENT_DROPPING_KINDS) == {"dropEvents"}
+    assert set(rejudge.CUTTING) == {"outage", "resetUpstream"}

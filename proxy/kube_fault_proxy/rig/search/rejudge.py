@@ -8,8 +8,9 @@ So the ledger (invariants/ledger.py) is re-applied from what the record holds:
   `fault-effect`; a hit with a `ledger` text was judged and not excused);
 - else the excuse rules (invariants/excuses.py) are asked what effect each broken invariant's excuse counts
   (a pod create that committed unanswered; a pod's dropped ADDED event), and the profile's rules what effects
-  they can make at all. A hit one of whose breaks no rule of its profile can excuse is **not excusable**: that
-  is exact without the journal. A hit whose every break its profile might excuse is **undecided**: only its
+  they can make at all (read from the kinds' traits and editors, and the ledger's own table: no kind is named).
+  A hit one of whose breaks no rule of its profile can excuse is **not excusable**: that is exact without the
+  journal. A hit whose every break its profile might excuse is **undecided**: only its
   journal (and, for the controllers, its history) can say, and the record kept neither: it needs a replay.
 
 Then the rest of today's classification: a confirmed hit of a known bug (known-findings.yaml) is `known`, and a
@@ -21,13 +22,16 @@ Pure but for `read`: a search.json in, Rejudged hits and a table out."""
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.invariants import excuses
+from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
+from kube_fault_proxy.proxy.requests.watch import EventEditor
+from kube_fault_proxy.rig.invariants import excuses, ledger
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.excused import REANNOUNCING
 from kube_fault_proxy.rig.search.findings import kinds_on_matches
@@ -37,18 +41,29 @@ from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 CLASSES = ("excused", "undecided", "control-broken", "not-reproduced", "no-injection", "known", "under-controlled",
            "confirmed")
 JUDGED_EXCUSED = ("excused", "fault-effect")  # `fault-effect`: what `excused` was called before the ledger
-LOST_CREATE_KINDS = frozenset({"commitThenFail", "crashPoint", "failThenCommit"})  # ledger.py: a lost create
+
+
+def _journals(spec: type[FaultSpec], effect: ledger.EffectKind) -> bool:
+    """Whether a kind's watch-event editor (in its own module) journals an action the ledger reads as `effect`."""
+    editors = [v for v in vars(sys.modules[spec.__module__]).values()
+               if isinstance(v, type) and issubclass(v, EventEditor) and v.__module__ == spec.__module__]
+    return any(ledger.WATCH_ACTIONS.get(str(getattr(e, "action", ""))) == effect for e in editors)
+
+
+# Kinds whose write may commit while its client sees an error: the ledger's unanswered kinds, and the kinds that
+# send a write again later as the client's own (it commits after its error).
+LOST_CREATE_KINDS = frozenset(ledger.UNANSWERED | {k.kind for k in KINDS if k.traits.acts_on == "resent-write"})
+EVENT_DROPPING_KINDS = frozenset(k.kind for k in KINDS if k.traits.edits_events and _journals(k, "event-dropped"))
 # What each excuse rule counts in the ledger: (fault kinds that make it, resource, verb, watch event type).
 NEEDS: dict[excuses.Rule, tuple[frozenset[str], str, str, str]] = {
     excuses.surplus_rule: (LOST_CREATE_KINDS, "pods", "create", ""),
     excuses.success_rule: (LOST_CREATE_KINDS, "pods", "create", ""),
-    excuses.stranding_rule: (frozenset({"dropEvents"}), "pods", "watch", "ADDED"),
+    excuses.stranding_rule: (EVENT_DROPPING_KINDS, "pods", "watch", "ADDED"),
 }
-
-
-# Faults that cut a client's connections (every stream on them fails at once): a pod create in flight on one may have
-# committed, and the journal names only the request the rule matched, so the ledger holds no lost create for it.
-CUTTING = frozenset({"resetUpstream", "outage"})
+# Connection faults (they act on every request): every stream on a cut connection fails at once, so a pod create in
+# flight on one may have committed, and the journal names only the request the rule matched: the ledger holds no
+# lost create for it.
+CUTTING = frozenset(k.kind for k in KINDS if k.traits.acts_on == "any")
 
 
 class RejudgeError(ValueError):
@@ -145,8 +160,9 @@ def _reaches(rule: Rule, resource: str, verb: str) -> bool:
 
 
 def _drops(rule: Rule, event: str) -> bool:
-    """Whether a dropEvents rule may drop watch events of this type (its `events.types`, unset: every type)."""
-    types = ((rule.get("fault") or {}).get("dropEvents") or {}).get("events", {}).get("types")
+    """Whether an event-dropping rule may drop watch events of this type (its `events.types`, unset: every type)."""
+    settings = next(iter((rule.get("fault") or {}).values()), None) or {}
+    types = (settings.get("events") or {}).get("types") if isinstance(settings, Mapping) else None
     return not types or event in types
 
 
@@ -216,8 +232,8 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
     def out(after: str, why: str) -> Rejudged:
         cut = not judged and after not in ("excused", "undecided", "no-injection") and blind(broken, genome)
         if cut:
-            why += ("; the profile cuts connections (resetUpstream or outage): a pod create in flight on one may have "
-                    "committed unanswered, which the journal does not record, so the ledger is blind to it")
+            why += (f"; the profile cuts connections ({', '.join(sorted(CUTTING))}): a pod create in flight on one may "
+                    "have committed unanswered, which the journal does not record, so the ledger is blind to it")
         return Rejudged(int(hit["trial"]), broken, before, after, why, cut, frozenset(kinds_on_matches(genome)))
 
     judged = hit.get("ledger")
