@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from kube_fault_proxy import shipped
-from kube_fault_proxy.cli import search_campaign
+from kube_fault_proxy.cli import search_campaign, search_rejudge
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
@@ -252,7 +252,12 @@ def _replay(args: argparse.Namespace) -> int:
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
     hits = sum(1 for r in runs if target <= set(r.broken))
-    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc.get('build') or doc['scheduler']}")
+    excused = sum(1 for r in runs if target <= set(r.broken) and r.own_effect)
+    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc.get('build') or doc['scheduler']}"
+          + (f" ({excused} of them wholly excused by the ledger: the fault's own effect)" if excused else ""))
+    for r in runs:
+        if r.check.get("ledger"):
+            print(f"  {r.name}: {r.check['ledger']}")
     return FAILED if hits else OK
 
 
@@ -261,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.search_command == "replay":
             return _replay(args)
+        if args.search_command == "rejudge":
+            return search_rejudge.run(args)
         return _search(args)
     except (UsageError, ResumeError, ProfileError) as e:
         what = f"{args.output}/trials.jsonl cannot be resumed: {e} (--fresh starts over)" if isinstance(
@@ -367,3 +374,4 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r.add_argument("--profiles", type=Path, metavar="DIR", help="profile library (default: ./fault_profiles if it "
                    "exists, else the shipped one)")
     r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")
+    search_rejudge.add_arguments(ssub)
