@@ -178,6 +178,21 @@ def test_a_dropped_added_stranding_is_excused_through_the_ledger(tmp_path: Path)
     assert excuses.judge([stranded, phantom], book).findings[0].why == "I2: no ledger effect excuses it"
 
 
+def test_a_probe_whose_added_was_dropped_excuses_scheduler_not_stuck(tmp_path: Path) -> None:
+    """A gang trial's probe is created after the faults, but a watch a rule edited stays edited: its ADDED was
+    dropped (the 2026-12-06 gang search, trial 1), so the scheduler never learned of it. A probe the ledger has no
+    dropped event for is still a finding."""
+    run = Run(tmp_path)
+    run.journal.inject("drop", {"dropEvents": {"events": {"hasNodeName": False}}}, "WATCH", "/api/v1/pods",
+                       agent=SCHEDULER)
+    run.journal.watch_event("drop", "dropped", WatchEvent("ADDED", "Pod", "s-t1-3", "probe-1a2b3c", "900", False))
+    stuck = {"invariant": "scheduler-not-stuck", "message": "probe pod s-t1-3/probe-1a2b3c, which fits, was never "
+             "bound (bound 30s)", "objects": ["s-t1-3/probe-1a2b3c"]}
+    judged = excuses.judge([stuck], run.ledger())
+    assert judged.fully_excused and "dropped the ADDED watch event of s-t1-3/probe-1a2b3c" in judged.text()
+    assert not excuses.judge([{**stuck, "objects": ["s-t1-3/probe-ffffff"]}], run.ledger()).fully_excused
+
+
 def test_a_dropped_modified_excuses_no_stranding(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.journal.inject("drop", {"dropEvents": {}}, "WATCH", "/api/v1/pods", agent=SCHEDULER)

@@ -17,9 +17,10 @@ a Judgement out. One rule per invariant (RULES); an invariant with no rule is ne
 - **An extra success** (`job-never-over-completions`, `indexed-job-one-success-per-index`): a duplicate that ran
   to completion stays succeeded; each lost create of the Job excuses one extra succeeded pod (of an Indexed Job,
   one of the index its pod has).
-- **A pod no scheduler learned of** (`stranded`, `I3`, `no-pod-waits-past-bound`): each pod whose own ADDED event
-  the proxy dropped, where the workload never updated the pod again (touchPods re-announces it), may stay
-  unscheduled: the scheduler never saw it.
+- **A pod no scheduler learned of** (`stranded`, `I3`, `no-pod-waits-past-bound`, and `scheduler-not-stuck` of
+  its probe pod): each pod whose own ADDED event the proxy dropped, where the workload never updated the pod again
+  (touchPods re-announces it), may stay unscheduled: the scheduler never saw it. A watch a rule edited stays
+  edited after the profile is off, so a probe created after the faults can lose its ADDED event too.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from kube_fault_proxy.rig.invariants.placement import Obj, ref
 
 SYNC_BOUND = 30.0  # seconds a controller has to remove an excused surplus pod (its next sync, plus its backoff)
 LOST_CREATES: tuple[EffectKind, ...] = ("committed-unanswered", "committed-after-error")
-STRANDING = frozenset({"stranded", "I3", "no-pod-waits-past-bound"})
+STRANDING = frozenset({"stranded", "I3", "no-pod-waits-past-bound", "scheduler-not-stuck"})
 
 
 @dataclass(frozen=True)
