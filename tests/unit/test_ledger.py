@@ -193,6 +193,35 @@ def test_a_probe_whose_added_was_dropped_excuses_scheduler_not_stuck(tmp_path: P
     assert not excuses.judge([{**stuck, "objects": ["s-t1-3/probe-ffffff"]}], run.ledger()).fully_excused
 
 
+def overcommitted(requested: float, smallest: float = 0.5, pods: tuple[str, ...] = ("a", "b", "c")) -> dict[str, Any]:
+    """no-overcommit of node n1's cpu (allocatable 1), as safety.overcommit writes it."""
+    return {"invariant": "no-overcommit", "message": "m", "objects": [f"s-t1-1/{p}" for p in pods], "kind": "cpu",
+            "node": "n1", "numbers": {"requested": requested, "allocatable": 1.0, "pods": len(pods),
+                                      "smallest": smallest}}
+
+
+def test_an_overcommit_within_the_room_of_binds_committed_after_their_error_is_excused(tmp_path: Path) -> None:
+    """The 1.38 gang search (t12, t23; gate on and off): failThenCommit on Bindings made kube-scheduler forget pods
+    that were bound, and place others in their room. Each such Binding of a pod on the node excuses its room."""
+    run = Run(tmp_path)
+    run.journal.inject("lost", {"commitThenFail": {"abort": {"status": 504}}}, "POST",
+                       "/api/v1/namespaces/s-t1-1/pods/a/binding", agent=SCHEDULER, upstreamStatus=201)
+    late = run.journal.inject("late", {"failThenCommit": {"status": 504, "commitAfterSeconds": 0.5}}, "POST",
+                              "/api/v1/namespaces/s-t1-1/pods/b/binding", agent=SCHEDULER)
+    run.journal.journal.append("late-commit", **{k: late[k] for k in ("profile", "epoch", "seed", "rule", "fault")},
+                               request=late["request"], committed=True, status=201, afterSeconds=0.5)
+    book = run.ledger()
+    assert [(e.kind, e.verb, e.touched.name) for e in book.effects] == [
+        ("committed-unanswered", "create/binding", "a"), ("committed-after-error", "create/binding", "b")]
+    judged = excuses.judge([overcommitted(2.0)], book)  # 1 cpu over: a's and b's room (0.5 each, at least)
+    assert judged.fully_excused and "within the room of 2 pods whose Binding committed" in judged.text()
+    over = excuses.judge([overcommitted(2.5)], book)
+    assert not over.fully_excused and "excuses at most 1 (2 Bindings committed while" in over.text()
+    assert over.text().endswith("s-t1-1/a, s-t1-1/b); 0.5 not excused")
+    elsewhere = excuses.judge([overcommitted(1.5, pods=("c", "d"))], book)  # the lost binds' pods are not on n1
+    assert not elsewhere.fully_excused and "no Binding of its pods committed" in elsewhere.text()
+
+
 def test_a_dropped_modified_excuses_no_stranding(tmp_path: Path) -> None:
     run = Run(tmp_path)
     run.journal.inject("drop", {"dropEvents": {}}, "WATCH", "/api/v1/pods", agent=SCHEDULER)

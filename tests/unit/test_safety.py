@@ -208,7 +208,7 @@ def test_an_overcommit_carries_the_node_the_pods_and_the_numbers() -> None:
     [v] = check_safety(pods, nodes, cordoned)
     assert v.as_dict() == {"invariant": "no-overcommit", "message": "n7 cpu: 6 of 4 requested by 3 pods",
                            "objects": ["default/big0", "default/big1", "default/big2"], "kind": "cpu", "node": "n7",
-                           "numbers": {"requested": 6.0, "allocatable": 4.0, "pods": 3}}
+                           "numbers": {"requested": 6.0, "allocatable": 4.0, "pods": 3, "smallest": 2.0}}
     fractional = [pod(f"p{i}", "n9", cpu="5500m") for i in range(3)]
     [v] = check_safety(fractional, [node("n9", cpu="16")], {})
     assert v.message == "n9 cpu: 16.5 of 16 requested by 3 pods"

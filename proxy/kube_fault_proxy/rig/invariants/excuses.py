@@ -17,6 +17,13 @@ a Judgement out. One rule per invariant (RULES); an invariant with no rule is ne
 - **An extra success** (`job-never-over-completions`, `indexed-job-one-success-per-index`): a duplicate that ran
   to completion stays succeeded; each lost create of the Job excuses one extra succeeded pod (of an Indexed Job,
   one of the index its pod has).
+- **A node over its allocatable** (`no-overcommit`): a Binding that committed while the scheduler saw it fail
+  (committed-after-error, or committed-unanswered) left the pod on its node while the scheduler, believing the
+  bind failed, forgot it and counted its room free ("ForgetPod removes an assumed pod from cache", the scheduler's
+  cache); another pod may then take that room until the scheduler's informer sees the bind. The kubelet's
+  admission is the guard for that window (it refuses a pod that does not fit). Each such Binding of a pod on the
+  node excuses that pod's requests: the excess must be at most the lost binds' pods times the smallest request
+  of a pod on the node (the violation's `smallest`, so the excuse never exceeds what those pods could hold).
 - **A pod no scheduler learned of** (`stranded`, `I3`, `no-pod-waits-past-bound`, and `scheduler-not-stuck` of
   its probe pod): each pod whose own ADDED event the proxy dropped, where the workload never updated the pod again
   (touchPods re-announces it), may stay unscheduled: the scheduler never saw it. A watch a rule edited stays
@@ -325,7 +332,30 @@ def stranding_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
                   f"{'it' if len(objects) == 1 else 'them'}: the scheduler never learned of the pod")
 
 
+def overcommit_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
+    """Each Binding of a pod on the node that committed while the scheduler saw it fail excuses that pod's room."""
+    objects = [str(o) for o in v.get("objects") or []]
+    numbers, node, resource = v.get("numbers") or {}, str(v.get("node") or "?"), str(v.get("kind") or "?")
+    on_node = {_pod_key(o) for o in objects}
+    lost = [e for e in ctx.ledger.of(*LOST_CREATES, resource="pods", verb="create/binding")
+            if (e.touched.namespace or None, e.touched.name) in on_node or (None, e.touched.name) in on_node]
+    pods = sorted({f"{e.touched.namespace}/{e.touched.name}" for e in lost})
+    excess = float(numbers.get("requested", 0)) - float(numbers.get("allocatable", 0))
+    room = len(pods) * float(numbers.get("smallest", 0))
+    what = f"{node} {resource}: {excess:g} over allocatable"
+    if not pods:
+        return _no(v, f"{what}, and no Binding of its pods committed while the scheduler saw it fail")
+    names = ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+    if excess > room + 1e-9:
+        return _no(v, f"{what}; the ledger excuses at most {room:g} ({_n(len(pods), 'Binding')} committed while "
+                      f"the scheduler saw them fail: {names}); {excess - room:g} not excused")
+    return Excuse(str(v["invariant"]), tuple(objects), True,
+                  f"{what}, within the room of {_n(len(pods), 'pod')} whose Binding committed while the scheduler "
+                  f"saw it fail ({names}): it forgot them and placed others there")
+
+
 RULES: dict[str, Rule] = {
+    "no-overcommit": overcommit_rule,
     "replicaset-never-over-replicas": surplus_rule,
     "job-active-within-parallelism": surplus_rule,
     "daemonset-one-pod-per-node": surplus_rule,

@@ -93,9 +93,11 @@ def overcommit(placed: Placed, namespace: str | None) -> Iterator[Violation]:
                 have, cap = requested[resource], alloc[resource]
                 what = "pods bound" if resource == "pods" else f"requested by {len(pods)} pods"
                 scale = 1000 if resource == "cpu" else 1
+                smallest = 1 if resource == "pods" else min(pod_requests(p).get(resource, 0) for p in pods)
                 yield Violation("no-overcommit", f"{name} {resource}: {_show(resource, have, cap)} of "
                                                  f"{_show(resource, cap, have)} {what}", refs, resource, name,
-                                {"requested": have / scale, "allocatable": cap / scale, "pods": len(pods)})
+                                {"requested": have / scale, "allocatable": cap / scale, "pods": len(pods),
+                                 "smallest": smallest / scale})
 
 
 def excluded(placed: Placed, namespace: str | None) -> Iterator[Violation]:

@@ -59,6 +59,7 @@ NEEDS: dict[excuses.Rule, tuple[frozenset[str], str, str, str]] = {
     excuses.surplus_rule: (LOST_CREATE_KINDS, "pods", "create", ""),
     excuses.success_rule: (LOST_CREATE_KINDS, "pods", "create", ""),
     excuses.stranding_rule: (EVENT_DROPPING_KINDS, "pods", "watch", "ADDED"),
+    excuses.overcommit_rule: (LOST_CREATE_KINDS, "pods", "create/binding", ""),
 }
 # Connection faults (they act on every request): every stream on a cut connection fails at once, so a pod create in
 # flight on one may have committed, and the journal names only the request the rule matched: the ledger holds no
@@ -151,12 +152,14 @@ class Group:
 
 
 def _reaches(rule: Rule, resource: str, verb: str) -> bool:
-    """Whether a rule's match can select a request of this resource and verb with no subresource (an unset field
-    selects anything; a field this reader does not know is taken to select anything)."""
+    """Whether a rule's match can select a request of this resource and verb (`create/binding`: of that
+    subresource; a plain verb: with no subresource). An unset field selects anything; a field this reader does not
+    know is taken to select anything."""
     match = rule.get("match") or {}
     resources, verbs, subresources = match.get("resources"), match.get("verbs"), match.get("subresources")
+    verb, _, sub = verb.partition("/")
     return ((not resources or resource in resources or "*" in resources) and (not verbs or verb in verbs)
-            and not subresources)
+            and (not subresources or sub in subresources if sub else not subresources))
 
 
 def _drops(rule: Rule, event: str) -> bool:
