@@ -371,3 +371,23 @@ def test_a_recorded_journal_of_lost_binding_answers_excuses_no_bug(tmp_path: Pat
     assert book.of("committed-unanswered", resource="pods", verb="create") == []  # no pod create among them
     bug = {"invariant": "bound-pod-scheduled", "message": "m", "objects": ["default/pod-real"]}
     assert excuses.judge([bug], book).findings[0].why == "bound-pod-scheduled: no ledger effect excuses it"
+
+
+def test_the_text_shows_two_reasons_an_invariant_and_counts_the_rest(tmp_path: Path) -> None:
+    """A trial whose dropped ADDED events stranded 90 pods said so 90 times in the report's ledger column."""
+    run = Run(tmp_path)
+    run.journal.inject("drop", {"dropEvents": {}}, "WATCH", "/api/v1/pods", agent=SCHEDULER)
+    for i in range(5):
+        run.journal.watch_event("drop", "dropped", WatchEvent("ADDED", "Pod", "s-t1-1", f"load-{i}", str(800 + i),
+                                                              False))
+    stranded = [{"invariant": "stranded", "message": "m", "objects": [f"s-t1-1/load-{i}"]} for i in range(5)]
+    stuck = {"invariant": "scheduler-not-stuck", "message": "m", "objects": ["s-t1-1/probe-1"]}
+    judged = excuses.judge([*stranded, stuck, stuck], run.ledger())
+    assert judged.text().split("; ") == [
+        "excused: the proxy dropped the ADDED watch event of s-t1-1/load-0 (dropEvents) and nothing re-announced "
+        "it: the scheduler never learned of the pod",
+        "excused: the proxy dropped the ADDED watch event of s-t1-1/load-1 (dropEvents) and nothing re-announced "
+        "it: the scheduler never learned of the pod",
+        "excused: 3 more stranded like these",
+        "not excused: s-t1-1/probe-1: scheduler-not-stuck with no dropped ADDED event of the pod in the ledger"]
+    assert len(judged.excuses) == 7  # every one kept, only the text is short
