@@ -14,8 +14,7 @@ import pytest
 from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
-from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.profiles.loader import ProfileError, load_text
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -106,8 +105,8 @@ def test_a_turn_given_back_to_an_older_activation_changes_nothing() -> None:
 
 def with_accounting(rt: Runtime, addon: FaultAddon) -> list[Any]:
     """The fault addon between the bind accounting's two halves, as in serve's chain (it counts what a hold left)."""
-    accounting = BindAccounting(BindOutcomes(rt.counters.bind_outcome))
-    return [accounting.reads, addon, accounting]
+    outcomes = BindOutcomes(rt.counters.bind_outcome)
+    return [BindReads(outcomes), addon, BindAccounting(outcomes)]
 
 
 def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAddon], Awaitable[None]],
@@ -120,8 +119,7 @@ def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAdd
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            outage = OutageController(rt)
-            await test(rt, FaultAddon(rt, outage))
+            await test(rt, FaultAddon(rt))
 
     asyncio.run(main())
 

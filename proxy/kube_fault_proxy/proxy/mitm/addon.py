@@ -27,8 +27,8 @@ from kube_fault_proxy.proxy.faults.plan import (
     Wait,
 )
 from kube_fault_proxy.proxy.mitm import watch_edits
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, EDITOR, IDENT, INITIAL, OUTAGE, STALE, OutageAsked
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
-from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.binding import is_binding_post
@@ -40,11 +40,6 @@ from kube_fault_proxy.proxy.stale_views import WRITES, Answer, Served, StaleView
 from kube_fault_proxy.proxy.upstream import Upstream
 from kube_fault_proxy.proxy.written import written
 
-IDENT = "kfp.identity"
-DECISION = "kfp.decision"
-EDITOR = "kfp.editor"
-STALE = "kfp.stale"
-INITIAL = "kfp.initial-events"  # a stale WatchList's initial events, sent before its watch's own
 WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
 
 
@@ -95,15 +90,15 @@ class FaultAddon:
     """Parses each request, asks the runtime for a decision and carries it out.
 
     The other jobs are addons of their own around it in the chain (`mitm/server.py`): the connection timeouts
-    and an outage's dropping before it, the bind accounting after it (so it sees the answer a fault left).
+    and an outage's dropping before it, the bind accounting after it (so it sees the answer a fault left). It
+    calls none of them: what they act on, it stamps under the keys of `flow_keys`.
     """
 
-    def __init__(self, runtime: Runtime, outage: OutageController, held: HeldAnswers | None = None) -> None:
+    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None) -> None:
         self.runtime = runtime
         self.held = held if held is not None else HeldAnswers()
         self.counters = runtime.counters
         self.activations = runtime.activations
-        self.outage = outage
         self.stale = StaleViews(runtime.counters, runtime.clock)
         self._upstream_client: httpx.AsyncClient | None = None
         self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
@@ -347,6 +342,7 @@ class FaultAddon:
                                        req.raw_content or b"", seconds)
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
-                    self.outage.start(seconds, refuse, **decision.stamp())  # every Binding in flight dies with it
+                    # the outage's addon next in the chain begins it: every Binding in flight dies with it
+                    flow.metadata[OUTAGE] = OutageAsked(seconds, refuse, decision.stamp())
                     flow.kill()
                     return
