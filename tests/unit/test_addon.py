@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
+from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -36,6 +38,7 @@ class Proxy:
     timeouts: ConnectionTimeouts
     outage: OutageState
     addon: FaultAddon
+    crash_points: CrashPoints
     reads: BindReads
     accounting: BindAccounting
 
@@ -43,12 +46,15 @@ class Proxy:
     def of(cls, rt: Runtime) -> Proxy:
         binds = BindOutcomes(rt.counters.bind_outcome)
         outage = OutageState(rt, binds)
-        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt), BindReads(binds),
+        held = HeldAnswers()
+        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, held),
+                   CrashPoints(rt.counters.note, held), BindReads(binds),
                    BindAccounting(binds))
 
     @property
     def chain(self) -> list[Any]:
         return [self.timeouts, self.reads, OutageController(self.outage), self.addon, OutageStarts(self.outage),
+                self.crash_points,
                 self.accounting]
 
     async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:

@@ -17,7 +17,6 @@ from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
     CommitLater,
     EditEvents,
-    HoldAnswer,
     LimitWatch,
     ResetStream,
     Respond,
@@ -27,7 +26,7 @@ from kube_fault_proxy.proxy.faults.plan import (
     Wait,
 )
 from kube_fault_proxy.proxy.mitm import watch_edits
-from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, EDITOR, IDENT, INITIAL, OUTAGE, STALE, OutageAsked
+from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, EDITOR, IDENT, INITIAL, OUTAGE, STALE, OutageAsked
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
 from kube_fault_proxy.proxy.requests import identity
@@ -249,10 +248,7 @@ class FaultAddon:
         obj = written(got.content_type, got.body) if 200 <= status < 300 and ident.verb in WRITES else None
         self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status,
                                 **({"written": obj} if obj else {}))
-        after = decision.plan.after
-        if isinstance(after[0], HoldAnswer):
-            return self.held.crash_point(flow, after[0].seconds, self.counters.note, **decision.stamp(),
-                                         request=ident.as_dict())
+        after = flow.metadata[AFTER] = decision.plan.after  # a crash point's hold is its addon's, next in line
         if any(isinstance(s, Wait) for s in after):
             return self.held.holding_for(flow, self._perform(flow, after))
         self._apply(flow, after)
@@ -346,3 +342,5 @@ class FaultAddon:
                     flow.metadata[OUTAGE] = OutageAsked(seconds, refuse, decision.stamp())
                     flow.kill()
                     return
+                case _:
+                    pass  # a step of a behaviour with an addon of its own: it reads the decision in its hooks

@@ -15,6 +15,7 @@ DECISION = "kfp.decision"  # Decision: the active profile's decision for it (abs
 EDITOR = "kfp.editor"  # EventEditor: the watch's events are edited as they stream
 STALE = "kfp.stale"  # Served: a stale read as it was sent, its answer checked when it comes
 INITIAL = "kfp.initial-events"  # bytes: a stale WatchList's initial events, sent before its watch's own
+AFTER = "kfp.after"  # tuple[Step, ...]: the decision's after-steps, once the apiserver's answer lets them go ahead
 OUTAGE = "kfp.outage"  # OutageAsked: an outage a fault asked for, begun by the outage's own addon next in the chain
 
 

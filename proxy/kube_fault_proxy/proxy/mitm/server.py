@@ -18,6 +18,7 @@ from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
+from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
@@ -144,6 +145,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         UpstreamLoss(runtime, held),
         FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
+        CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
         *extra_addons,
         ready,
