@@ -5,17 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 
 import httpx
-from mitmproxy import ctx, http
-from mitmproxy.proxy import mode_specs
+from mitmproxy import http
 
-from kube_fault_proxy.proxy import late_commits
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
-    CommitLater,
     EditEvents,
     LimitWatch,
     ResetStream,
@@ -28,6 +24,7 @@ from kube_fault_proxy.proxy.faults.plan import (
 from kube_fault_proxy.proxy.mitm import watch_edits
 from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, EDITOR, IDENT, INITIAL, OUTAGE, STALE, OutageAsked
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
+from kube_fault_proxy.proxy.mitm.own_client import own_client
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.binding import is_binding_post
@@ -36,7 +33,6 @@ from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import WRITES, Answer, Served, StaleViews
-from kube_fault_proxy.proxy.upstream import Upstream
 from kube_fault_proxy.proxy.written import written
 
 WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
@@ -71,14 +67,6 @@ def _identify(req: http.Request, path: str, query: str) -> RequestIdentity:
                                     headers.get(b"content-type", ""), headers.get(b"accept", ""))
 
 
-def _upstream() -> Upstream:
-    """The apiserver this proxy forwards to, as its mitmproxy options say (for requests of its own)."""
-    o = ctx.options
-    url = str(mode_specs.ProxyMode.parse(o.mode[0]).data)
-    return Upstream(url, Path(o.ssl_verify_upstream_trusted_ca) if o.ssl_verify_upstream_trusted_ca else None,
-                    Path(o.client_certs) if o.client_certs else None, bool(o.ssl_insecure))
-
-
 def _make_response(step: Respond) -> http.Response:
     reply = step.reply
     headers = [(k.encode(), v.encode()) for k, v in reply.headers]
@@ -93,19 +81,18 @@ class FaultAddon:
     calls none of them: what they act on, it stamps under the keys of `flow_keys`.
     """
 
-    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None) -> None:
+    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None, stale: StaleViews | None = None) -> None:
         self.runtime = runtime
         self.held = held if held is not None else HeldAnswers()
         self.counters = runtime.counters
         self.activations = runtime.activations
-        self.stale = StaleViews(runtime.counters, runtime.clock)
+        self.stale = stale if stale is not None else StaleViews(runtime.counters, runtime.clock)
         self._upstream_client: httpx.AsyncClient | None = None
-        self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
 
     def _client(self) -> httpx.AsyncClient:
-        """The proxy's own client of the apiserver (late commits, a stale WatchList's LIST), made on first use."""
+        """The proxy's own client of the apiserver (a stale WatchList's LIST), made on first use."""
         if self._upstream_client is None:
-            self._upstream_client = late_commits.client_for(_upstream())
+            self._upstream_client = own_client()
         return self._upstream_client
 
     async def _stale_watch(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
@@ -143,12 +130,7 @@ class FaultAddon:
 
         loop.call_soon(attempt, tries)
 
-    def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
-        """A late commit's answer, seen as any answer (the revision log counts the write)."""
-        self.stale.answered(ident, Answer(status, content_type, "", body), None)
-
     async def done(self) -> None:
-        await self.late.close()
         if self._upstream_client is not None:
             await self._upstream_client.aclose()
 
@@ -331,11 +313,6 @@ class FaultAddon:
                     self._close_upstream(flow)
                     flow.kill()
                     return
-                case CommitLater(seconds):
-                    req = flow.request
-                    headers = [(k, v) for k, v in req.headers.items(multi=True)]
-                    self.late.schedule(flow.metadata[DECISION], flow.metadata[IDENT], req.method, req.path, headers,
-                                       req.raw_content or b"", seconds)
                 case StartOutage(seconds, refuse):
                     decision: Decision = flow.metadata[DECISION]
                     # the outage's addon next in the chain begins it: every Binding in flight dies with it

@@ -20,12 +20,14 @@ from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, Bind
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
 from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
+from kube_fault_proxy.proxy.stale_views import StaleViews
 from kube_fault_proxy.proxy.upstream import Upstream
 
 log = logging.getLogger(__name__)
@@ -130,6 +132,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
     outage = OutageState(runtime, binds)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
+    stale = StaleViews(runtime.counters, runtime.clock)  # the revision log: every answer, a late commit's too
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
         core.Core(),
@@ -143,8 +146,9 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         BindReads(binds),  # a Binding read whole is in flight: before an outage drops it or a fault holds it
         OutageController(outage),  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
-        FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
+        FaultAddon(runtime, held, stale),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
+        LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
         *extra_addons,
