@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,17 @@ def addons_calling_addons(sources: dict[str, str]) -> list[str]:
                         inner.value, ast.Attribute) and inner.value.attr == "addons":
                     problems.append(f"{name}: {node.name} looks up an addon of the master (line {inner.lineno})")
     return problems
+
+
+# The step types of the behaviours with an addon of their own: the fault addon decides them, never performs them.
+OWNED_STEPS = {"StartOutage": "mitm/outage.py", "CommitLater": "mitm/late_commits.py",
+               "HoldAnswer": "mitm/crash_points.py"}
+
+
+def test_a_step_with_an_addon_of_its_own_is_named_by_that_addon_alone() -> None:
+    users = {step: sorted(str(p.relative_to(PACKAGE)) for p in MODULES if p.parts[-2] == "mitm"
+                          and re.search(rf"\b{step}\b", p.read_text())) for step in OWNED_STEPS}
+    assert users == {step: [owner] for step, owner in OWNED_STEPS.items()}
 
 
 MITM_MODULES = sorted(p for p in (PACKAGE / "mitm").glob("*.py"))

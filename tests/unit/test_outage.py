@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm.flow_keys import OUTAGE, OutageAsked
+from kube_fault_proxy.proxy.faults.plan import Plan, StartOutage
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION
 from kube_fault_proxy.proxy.mitm.outage import REASON, OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -121,25 +122,36 @@ def test_an_outage_plans_its_start_and_forwards_nothing() -> None:
     assert plan.describe() == "outage 10s (close new connections)"
 
 
-def test_it_begins_in_the_request_hook_of_the_flow_a_fault_stamped_and_of_no_other(tmp_path: Path) -> None:
-    """The fault addon asks for an outage under `flow_keys.OUTAGE` and kills the flow; the outage's own addon, next
-    in the chain, begins it in the same `request` hook (no other addon calls it)."""
+class Decided:
+    """What the outage's starter reads of a decision: its plan and its stamp."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def stamp(self) -> dict[str, Any]:
+        return {"rule": "down", "epoch": 3}
+
+
+def test_it_begins_in_the_request_hook_of_the_flow_a_fault_decided_it_for_and_of_no_other(tmp_path: Path) -> None:
+    """The fault addon decides an outage and stamps the decision in `flow.metadata`; the outage's own addon, next
+    in the chain, begins it and kills the request in the same `request` hook (no other addon calls it)."""
     async def test(outage: OutageState, rt: Runtime, ps: Any) -> None:
         handler = live_handler(ps, upstreams=1)
         starts = OutageStarts(outage)
-        plain = tflow.tflow()
+        plain, other = tflow.tflow(), tflow.tflow()
+        other.metadata[DECISION] = Decided(Plan(before=()))
         starts.request(plain)
-        assert not outage.active and events(rt, "outage-start") == []
+        starts.request(other)
+        assert not outage.active and events(rt, "outage-start") == [] and plain.live and other.live
         asked = tflow.tflow()
-        asked.metadata[OUTAGE] = OutageAsked(2.0, "blackhole", {"rule": "down", "epoch": 3})
-        asked.kill()
+        asked.metadata[DECISION] = Decided(Plan(before=(StartOutage(2.0, "blackhole"),)))
         starts.request(asked)
-        assert outage.active and outage.mode == "blackhole" and OUTAGE not in asked.metadata
+        assert outage.active and outage.mode == "blackhole" and asked.error is not None and not asked.live
         assert handler.client.state is ConnectionState.CLOSED
         [start] = events(rt, "outage-start")
         assert (start["seconds"], start["refuse"], start["rule"], start["epoch"]) == (2.0, "blackhole", "down", 3)
         starts.request(asked)
-        assert len(events(rt, "outage-start")) == 1, "asked once, begun once"
+        assert len(events(rt, "outage-start")) == 1, "a killed request begins nothing more"
         burst = tflow.tflow()
         OutageController(outage).request(burst)
         assert burst.error is not None and outage.counts["requestsDropped"] == 1, "the rest of a burst is dropped"

@@ -17,12 +17,11 @@ from kube_fault_proxy.proxy.faults.plan import (
     ResetStream,
     Respond,
     ServeStale,
-    StartOutage,
     Step,
     Wait,
 )
 from kube_fault_proxy.proxy.mitm import watch_edits
-from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, EDITOR, IDENT, INITIAL, OUTAGE, STALE, OutageAsked
+from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, EDITOR, IDENT, INITIAL, STALE
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
 from kube_fault_proxy.proxy.mitm.own_client import own_client
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
@@ -311,12 +310,6 @@ class FaultAddon:
                     self._ask_uncompressed(flow)
                 case CloseUpstream():
                     self._close_upstream(flow)
-                    flow.kill()
-                    return
-                case StartOutage(seconds, refuse):
-                    decision: Decision = flow.metadata[DECISION]
-                    # the outage's addon next in the chain begins it: every Binding in flight dies with it
-                    flow.metadata[OUTAGE] = OutageAsked(seconds, refuse, decision.stamp())
                     flow.kill()
                     return
                 case _:

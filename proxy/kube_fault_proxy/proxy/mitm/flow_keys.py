@@ -7,22 +7,9 @@ its own, and acts on it. No addon calls another: what one learns from another is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 IDENT = "kfp.identity"  # RequestIdentity: what the request is (its verb, resource, object, client)
 DECISION = "kfp.decision"  # Decision: the active profile's decision for it (absent: passed through)
 EDITOR = "kfp.editor"  # EventEditor: the watch's events are edited as they stream
 STALE = "kfp.stale"  # Served: a stale read as it was sent, its answer checked when it comes
 INITIAL = "kfp.initial-events"  # bytes: a stale WatchList's initial events, sent before its watch's own
 AFTER = "kfp.after"  # tuple[Step, ...]: the decision's after-steps, once the apiserver's answer lets them go ahead
-OUTAGE = "kfp.outage"  # OutageAsked: an outage a fault asked for, begun by the outage's own addon next in the chain
-
-
-@dataclass(frozen=True, slots=True)
-class OutageAsked:
-    """An outage a fault asked for: how long, how new connections are refused, and the decision's stamp."""
-
-    seconds: float
-    refuse: str
-    cause: dict[str, Any]

@@ -10,9 +10,11 @@ from typing import Any
 from mitmproxy import connection, ctx, http
 from mitmproxy.proxy import server_hooks
 
+from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import StartOutage
 from kube_fault_proxy.proxy.mitm import listen
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
-from kube_fault_proxy.proxy.mitm.flow_keys import OUTAGE, OutageAsked
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
@@ -135,14 +137,20 @@ class OutageController:
 
 
 class OutageStarts:
-    """Right after the fault addon in the chain: begins the outage a fault asked for (`flow_keys.OUTAGE`) in the
-    same `request` hook that killed the asking flow, before anything else is read on any connection (the rest of a
-    burst already read meets the outage at `OutageController`, as it would meet a dead apiserver)."""
+    """Right after the fault addon in the chain: begins the outage a fault decided (`StartOutage`, read from the
+    decision in `flow.metadata`) and kills the request that asked for it, in the same `request` hook, before
+    anything else is read on any connection (the rest of a burst already read meets the outage at
+    `OutageController`, as it would meet a dead apiserver)."""
 
     def __init__(self, outage: OutageState) -> None:
         self.outage = outage
 
     def request(self, flow: http.HTTPFlow) -> None:
-        asked: OutageAsked | None = flow.metadata.pop(OUTAGE, None)
-        if asked is not None:
-            self.outage.start(asked.seconds, asked.refuse, **asked.cause)
+        decision: Decision | None = flow.metadata.get(DECISION)
+        if decision is None or not flow.live:
+            return
+        for step in decision.plan.before:
+            if isinstance(step, StartOutage):
+                self.outage.start(step.seconds, step.refuse, **decision.stamp())  # every Binding in flight dies
+                flow.kill()  # with the apiserver, and so does this request
+                return
