@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
-from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
+from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
 from mitmproxy import http
@@ -34,19 +36,26 @@ class Proxy:
 
     runtime: Runtime
     timeouts: ConnectionTimeouts
-    outage: OutageController
+    outage: OutageState
     addon: FaultAddon
+    crash_points: CrashPoints
+    reads: BindReads
     accounting: BindAccounting
 
     @classmethod
     def of(cls, rt: Runtime) -> Proxy:
         binds = BindOutcomes(rt.counters.bind_outcome)
-        outage = OutageController(rt, binds)
-        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, outage), BindAccounting(binds))
+        outage = OutageState(rt, binds)
+        held = HeldAnswers()
+        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, held),
+                   CrashPoints(rt.counters.note, held), BindReads(binds),
+                   BindAccounting(binds))
 
     @property
     def chain(self) -> list[Any]:
-        return [self.timeouts, self.accounting.reads, self.outage, self.addon, self.accounting]
+        return [self.timeouts, self.reads, OutageController(self.outage), self.addon, OutageStarts(self.outage),
+                self.crash_points,
+                self.accounting]
 
     async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:
         await exchange(self.chain, f, upstream)

@@ -13,7 +13,6 @@ import pytest
 from kube_fault_proxy.proxy.faults.coalesce_events import CoalesceEditor, CoalesceEvents, ObjectSelector, retyped
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.requests.watch import EventStream
 from mitmproxy.addons import proxyserver
@@ -197,7 +196,7 @@ def test_the_addon_lowers_the_timeout_and_streams_the_watch_through_the_coalesce
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            addon = FaultAddon(rt, OutageController(rt))
+            addon = FaultAddon(rt)
             w = flow("GET", "/api/v1/pods?watch=1&timeoutSeconds=300")
             await exchange([addon], w, answer(200, b"", [JSON]))
             assert w.request.query["timeoutSeconds"] == "2", "the apiserver ends it at the window, rounded up"

@@ -14,8 +14,9 @@ import pytest
 from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
-from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
+from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.profiles.loader import ProfileError, load_text
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -104,13 +105,14 @@ def test_a_turn_given_back_to_an_older_activation_changes_nothing() -> None:
     assert newer.decide(bind("p2"), 100.0) is None
 
 
-def with_accounting(rt: Runtime, addon: FaultAddon) -> list[Any]:
-    """The fault addon between the bind accounting's two halves, as in serve's chain (it counts what a hold left)."""
-    accounting = BindAccounting(BindOutcomes(rt.counters.bind_outcome))
-    return [accounting.reads, addon, accounting]
+def with_accounting(rt: Runtime, chain: list[Any]) -> list[Any]:
+    """The fault addon and the crash points between the bind accounting's two halves, as in serve's chain (it counts
+    what a hold left)."""
+    outcomes = BindOutcomes(rt.counters.bind_outcome)
+    return [BindReads(outcomes), *chain, BindAccounting(outcomes)]
 
 
-def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAddon], Awaitable[None]],
+def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, list[Any]], Awaitable[None]],
         when: dict[str, Any] | None = None, match: dict[str, Any] = BIND_MATCH) -> None:
     rule: dict[str, Any] = {"name": "crash", "match": match, "fault": fault}
     if when is not None:
@@ -120,17 +122,17 @@ def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAdd
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            outage = OutageController(rt)
-            await test(rt, FaultAddon(rt, outage))
+            held = HeldAnswers()
+            await test(rt, [FaultAddon(rt, held), CrashPoints(rt.counters.note, held)])
 
     asyncio.run(main())
 
 
 def test_a_committed_answer_is_held_journaled_then_relayed(tmp_path: Path) -> None:
-    async def test(rt: Runtime, addon: FaultAddon) -> None:
+    async def test(rt: Runtime, chain: list[Any]) -> None:
         f = binding("web-1", "n7")
         started = time.monotonic()
-        await exchange(with_accounting(rt, addon), f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
+        await exchange(with_accounting(rt, chain), f, answer(201, b'{"kind":"Status","status":"Success","code":201}'))
         held = time.monotonic() - started
         assert 0.2 * 0.9 <= held < 2
         assert f.response is not None and f.response.status_code == 201 and f.error is None
@@ -150,10 +152,10 @@ def test_a_committed_answer_is_held_journaled_then_relayed(tmp_path: Path) -> No
 
 
 def test_the_committed_resource_version_is_journaled_when_the_answer_has_one(tmp_path: Path) -> None:
-    async def test(rt: Runtime, addon: FaultAddon) -> None:
+    async def test(rt: Runtime, chain: list[Any]) -> None:
         body = json.dumps({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "4711"}}, separators=(",", ":")).encode()
         f = flow("PUT", "/api/v1/namespaces/default/pods/a", body, [(b"content-type", b"application/json")])
-        await exchange([addon], f, answer(200, body))
+        await exchange(chain, f, answer(200, body))
         [point] = events(rt, "crash-point")
         assert point["resourceVersion"] == "4711" and point["request"]["verb"] == "update"
 
@@ -161,11 +163,11 @@ def test_the_committed_resource_version_is_journaled_when_the_answer_has_one(tmp
 
 
 def test_a_held_answer_whose_client_left_is_dropped(tmp_path: Path) -> None:
-    async def test(rt: Runtime, addon: FaultAddon) -> None:
+    async def test(rt: Runtime, chain: list[Any]) -> None:
         f = binding("web-2")
         asyncio.get_running_loop().call_later(0.1, setattr, f.client_conn, "state", ConnectionState.CLOSED)
         started = time.monotonic()
-        await exchange(with_accounting(rt, addon), f, answer(201))
+        await exchange(with_accounting(rt, chain), f, answer(201))
         assert time.monotonic() - started < 5, "the hold ended with its client, not after 30 s"
         assert f.error is not None, "nothing relayed"
         assert [r["event"] for r in events(rt, "crash-point", "crash-point-released")] == \
@@ -178,21 +180,21 @@ def test_a_held_answer_whose_client_left_is_dropped(tmp_path: Path) -> None:
 
 
 def test_an_answer_that_committed_nothing_is_not_held_and_the_next_commit_is(tmp_path: Path) -> None:
-    async def test(rt: Runtime, addon: FaultAddon) -> None:
+    async def test(rt: Runtime, chain: list[Any]) -> None:
         conflict = binding("web-3")
         started = time.monotonic()
-        await exchange([addon], conflict, answer(409))
+        await exchange(chain, conflict, answer(409))
         assert time.monotonic() - started < 0.5, "not held"
         assert conflict.response is not None and conflict.response.status_code == 409
         assert events(rt, "inject", "crash-point") == []
         [skipped] = events(rt, "commit-skipped")
         assert (skipped["fault"], skipped["upstreamStatus"]) == ("crashPoint", 409)
         committed = binding("web-4")
-        await exchange([addon], committed, answer(201))
+        await exchange(chain, committed, answer(201))
         [point] = events(rt, "crash-point")
         assert point["request"]["name"] == "web-4" and point["match"] == 2 and point["injection"] == 1
         late = binding("web-5")
-        await exchange([addon], late, answer(201))
+        await exchange(chain, late, answer(201))
         assert len(events(rt, "crash-point")) == 1, "one crash point per rule unless told more"
 
     run(tmp_path, {"crashPoint": {"holdSeconds": 0.05}}, test)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
+from mitmproxy import hooks
+from mitmproxy.proxy import layers, server_hooks
 
 TOP = Path(__file__).resolve().parents[2] / "proxy" / "kube_fault_proxy"
 PACKAGE = TOP / "proxy"  # the proxy half
@@ -79,12 +82,94 @@ def test_framework_imports_stay_home(path: Path) -> None:
         assert where == ("proxy", "control"), f"{path} imports FastAPI outside proxy/control/"
 
 
+# The addons of serve's chain that touch flows, by module: one job each. A module named here other than an addon's
+# own holds what its addon's hooks share with a neighbour (the answers held, which the upstream loss rule reads).
+FLOW_ADDONS = {"mitm/addon.py": {"FaultAddon"}, "mitm/binds.py": {"BindReads", "BindAccounting"},
+               "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/late_commits.py": {"LateCommits"}, "mitm/outage.py": {"OutageController", "OutageStarts"},
+               "mitm/stream_settings.py": {"StreamSettings"}, "mitm/timeouts.py": {"ConnectionTimeouts"}}
+HOOK_NAMES = frozenset(hooks.all_hooks)  # every hook mitmproxy defines (its layers' and its server's among them)
+assert layers.http.HttpRequestHook.name in HOOK_NAMES and server_hooks.ClientConnectedHook.name in HOOK_NAMES
+
+
 def test_only_the_chains_addons_touch_flows() -> None:
     """Flows are touched by the addons of serve's chain, one job each, all in proxy/mitm/ (and by nothing the
     library changes or the pure core hold)."""
     users = sorted(str(p.relative_to(PACKAGE)) for p in EVERY_MODULE if "HTTPFlow" in p.read_text())
-    assert users == ["mitm/addon.py", "mitm/binds.py", "mitm/held.py", "mitm/outage.py", "mitm/stream_settings.py",
-                     "mitm/timeouts.py"]
+    assert users == sorted(FLOW_ADDONS)
+    for name, expected in FLOW_ADDONS.items():
+        flow_hooked = {c for c, h in addon_classes(ast.parse((PACKAGE / name).read_text())).items()
+                       if h & FLOW_HOOKS}
+        assert flow_hooked == expected, name
+
+
+FLOW_HOOKS = frozenset({"requestheaders", "request", "responseheaders", "response", "error"})
+
+
+def addon_classes(tree: ast.Module) -> dict[str, set[str]]:
+    """The classes of a module that are mitmproxy addons (they define a hook), with the hooks they define."""
+    found: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            defined = {f.name for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+            if defined & HOOK_NAMES:
+                found[node.name] = defined & HOOK_NAMES
+    return found
+
+
+def addons_calling_addons(sources: dict[str, str]) -> list[str]:
+    """Each addon that holds, makes or reaches another addon (its class named in the addon's body: a constructor
+    parameter, an attribute, a call; or the master's `addons.get`): mitmproxy's chain alone calls an addon, and
+    what an addon learns from another it reads from `flow.metadata`."""
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    addons = {cls for tree in trees.values() for cls in addon_classes(tree)}
+    problems: list[str] = []
+    for name, tree in trees.items():
+        for node in tree.body:
+            if not (isinstance(node, ast.ClassDef) and node.name in addons):
+                continue
+            for inner in ast.walk(node):
+                named = inner.id if isinstance(inner, ast.Name) else inner.attr if isinstance(
+                    inner, ast.Attribute) else None
+                if named in addons and named != node.name:
+                    problems.append(f"{name}: {node.name} reaches the addon {named} (line {inner.lineno})")
+                if isinstance(inner, ast.Attribute) and inner.attr == "get" and isinstance(
+                        inner.value, ast.Attribute) and inner.value.attr == "addons":
+                    problems.append(f"{name}: {node.name} looks up an addon of the master (line {inner.lineno})")
+    return problems
+
+
+# The step types of the behaviours with an addon of their own: the fault addon decides them, never performs them.
+OWNED_STEPS = {"StartOutage": "mitm/outage.py", "CommitLater": "mitm/late_commits.py",
+               "HoldAnswer": "mitm/crash_points.py"}
+
+
+def test_a_step_with_an_addon_of_its_own_is_named_by_that_addon_alone() -> None:
+    users = {step: sorted(str(p.relative_to(PACKAGE)) for p in MODULES if p.parts[-2] == "mitm"
+                          and re.search(rf"\b{step}\b", p.read_text())) for step in OWNED_STEPS}
+    assert users == {step: [owner] for step, owner in OWNED_STEPS.items()}
+
+
+MITM_MODULES = sorted(p for p in (PACKAGE / "mitm").glob("*.py"))
+
+
+def test_no_addon_calls_another() -> None:
+    assert addons_calling_addons({str(p.relative_to(PACKAGE)): p.read_text() for p in MITM_MODULES}) == []
+
+
+def test_an_addon_that_calls_another_is_caught() -> None:
+    """The check above can fail: an addon handed another in its constructor, one that makes another, one that
+    looks another up in the master."""
+    sources = {"a.py": "class Outage:\n    def error(self, flow): ...\n    def start(self): ...\n",
+               "b.py": "class Faults:\n    def __init__(self, outage: Outage) -> None:\n        self.outage = outage\n"
+                       "    def request(self, flow):\n        self.outage.start()\n",
+               "c.py": "import a\nclass Late:\n    def __init__(self) -> None:\n        self.o = a.Outage()\n"
+                       "    def response(self, flow): ...\n",
+               "d.py": "class Held:\n    def response(self, flow):\n        ctx.master.addons.get('outage').start()\n"}
+    assert addons_calling_addons(sources) == [
+        "b.py: Faults reaches the addon Outage (line 2)", "c.py: Late reaches the addon Outage (line 4)",
+        "d.py: Held looks up an addon of the master (line 3)"]
+    assert addons_calling_addons({"a.py": sources["a.py"], "e.py": "class Plain:\n    def __init__(self, o: Outage)"
+                                  " -> None: ...\n"}) == [], "a plain class (no hooks) may hold an addon"
 
 
 PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "schema",

@@ -22,7 +22,6 @@ from kube_fault_proxy.proxy.faults.stale_list import (
     stale_watch_query,
 )
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.outage import OutageController
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -108,8 +107,7 @@ def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, FaultAdd
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            outage = OutageController(rt)
-            await test(rt, FaultAddon(rt, outage), clock)
+            await test(rt, FaultAddon(rt), clock)
 
     asyncio.run(main())
 
@@ -205,7 +203,7 @@ def test_a_watch_edited_by_another_fault_is_read_as_the_apiserver_sent_it(tmp_pa
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            addon = FaultAddon(rt, OutageController(rt))
+            addon = FaultAddon(rt)
             w = flow("GET", "/api/v1/pods?watch=1")
             await exchange([addon], w, answer(200, b"", [JSON]))
             assert w.response is not None and callable(w.response.stream)

@@ -219,6 +219,10 @@ class StaleViews:
             self.log.unrevisioned(key, self.clock())
         return None
 
+    def answered_late(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
+        """A write the proxy sent itself (a late commit): its answer noted as any other (the log counts it)."""
+        self.answered(ident, Answer(status, content_type, "", body), None)
+
     def _stale_answer(self, ident: RequestIdentity, answer: Answer, served: Served) -> Reply | None:
         where = {**served.stamp, "request": ident.as_dict(), "servedResourceVersion": str(served.revision)}
         if answer.status != 200:

@@ -5,30 +5,25 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 
 import httpx
-from mitmproxy import ctx, http
-from mitmproxy.proxy import mode_specs
+from mitmproxy import http
 
-from kube_fault_proxy.proxy import late_commits
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import (
     CloseUpstream,
-    CommitLater,
     EditEvents,
-    HoldAnswer,
     LimitWatch,
     ResetStream,
     Respond,
     ServeStale,
-    StartOutage,
     Step,
     Wait,
 )
 from kube_fault_proxy.proxy.mitm import watch_edits
+from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, EDITOR, IDENT, INITIAL, STALE
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
-from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.own_client import own_client
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.binding import is_binding_post
@@ -37,14 +32,8 @@ from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import WRITES, Answer, Served, StaleViews
-from kube_fault_proxy.proxy.upstream import Upstream
 from kube_fault_proxy.proxy.written import written
 
-IDENT = "kfp.identity"
-DECISION = "kfp.decision"
-EDITOR = "kfp.editor"
-STALE = "kfp.stale"
-INITIAL = "kfp.initial-events"  # a stale WatchList's initial events, sent before its watch's own
 WAKE_TRIES, WAKE_RETRY_SECONDS = 50, 0.02
 
 
@@ -77,14 +66,6 @@ def _identify(req: http.Request, path: str, query: str) -> RequestIdentity:
                                     headers.get(b"content-type", ""), headers.get(b"accept", ""))
 
 
-def _upstream() -> Upstream:
-    """The apiserver this proxy forwards to, as its mitmproxy options say (for requests of its own)."""
-    o = ctx.options
-    url = str(mode_specs.ProxyMode.parse(o.mode[0]).data)
-    return Upstream(url, Path(o.ssl_verify_upstream_trusted_ca) if o.ssl_verify_upstream_trusted_ca else None,
-                    Path(o.client_certs) if o.client_certs else None, bool(o.ssl_insecure))
-
-
 def _make_response(step: Respond) -> http.Response:
     reply = step.reply
     headers = [(k.encode(), v.encode()) for k, v in reply.headers]
@@ -95,23 +76,22 @@ class FaultAddon:
     """Parses each request, asks the runtime for a decision and carries it out.
 
     The other jobs are addons of their own around it in the chain (`mitm/server.py`): the connection timeouts
-    and an outage's dropping before it, the bind accounting after it (so it sees the answer a fault left).
+    and an outage's dropping before it, the bind accounting after it (so it sees the answer a fault left). It
+    calls none of them: what they act on, it stamps under the keys of `flow_keys`.
     """
 
-    def __init__(self, runtime: Runtime, outage: OutageController, held: HeldAnswers | None = None) -> None:
+    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None, stale: StaleViews | None = None) -> None:
         self.runtime = runtime
         self.held = held if held is not None else HeldAnswers()
         self.counters = runtime.counters
         self.activations = runtime.activations
-        self.outage = outage
-        self.stale = StaleViews(runtime.counters, runtime.clock)
+        self.stale = stale if stale is not None else StaleViews(runtime.counters, runtime.clock)
         self._upstream_client: httpx.AsyncClient | None = None
-        self.late = late_commits.LateCommits(runtime.counters, self._client, self._late_answer)
 
     def _client(self) -> httpx.AsyncClient:
-        """The proxy's own client of the apiserver (late commits, a stale WatchList's LIST), made on first use."""
+        """The proxy's own client of the apiserver (a stale WatchList's LIST), made on first use."""
         if self._upstream_client is None:
-            self._upstream_client = late_commits.client_for(_upstream())
+            self._upstream_client = own_client()
         return self._upstream_client
 
     async def _stale_watch(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
@@ -149,12 +129,7 @@ class FaultAddon:
 
         loop.call_soon(attempt, tries)
 
-    def _late_answer(self, ident: RequestIdentity, status: int, content_type: str, body: bytes) -> None:
-        """A late commit's answer, seen as any answer (the revision log counts the write)."""
-        self.stale.answered(ident, Answer(status, content_type, "", body), None)
-
     async def done(self) -> None:
-        await self.late.close()
         if self._upstream_client is not None:
             await self._upstream_client.aclose()
 
@@ -254,10 +229,7 @@ class FaultAddon:
         obj = written(got.content_type, got.body) if 200 <= status < 300 and ident.verb in WRITES else None
         self.counters.performed(decision, ident, action=decision.plan.describe(), upstreamStatus=status,
                                 **({"written": obj} if obj else {}))
-        after = decision.plan.after
-        if isinstance(after[0], HoldAnswer):
-            return self.held.crash_point(flow, after[0].seconds, self.counters.note, **decision.stamp(),
-                                         request=ident.as_dict())
+        after = flow.metadata[AFTER] = decision.plan.after  # a crash point's hold is its addon's, next in line
         if any(isinstance(s, Wait) for s in after):
             return self.held.holding_for(flow, self._perform(flow, after))
         self._apply(flow, after)
@@ -340,13 +312,5 @@ class FaultAddon:
                     self._close_upstream(flow)
                     flow.kill()
                     return
-                case CommitLater(seconds):
-                    req = flow.request
-                    headers = [(k, v) for k, v in req.headers.items(multi=True)]
-                    self.late.schedule(flow.metadata[DECISION], flow.metadata[IDENT], req.method, req.path, headers,
-                                       req.raw_content or b"", seconds)
-                case StartOutage(seconds, refuse):
-                    decision: Decision = flow.metadata[DECISION]
-                    self.outage.start(seconds, refuse, **decision.stamp())  # every Binding in flight dies with it
-                    flow.kill()
-                    return
+                case _:
+                    pass  # a step of a behaviour with an addon of its own: it reads the decision in its hooks

@@ -62,7 +62,7 @@ class BindReads:
 
 class BindAccounting:
     """The addon that counts Binding POSTs (`BindOutcomes`) by the answer their client finally got; its first half,
-    `reads` (a `BindReads`), goes early in the chain and marks them in flight.
+    a `BindReads` over the same outcomes, goes early in the chain and marks them in flight.
 
     It comes after the fault addon in the chain: mitmproxy runs a hook's addons in order and awaits each, so its
     `response` sees the answer after every fault step (a substituted error, a crash point's hold, a delay), and its
@@ -70,7 +70,6 @@ class BindAccounting:
 
     def __init__(self, outcomes: BindOutcomes) -> None:
         self.outcomes = outcomes
-        self.reads = BindReads(outcomes)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self.ended(flow)

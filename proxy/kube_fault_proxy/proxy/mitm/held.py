@@ -1,16 +1,13 @@
 """Answers the proxy holds after the apiserver gave them, per client connection: they outlive their upstream.
-A crash point's hold is here too: the committed answer held, then relayed or dropped."""
+What the fault addon (a delayed answer) and the crash points' addon hold, and what the upstream loss rule asks."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 from mitmproxy import http
-
-from kube_fault_proxy.proxy.revisions import first_revision
 
 POLL_SECONDS = 0.2  # how often a wait that ends when its client leaves looks
 
@@ -77,25 +74,3 @@ class HeldAnswers:
             with self.holding(flow.client_conn.id):
                 await held
         return run()
-
-    def crash_point(self, flow: http.HTTPFlow, seconds: float, note: Callable[..., None],
-                    **stamp: Any) -> Awaitable[None]:
-        """A crash point: the committed answer held for `seconds` (`crash-point`, when it is held), then relayed,
-        or dropped if its client went meanwhile (`crash-point-released`, either way); held for its client."""
-        response = flow.response
-        assert response is not None
-
-        async def hold() -> None:
-            status = response.status_code
-            body = response.raw_content or b""
-            revision = None if "content-encoding" in response.headers else first_revision(body)
-            note("crash-point", **stamp, upstreamStatus=status,
-                 resourceVersion=None if revision is None else str(revision), holdSeconds=seconds)
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            relayed = await wait(flow, seconds, until_client_gone=True)
-            if not relayed:
-                flow.kill()  # nobody is left to read it
-            note("crash-point-released", **stamp, upstreamStatus=status,
-                 outcome="relayed" if relayed else "dropped", heldSeconds=round(loop.time() - began, 3))
-        return self.holding_for(flow, hold())

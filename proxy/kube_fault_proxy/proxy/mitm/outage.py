@@ -10,8 +10,11 @@ from typing import Any
 from mitmproxy import connection, ctx, http
 from mitmproxy.proxy import server_hooks
 
+from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import StartOutage
 from kube_fault_proxy.proxy.mitm import listen
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
@@ -19,11 +22,10 @@ log = logging.getLogger(__name__)
 REASON = "kube-fault-proxy: simulated apiserver outage"
 
 
-class OutageController:
-    """While an outage lasts: new client connections are refused (close, refuse or blackhole),
-    upstream connects fail; at its start every live client connection is closed, and so is every
-    upstream connection: requests the proxy had already forwarded die with the "apiserver" rather
-    than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
+class OutageState:
+    """The outage going on, if any, which the two addons below share. At its start every live client connection is
+    closed, and so is every upstream connection: requests the proxy had already forwarded die with the "apiserver"
+    rather than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
 
     def __init__(self, runtime: Runtime, binds: BindOutcomes | None = None) -> None:
         self.runtime = runtime
@@ -76,13 +78,6 @@ class OutageController:
             self.binds.fail_in_flight()  # every Binding in flight dies with the "apiserver"
         return True
 
-    def request(self, flow: http.HTTPFlow) -> None:
-        """A request already read from a connection the outage is closing (a burst arrives in one read) must not
-        reach the apiserver, as none would after a kill -9: counted and killed (before the fault addon sees it)."""
-        if flow.live and flow.error is None and flow.response is None and self.active:
-            self.drop_request()
-            flow.kill()
-
     def drop_request(self) -> None:
         """Count a request that arrived during the outage."""
         self.counts["requestsDropped"] = int(self.counts["requestsDropped"]) + 1
@@ -103,21 +98,59 @@ class OutageController:
         self.counts["clientConnectionsLingering"] = len(self._closed_ids & internals.client_ids(server))
         self.runtime.counters.note("outage-end", **self.counts)
 
-    async def _blackhole(self, client: connection.Client) -> None:
+    async def blackhole(self, client: connection.Client) -> None:
+        """Hold a new client connection unanswered until the outage ends, then refuse it."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._ended.wait(), max(0.0, self.until - asyncio.get_running_loop().time()))
         client.error = REASON
 
+
+class OutageController:
+    """Before the fault addon in the chain: while an outage lasts, new client connections are refused (close,
+    refuse or blackhole), upstream connects fail, and a request read meanwhile is dropped."""
+
+    def __init__(self, outage: OutageState) -> None:
+        self.outage = outage
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        """A request already read from a connection the outage is closing (a burst arrives in one read) must not
+        reach the apiserver, as none would after a kill -9: counted and killed (before the fault addon sees it)."""
+        if flow.live and flow.error is None and flow.response is None and self.outage.active:
+            self.outage.drop_request()
+            flow.kill()
+
     def client_connected(self, client: connection.Client) -> Any:
-        if not self.active:
+        outage = self.outage
+        if not outage.active:
             return None
-        self.counts["newConnectionsRefused"] = int(self.counts["newConnectionsRefused"]) + 1
-        if self.mode == "blackhole":
-            return self._blackhole(client)
+        outage.counts["newConnectionsRefused"] = int(outage.counts["newConnectionsRefused"]) + 1
+        if outage.mode == "blackhole":
+            return outage.blackhole(client)
         client.error = REASON
         return None
 
     def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
-        if self.active:
-            self.counts["upstreamConnectsFailed"] = int(self.counts["upstreamConnectsFailed"]) + 1
+        outage = self.outage
+        if outage.active:
+            outage.counts["upstreamConnectsFailed"] = int(outage.counts["upstreamConnectsFailed"]) + 1
             data.server.error = REASON
+
+
+class OutageStarts:
+    """Right after the fault addon in the chain: begins the outage a fault decided (`StartOutage`, read from the
+    decision in `flow.metadata`) and kills the request that asked for it, in the same `request` hook, before
+    anything else is read on any connection (the rest of a burst already read meets the outage at
+    `OutageController`, as it would meet a dead apiserver)."""
+
+    def __init__(self, outage: OutageState) -> None:
+        self.outage = outage
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        decision: Decision | None = flow.metadata.get(DECISION)
+        if decision is None or not flow.live:
+            return
+        for step in decision.plan.before:
+            if isinstance(step, StartOutage):
+                self.outage.start(step.seconds, step.refuse, **decision.stamp())  # every Binding in flight dies
+                flow.kill()  # with the apiserver, and so does this request
+                return

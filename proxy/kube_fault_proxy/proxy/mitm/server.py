@@ -16,15 +16,18 @@ from kube_fault_proxy import paths
 from kube_fault_proxy.proxy.mitm import listen, patches
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
-from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes
+from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
+from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
-from kube_fault_proxy.proxy.mitm.outage import OutageController
+from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
 from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
+from kube_fault_proxy.proxy.stale_views import StaleViews
 from kube_fault_proxy.proxy.upstream import Upstream
 
 log = logging.getLogger(__name__)
@@ -126,9 +129,10 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         log.info("kube-fault-proxy: the HTTP/2 stream limit %d is set by a SETTINGS frame at each connection's "
                  "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
     ready = _Ready()
-    binds = BindAccounting(BindOutcomes(runtime.counters.bind_outcome))
-    outage = OutageController(runtime, binds.outcomes)
+    binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
+    outage = OutageState(runtime, binds)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
+    stale = StaleViews(runtime.counters, runtime.clock)  # the revision log: every answer, a late commit's too
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
         core.Core(),
@@ -139,11 +143,14 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         ConnectionCounter(runtime.counters.connections),
         *limits,
         ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout),  # ends at the answer
-        binds.reads,  # a Binding read whole is in flight: before an outage drops it or a fault holds it
-        outage,  # drops what arrives during an outage, before any fault sees it
+        BindReads(binds),  # a Binding read whole is in flight: before an outage drops it or a fault holds it
+        OutageController(outage),  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
-        FaultAddon(runtime, outage, held),  # parses, decides, carries the decision out
-        binds,  # after: a Binding's answer as the faults left it
+        FaultAddon(runtime, held, stale),  # parses, decides, carries the plain steps out, stamps the rest
+        OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
+        LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
+        CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
+        BindAccounting(binds),  # after: a Binding's answer as the faults left it
         *extra_addons,
         ready,
     )

@@ -1,55 +1,58 @@
-"""Writes the proxy sends to the apiserver itself, later than their client was answered (failThenCommit).
+"""Late commits (failThenCommit) as an addon of its own: writes the proxy sends to the apiserver itself, later than
+their client was answered.
 
-Each is sent once, `seconds` after its client got its error, with the client's method, path, headers
-and body, over a connection of the proxy's own (the upstream identity every forwarded request uses),
-and journaled as `late-commit` with the apiserver's status: committed (2xx) or refused. Its answer
-goes to `observed` as any answer the proxy sees (the revision log counts the write).
+The fault addon decides, journals and answers the client (an error, or a reset); this addon, after it in the
+chain, reads the decision from `flow.metadata` in the same `request` hook and schedules the write: sent once,
+`seconds` after its client got its error, with the client's method, path, headers and body, over a client of the
+proxy's own (`own_client`: the upstream identity every forwarded request uses), and journaled as `late-commit`
+with the apiserver's status: committed (2xx) or refused. Its answer goes to `observed` (the revision log counts
+the write, as it counts any answer the proxy sees).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+from mitmproxy import http
 
 from kube_fault_proxy.proxy.counters import Counters
 from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import CommitLater
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, IDENT
+from kube_fault_proxy.proxy.mitm.own_client import own_client
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.revisions import first_revision
-from kube_fault_proxy.proxy.upstream import Upstream
 from kube_fault_proxy.proxy.written import written
 
 # Hop-by-hop and framing headers are the new connection's own; an encoded answer could not be read.
 DROPPED = frozenset({"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade",
                      "proxy-connection", "accept-encoding"})
-TIMEOUT_SECONDS = 60.0
 Observed = Callable[[RequestIdentity, int, str, bytes], None]  # ident, status, content type, body
-
-
-def client_for(upstream: Upstream) -> httpx.AsyncClient:
-    """An HTTP client to the apiserver with the proxy's upstream identity and trust."""
-    if upstream.insecure:
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    else:
-        context = ssl.create_default_context(cafile=str(upstream.ca_file) if upstream.ca_file else None)
-    if upstream.client_pem is not None:
-        context.load_cert_chain(str(upstream.client_pem))
-    return httpx.AsyncClient(base_url=upstream.url, verify=context, timeout=TIMEOUT_SECONDS)
 
 
 class LateCommits:
     """The writes waiting to be sent; each one's task is kept until it ends."""
 
-    def __init__(self, counters: Counters, client: Callable[[], httpx.AsyncClient], observed: Observed) -> None:
+    def __init__(self, counters: Counters, observed: Observed,
+                 client: Callable[[], httpx.AsyncClient] = own_client) -> None:
         self.counters = counters
+        self.observed = observed
         self._client_factory = client
         self._client: httpx.AsyncClient | None = None
-        self.observed = observed
         self.tasks: set[asyncio.Task[None]] = set()
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        decision: Decision | None = flow.metadata.get(DECISION)
+        if decision is None:
+            return
+        for step in decision.plan.before:
+            if isinstance(step, CommitLater):
+                req = flow.request
+                self.schedule(decision, flow.metadata[IDENT], req.method, req.path,
+                              list(req.headers.items(multi=True)), req.raw_content or b"", step.seconds)
 
     def schedule(self, decision: Decision, ident: RequestIdentity, method: str, path: str,
                  headers: list[tuple[str, str]], body: bytes, seconds: float) -> None:
@@ -80,7 +83,9 @@ class LateCommits:
                            **({"written": obj} if obj else {}))
         self.observed(ident, answer.status_code, ctype, answer.content)
 
-    async def close(self) -> None:
-        """Cancel what has not been sent (the client is its owner's to close)."""
+    async def done(self) -> None:
+        """Cancel what has not been sent; close the client of its own."""
         for task in list(self.tasks):
             task.cancel()
+        if self._client is not None:
+            await self._client.aclose()
