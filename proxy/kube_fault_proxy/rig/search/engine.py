@@ -75,8 +75,8 @@ class Search:
         self.baselines: dict[str, differential.Baseline | None] = {}
 
     def scheduler_of(self, key: str) -> str:
-        """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` control the target's build."""
-        return self.s.scheduler if controls.is_gates(key) else key
+        """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` or `build:` control the target's."""
+        return self.s.scheduler if controls.is_gates(key) or controls.is_build(key) else key
 
     def gates_of(self, key: str) -> dict[str, dict[str, bool]]:
         """The feature gates a rig runs with: the target's, with a `gates:` control's changes over them."""
@@ -86,7 +86,8 @@ class Search:
 
     def state_dir_of(self, key: str) -> Path:
         """Where a rig's control plane lives: one directory per scheduler, one for a control by gates."""
-        return self.s.state_dir / (controls.state_name(key) if controls.is_gates(key) else key)
+        return self.s.state_dir / (controls.state_name(key) if controls.is_gates(key) or controls.is_build(key)
+                                   else key)
 
     def rig(self, key: str) -> Rig:
         """The rig for a scheduler (or a control by gates), started on first use."""
@@ -96,9 +97,11 @@ class Search:
                 stopped = down(left)
                 self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
+            released = controls.is_build(key)  # build:released: the target scheduler without its patch or tree
             self.rigs[key] = self._rigs.enter_context(Rig.running(
-                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
-                self.s.yunikorn_source, self.gates_of(key), self.s.workloads, self.s.kubernetes,
+                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir,
+                None if released else self.s.yunikorn_patch, None if released else self.s.yunikorn_source,
+                self.gates_of(key), self.s.workloads, self.s.kubernetes,
                 devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES))))
             self.builds[key] = self.rigs[key].build
         self.remember_pids(key, self.rigs[key])
