@@ -5,12 +5,14 @@ A mutant is a small patch to a build under test (bench/mutants/mutants.yaml name
 invariants it shows as). Per mutant, mode (random: `search`; plan: `search --plan`) and seed, the driver runs
 `kube-fault-proxy search` on the patched build with the released build as the control (`--control
 build:released`): a hit is confirmed only when its replay breaks the same and the released build, under the same
-profile, does not. The mutant counts as found at the first confirmed hit that breaks one of its invariants; the
-driver then interrupts the search (SIGINT: it stops every process it started) and records:
+profile, does not. The mutant counts as found at the first hit so confirmed that breaks one of its invariants
+(also when the search then files it under a known bug's signature: `known` says which); the driver then interrupts
+the search (SIGINT: it stops every process it started) and records:
 
   trials_to_find  search steps up to and including the finding one (random mode counts its canaries: they cost a
                  step); null when the budget or the trial cap ran out first
   other_findings  confirmed hits that break none of the mutant's invariants, as distinct sets of invariants
+  known          the known bugs the search filed hits under
   verdicts       every hit's verdict (confirmed, control-broken, not-reproduced, ...)
 
 `faultfree` runs each mutant with no fault (no action, touchPods, deletePods) on the same trial machinery and
@@ -21,6 +23,7 @@ Results: bench/results/mutation-*.json. Never in CI: every run starts local cont
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import math
 import os
@@ -115,10 +118,12 @@ class Run:
     out: str
     trials_to_find: int | None = None  # search steps up to and including the finding one
     found_by: list[str] | None = None  # the invariants the finding hit broke (and its replay)
+    found_as: str | None = None  # the known bug the search filed the finding hit under, if any
     seconds_to_find: float | None = None
     steps: int = 0  # search steps run (trials, canaries) when the search stopped
     trial_runs: int = 0  # every trial run: search steps, replays, controls, the plan's reference
     other_findings: list[list[str]] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)
     verdicts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     exit: int | None = None
@@ -126,9 +131,11 @@ class Run:
     error: str | None = None
 
 
-def confirmed(hits: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The hits a search confirmed: replayed, and the control clean of their invariants."""
-    return [h for h in hits if h.get("verdict") == "confirmed"]
+def confirmed(hits: Iterable[Mapping[str, Any]], known: bool = False) -> list[Mapping[str, Any]]:
+    """The hits a search confirmed: replayed, and the control clean of their invariants; with `known`, also those it
+    then filed under a known bug (replayed and controlled as well; a known bug's later hits, not replayed, are not)."""
+    return [h for h in hits if h.get("verdict") == "confirmed" or (known and h.get("verdict") == "known"
+                                                                   and h.get("replay") is not None)]
 
 
 def target(hit: Mapping[str, Any]) -> list[str]:
@@ -138,7 +145,7 @@ def target(hit: Mapping[str, Any]) -> list[str]:
 
 def first_find(doc: Mapping[str, Any], breaks: Sequence[str]) -> Mapping[str, Any] | None:
     """The first confirmed hit (by trial) that breaks one of the mutant's invariants, if any."""
-    found = [h for h in confirmed(doc.get("hits") or []) if set(target(h)) & set(breaks)]
+    found = [h for h in confirmed(doc.get("hits") or [], known=True) if set(target(h)) & set(breaks)]
     return min(found, key=lambda h: int(h["trial"])) if found else None
 
 
@@ -160,10 +167,12 @@ def record(run: Run, doc: Mapping[str, Any], breaks: Sequence[str], trial_runs: 
     if hit is not None:
         run.trials_to_find = int(hit["trial"]) + 1
         run.found_by = target(hit)
+        run.found_as = hit.get("known")
     run.steps = int(doc.get("trials") or 0) + len(doc.get("canaries") or [])
     run.trial_runs = trial_runs
     run.other_findings = other_findings(doc, breaks)
     run.verdicts = verdicts(doc)
+    run.known = sorted({str(h["known"]) for h in doc.get("hits") or [] if h.get("verdict") == "known"})
     return run
 
 
@@ -173,11 +182,13 @@ def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, op
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
     argv = [str(Path(sys.executable).with_name("kube-fault-proxy")), "search", "--scheduler", mutant.target,
             "--yunikorn-patch", mutant.patch, "--control", "build:released", "--controls", str(opts.controls),
-            "--include-known", "--kinds", opts.kinds, "--seed", str(seed), "--budget", opts.budget,
+            "--kinds", opts.kinds, "--seed", str(seed), "--budget", opts.budget,
             "--nodes", str(opts.nodes), "--pods", str(opts.pods), "--shrink-total", "0s",
             "--fresh", "-o", str(out), "--state-dir", str(state)]
     if opts.max_trials is not None:
         argv += ["--max-trials", str(opts.max_trials)]
+    if opts.include_known:
+        argv.append("--include-known")
     return [*argv, "--plan"] if mode == "plan" else argv
 
 
@@ -208,8 +219,13 @@ def run_one(mutant: Mutant, mode: str, seed: int, opts: argparse.Namespace) -> R
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
+            if opts.until is not None and time.time() >= opts.until and not run.interrupted:
+                run.interrupted = True
+                run.error = "stopped at --until"
+                proc.send_signal(signal.SIGINT)
             doc = _read(out / "search.json")
-            if run.seconds_to_find is None and doc is not None and first_find(doc, mutant.breaks) is not None:
+            if run.seconds_to_find is None and doc is not None and first_find(doc, mutant.breaks) is not None \
+                    and not run.interrupted:
                 run.seconds_to_find = round(time.monotonic() - t0, 1)
                 run.interrupted = True
                 proc.send_signal(signal.SIGINT)  # the search stops every process it started, and writes its report
@@ -263,7 +279,8 @@ def fault_free(mutant: Mutant, opts: argparse.Namespace) -> list[dict[str, Any]]
         for seed in opts.seeds:
             for action in (None, "touchPods", "deletePods"):
                 g = Genome(rules=(), pods=opts.pods, action=action, seed=seed, origin="fault-free")
-                r = run_trial(rig, g, f"ff-{action or 'none'}-{seed}", CANARY, lambda m: print(m, file=sys.stderr))
+                name = f"ff-{(action or 'none').lower()}-{seed}"  # a namespace's name: lower case
+                r = run_trial(rig, g, name, CANARY, lambda m: print(m, file=sys.stderr))
                 out.append({"mutant": mutant.name, "build": rig.build, "action": action, "seed": seed,
                             "broken": r.broken, "error": r.error, "seconds": round(r.seconds, 1)})
                 print(f"  {mutant.name} {action or 'no action'} seed {seed}: "
@@ -296,6 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--max-trials", type=int, help="each search's trial cap")
     r.add_argument("--controls", type=int, default=3, help="control runs of the released build per hit")
     r.add_argument("--kinds", default="all", help="fault kinds (default all, the same for both modes)")
+    r.add_argument("--include-known", action="store_true",
+                   help="confirm every hit like a new one (the search's --include-known: no known-bug shortcut, "
+                        "no ledger excuse)")
+    r.add_argument("--until", type=lambda s: calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M")),
+                   help="UTC YYYY-MM-DDTHH:MM: interrupt the search under way then, start none after")
     r.add_argument("-o", "--output", type=Path, required=True, help="where the searches' directories go")
     t = sub.add_parser("table")
     t.add_argument("results", type=Path)
@@ -321,9 +343,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     old = _read(args.results)
     if old is not None and old.get("kind") == "mutation":
         doc["runs"] = old["runs"]  # a second invocation adds its runs to the file
-    for m in mutants:
-        for mode in modes:
-            for seed in args.seeds:
+    for seed in args.seeds:  # every mutant and mode once before the next seed: a cut-short run covers more
+        for m in mutants:
+            for mode in modes:
+                if args.until is not None and time.time() >= args.until:
+                    break
                 run = run_one(m, mode, seed, args)
                 doc["runs"].append({**asdict(run), "settings": settings, "at": time.strftime("%FT%TZ", time.gmtime())})
                 _save(args.results, doc)

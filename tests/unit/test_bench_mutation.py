@@ -78,7 +78,8 @@ SEARCH = {"trials": 12, "canaries": [{"name": "c9"}], "hits": [
     hit(7, ["no-assumed-pod-left"], ["no-assumed-pod-left"], "not-reproduced"),
     hit(9, ["no-assumed-pod-left", "shim-cache-agrees"], ["no-assumed-pod-left", "shim-cache-agrees"], "confirmed"),
     hit(11, ["no-assumed-pod-left"], ["no-assumed-pod-left"], "confirmed"),
-    hit(12, ["stranded"], ["stranded"], "confirmed")]}
+    hit(12, ["stranded"], ["stranded"], "confirmed"),
+    {**hit(13, ["no-phantom-allocation"], None, "known"), "known": "YUNIKORN-3355"}]}  # counted, not replayed
 
 
 def test_found_at_the_first_confirmed_hit_whose_replay_breaks_a_planted_invariant_too() -> None:
@@ -91,7 +92,18 @@ def test_found_at_the_first_confirmed_hit_whose_replay_breaks_a_planted_invarian
     assert b.other_findings(SEARCH, ["no-assumed-pod-left"]) == [["stranded"]]
     assert b.other_findings(SEARCH, ["stranded"]) == [["no-assumed-pod-left"], ["no-assumed-pod-left",
                                                                                "shim-cache-agrees"]]
-    assert b.verdicts(SEARCH) == {"confirmed": 4, "control-broken": 1, "not-reproduced": 1}
+    assert b.verdicts(SEARCH) == {"confirmed": 4, "control-broken": 1, "known": 1, "not-reproduced": 1}
+    assert b.first_find(SEARCH, ["no-phantom-allocation"]) is None  # a known bug's hit that was not replayed
+
+
+def test_a_planted_bug_the_search_files_under_a_known_signature_is_found_and_says_as_what() -> None:
+    b = bench()
+    known = {**hit(5, ["no-phantom-allocation"], ["no-phantom-allocation"], "known"), "known": "YUNIKORN-3355"}
+    doc = {**SEARCH, "hits": [*SEARCH["hits"], known]}
+    run = b.record(b.Run("m", "random", 1, "/x"), doc, ["no-phantom-allocation"], trial_runs=9)
+    assert run.trials_to_find == 6 and run.found_as == "YUNIKORN-3355" and run.known == ["YUNIKORN-3355"]
+    assert run.other_findings == [["no-assumed-pod-left"], ["no-assumed-pod-left", "shim-cache-agrees"],
+                                  ["stranded"]]
 
 
 def test_a_run_records_trials_to_find_counting_from_one_and_every_step() -> None:
@@ -126,13 +138,14 @@ def test_the_table_gives_per_mutant_and_mode_the_median_and_each_seed() -> None:
 def test_each_run_searches_the_patched_build_against_the_released_one() -> None:
     b = bench()
     m = b.load()[0]
-    opts = argparse.Namespace(controls=3, kinds="all", budget="10m", nodes=10, pods=40, max_trials=None)
+    opts = argparse.Namespace(controls=3, kinds="all", budget="10m", nodes=10, pods=40, max_trials=None,
+                              include_known=False)
     argv = b.search_argv(m, "random", 2, Path("/o"), Path("/s"), opts)
     assert argv[1:5] == ["search", "--scheduler", "yunikorn", "--yunikorn-patch"] and argv[5] == m.patch
-    assert argv[argv.index("--control") + 1] == "build:released" and "--include-known" in argv
+    assert argv[argv.index("--control") + 1] == "build:released" and "--include-known" not in argv
     assert argv[argv.index("--seed") + 1] == "2" and "--plan" not in argv and "--max-trials" not in argv
     planned = b.search_argv(m, "plan", 2, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts),
-                                                                                       "max_trials": 30}))
-    assert planned[-1] == "--plan" and planned[planned.index("--max-trials") + 1] == "30"
+                                                                                       "max_trials": 30, "include_known": True}))
+    assert planned[-1] == "--plan" and planned[planned.index("--max-trials") + 1] == "30" and "--include-known" in planned
     with pytest.raises(ValueError, match="mode 'guess'"):
         b.search_argv(m, "guess", 2, Path("/o"), Path("/s"), opts)
