@@ -98,14 +98,16 @@ def load(path: Path = MANIFEST) -> list[Mutant]:
 
 
 def chosen(mutants: Sequence[Mutant], names: str | None) -> list[Mutant]:
-    """The mutants named (comma-separated; None: all); ValueError names the unknown ones."""
+    """The mutants named (comma-separated, run in that order; None: all, in the manifest's); ValueError names the
+    unknown ones."""
     if names is None:
         return list(mutants)
     asked = [n.strip() for n in names.split(",") if n.strip()]
     unknown = sorted(set(asked) - {m.name for m in mutants})
     if unknown:
         raise ValueError(f"no mutant {', '.join(unknown)} (known: {', '.join(m.name for m in mutants)})")
-    return [m for m in mutants if m.name in asked]
+    by_name = {m.name: m for m in mutants}
+    return [by_name[n] for n in dict.fromkeys(asked)]
 
 
 @dataclass

@@ -64,6 +64,7 @@ def test_chosen_mutants_and_an_unknown_name() -> None:
     mutants = b.load()
     assert [m.name for m in b.chosen(mutants, f" {mutants[1].name} ")] == [mutants[1].name]
     assert b.chosen(mutants, None) == mutants
+    assert b.chosen(mutants, f"{mutants[2].name},{mutants[0].name}") == [mutants[2], mutants[0]]  # in the order asked
     with pytest.raises(ValueError, match="no mutant nope"):
         b.chosen(mutants, f"{mutants[0].name},nope")
 

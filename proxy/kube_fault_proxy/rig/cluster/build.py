@@ -58,6 +58,8 @@ class Component:
     shim_patch: Path | None = None  # YuniKorn only: a unified diff applied to a copy of the released shim
     shim_tree: Path | None = None  # YuniKorn only: a yunikorn-k8shim checkout, built through a replace directive
     variant: str | None = None  # what the build is, without hash: a patch's name, or src-<dir>
+    k8s_patch: Path | None = None  # kube-scheduler only: a unified diff applied to a copy of k8s.io/kubernetes
+    release: str | None = None  # a patched Kubernetes build: the release its source is (its version names the patch)
 
     @property
     def binary(self) -> Path:
@@ -121,6 +123,25 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
 
 
+def _patch_key(patch: Path, flag: str) -> tuple[str, str]:
+    """A patch's name (slugged, without .patch or .diff) and the short hash of its bytes: what a build is keyed by."""
+    try:
+        digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
+    except OSError as e:
+        raise BuildInputError(f"{flag} {patch}: {e.strerror or e}") from None
+    return _slug(patch.name.removesuffix(".patch").removesuffix(".diff")), digest
+
+
+def kube_scheduler(patch: Path, version: str = versions.KUBERNETES) -> Component:
+    """kube-scheduler of release `version` with a unified diff applied to a copy of k8s.io/kubernetes at that
+    version, built through a replace directive; the build is `<version>+<patch name>-<hash of its bytes>`, so the
+    same patch reuses the cached binary and a changed one builds anew."""
+    variant, digest = _patch_key(patch, "--kube-scheduler-patch")
+    released = kubernetes("kube-scheduler", version)
+    return Component(released.name, f"{version}+{variant}-{digest}", released.package, released.ldflags, released.env,
+                     variant=variant, k8s_patch=patch.resolve(), release=version)
+
+
 def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component:
     """YuniKorn as released, or v1.9.0 with a patch, or a source tree; the version names the build.
 
@@ -130,11 +151,7 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
         raise BuildInputError("--yunikorn-patch and --yunikorn-source exclude each other")
     version, tree, variant = versions.YUNIKORN, None, None
     if patch is not None:
-        try:
-            digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
-        except OSError as e:
-            raise BuildInputError(f"--yunikorn-patch {patch}: {e.strerror or e}") from None
-        variant = _slug(patch.name.removesuffix(".patch").removesuffix(".diff"))
+        variant, digest = _patch_key(patch, "--yunikorn-patch")
         version = f"{versions.YUNIKORN}+{variant}-{digest}"
         patch = patch.resolve()
     if source is not None:
@@ -264,8 +281,12 @@ def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
             yunikorn_gomod(Path(info["GoMod"]).read_text(), c.version, versions.YUNIKORN_REPLACES))
         shutil.copyfile(Path(info["Dir"]) / "go.sum", moddir / "go.sum")
     else:
-        info = _download("k8s.io/kubernetes", c.version, env, moddir)
-        (moddir / "go.mod").write_text(kubernetes_gomod(Path(info["GoMod"]).read_text(), c.version))
+        release = c.release or c.version
+        info = _download("k8s.io/kubernetes", release, env, moddir)
+        gomod = kubernetes_gomod(Path(info["GoMod"]).read_text(), release)
+        if c.k8s_patch is not None:  # the patched copy _patched_copy made
+            gomod += f"\nreplace k8s.io/kubernetes => ./{K8S_COPY}\n"
+        (moddir / "go.mod").write_text(gomod)
     (moddir / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{c.package}"\n')
     _go(["mod", "tidy"], moddir, env)
 
@@ -311,18 +332,25 @@ class Toolchain:
         bar.update(total or compiled, total or compiled, "packages compiled")
 
 
-def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain) -> None:
-    """A writable copy of the released shim in moddir/k8shim, with the patch applied."""
-    assert c.shim_patch is not None
-    pristine = go.module_dir(SHIM, versions.YUNIKORN, env, moddir)
-    copy = moddir / "k8shim"
+K8S_COPY = "kubernetes"  # a patched kube-scheduler's copy of k8s.io/kubernetes, in its build directory
+
+
+def _patched_copy(module: str, version: str, patch: Path, copy: Path, env: dict[str, str], go: Toolchain) -> None:
+    """A writable copy of a module's released source at `copy`, with the patch applied."""
+    pristine = go.module_dir(module, version, env, copy.parent)
     shutil.copytree(pristine, copy, copy_function=shutil.copyfile)
     for p in [copy, *copy.rglob("*")]:  # the module cache is read-only, and so is what copytree copied of it
         p.chmod(p.stat().st_mode | (0o700 if p.is_dir() else 0o600))
     try:
-        patches.apply(c.shim_patch, copy)
+        patches.apply(patch, copy)
     except patches.PatchError as e:
-        raise BuildInputError(f"{e} (against {SHIM}@{versions.YUNIKORN})") from None
+        raise BuildInputError(f"{e} (against {module}@{version})") from None
+
+
+def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain) -> None:
+    """A writable copy of the released shim in moddir/k8shim, with the patch applied."""
+    assert c.shim_patch is not None
+    _patched_copy(SHIM, versions.YUNIKORN, c.shim_patch, moddir / "k8shim", env, go)
 
 
 def build(c: Component, say: bool = True, go: Toolchain | None = None) -> Path:
@@ -354,7 +382,7 @@ def _build(c: Component, say: bool, go: Toolchain) -> Path:
     """Compile the component into the cache (its build lock held)."""
     env = _go_env(c.env)
     moddir = cache_dir() / "build" / f"{c.name}-{c.version}"
-    override = c.shim_patch or c.shim_tree
+    override = c.shim_patch or c.shim_tree or c.k8s_patch
     tmp = c.binary.with_suffix(".partial")
     # A build takes minutes: a plain line every 15 s is enough in a log; a terminal gets a bar.
     with Progress(f"{c.name} {c.version}", enabled=say, interval=15.0) as bar:
@@ -366,6 +394,9 @@ def _build(c: Component, say: bool, go: Toolchain) -> Path:
             if c.shim_patch is not None:
                 _patched_shim(c, moddir, env, go)
                 bar.note(f"  {c.name} {c.version}: applied {c.shim_patch.name}")
+            if c.k8s_patch is not None:
+                _patched_copy("k8s.io/kubernetes", c.release or c.version, c.k8s_patch, moddir / K8S_COPY, env, go)
+                bar.note(f"  {c.name} {c.version}: applied {c.k8s_patch.name}")
             tmp.parent.mkdir(parents=True, exist_ok=True)
             try:
                 go.compile(c, moddir, tmp, env, bar)
