@@ -36,6 +36,14 @@ def test_the_shipped_manifest_names_at_least_five_mutants_whose_patches_exist() 
         assert m.breaks
 
 
+@pytest.mark.parametrize("patch", sorted((ROOT / "bench" / "mutants").rglob("*.patch")), ids=lambda p: p.stem)
+def test_every_planted_bug_says_what_it_breaks_why_it_is_realistic_and_what_triggers_it(patch: Path) -> None:
+    head, _, diff = patch.read_text().partition("\n--- a/")
+    assert head.startswith("Planted bug (mutation benchmark): ")
+    assert all(f"\n{key}:" in head for key in ("What it breaks", "Why realistic", "Trigger"))
+    assert "Expected invariant" in head and diff  # a unified diff follows the header
+
+
 @pytest.mark.parametrize(("body", "said"), [
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: [no-such-invariant]\n",
      "m.yaml:5:13: mutants[0].breaks: unknown invariant 'no-such-invariant'"),
