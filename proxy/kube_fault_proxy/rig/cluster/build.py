@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kube_fault_proxy.rig.cluster import feature_gates, patches, versions
+from kube_fault_proxy.rig.cluster import feature_gates, patches, sources, versions
 from kube_fault_proxy.rig.cluster.gomod import (
     SHIM,
     kubernetes_gomod,
@@ -23,6 +22,7 @@ from kube_fault_proxy.rig.cluster.gomod import (
     restated_gomod,
     yunikorn_gomod,
 )
+from kube_fault_proxy.rig.cluster.sources import VCS_DIRS, tree_hash
 from kube_fault_proxy.rig.console import Progress
 
 KWOK = "sigs.k8s.io/kwok"
@@ -102,15 +102,6 @@ def etcd(version: str = versions.KUBERNETES) -> Component:
     return Component("etcd", release(version).etcd, "go.etcd.io/etcd/server/v3")
 
 
-def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
-    """A short content hash of a source directory (names and bytes of its files, except under `skip`)."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "go.sum"
-                    and not set(p.relative_to(root).parts) & set(skip)):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
 BURST_SOURCE = Path(__file__).resolve().with_name("burst")
 
 
@@ -119,23 +110,17 @@ def burst_client() -> Component:
     return Component("kfp-burst", f"src-{tree_hash(BURST_SOURCE)}", ".", source=BURST_SOURCE)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
-
-
 def _patch_key(patch: Path, flag: str) -> tuple[str, str]:
-    """A patch's name (slugged, without .patch or .diff) and the short hash of its bytes: what a build is keyed by."""
+    """A patch's name and the short hash of its bytes (what a build is keyed by); BuildInputError if unreadable."""
     try:
-        digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
+        return sources.patch_key(patch)
     except OSError as e:
         raise BuildInputError(f"{flag} {patch}: {e.strerror or e}") from None
-    return _slug(patch.name.removesuffix(".patch").removesuffix(".diff")), digest
 
 
 def kube_scheduler(patch: Path, version: str = versions.KUBERNETES) -> Component:
-    """kube-scheduler of release `version` with a unified diff applied to a copy of k8s.io/kubernetes at that
-    version, built through a replace directive; the build is `<version>+<patch name>-<hash of its bytes>`, so the
-    same patch reuses the cached binary and a changed one builds anew."""
+    """kube-scheduler of release `version`, a unified diff applied to a copy of k8s.io/kubernetes (a replace
+    directive); the build is `<version>+<patch name>-<hash of its bytes>`: a changed patch builds anew."""
     variant, digest = _patch_key(patch, "--kube-scheduler-patch")
     released = kubernetes("kube-scheduler", version)
     return Component(released.name, f"{version}+{variant}-{digest}", released.package, released.ldflags, released.env,
@@ -159,15 +144,15 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
         gomod = tree / "go.mod"
         if not gomod.is_file() or not re.search(rf"^module\s+{re.escape(SHIM)}\s*$", gomod.read_text(), re.M):
             raise BuildInputError(f"--yunikorn-source {source}: not a {SHIM} checkout (no go.mod naming that module)")
-        variant = f"src-{_slug(tree.name)}"
-        version = f"src+{_slug(tree.name)}-{tree_hash(tree, VCS_DIRS)}"
+        variant = f"src-{sources.slug(tree.name)}"
+        version = f"src+{sources.slug(tree.name)}-{tree_hash(tree, VCS_DIRS)}"
     return Component("yunikorn-scheduler", version, f"{SHIM}/pkg/cmd/shim",
                      (f"-X {SHIM}/pkg/conf.buildVersion={version.lstrip('v')}",),
                      {"GONOSUMDB": versions.YUNIKORN_NOSUMDB}, shim_patch=patch, shim_tree=tree, variant=variant)
 
 
-VCS_DIRS = (".git", ".hg", ".svn")
 ETCD = etcd()
+K8S_COPY = "kubernetes"  # a patched kube-scheduler's copy of k8s.io/kubernetes, in its build directory
 YUNIKORN = yunikorn()
 KWOK_COMPONENT = Component("kwok", versions.KWOK, f"{KWOK}/cmd/kwok",
                            (f"-X {KWOK}/pkg/consts.Version={versions.KWOK.lstrip('v')}",))
@@ -332,25 +317,12 @@ class Toolchain:
         bar.update(total or compiled, total or compiled, "packages compiled")
 
 
-K8S_COPY = "kubernetes"  # a patched kube-scheduler's copy of k8s.io/kubernetes, in its build directory
-
-
 def _patched_copy(module: str, version: str, patch: Path, copy: Path, env: dict[str, str], go: Toolchain) -> None:
-    """A writable copy of a module's released source at `copy`, with the patch applied."""
-    pristine = go.module_dir(module, version, env, copy.parent)
-    shutil.copytree(pristine, copy, copy_function=shutil.copyfile)
-    for p in [copy, *copy.rglob("*")]:  # the module cache is read-only, and so is what copytree copied of it
-        p.chmod(p.stat().st_mode | (0o700 if p.is_dir() else 0o600))
+    """A writable copy of a module's released source at `copy` (a YuniKorn patch's: moddir/k8shim), patched."""
     try:
-        patches.apply(patch, copy)
+        sources.patched_copy(go.module_dir(module, version, env, copy.parent), copy, patch)
     except patches.PatchError as e:
         raise BuildInputError(f"{e} (against {module}@{version})") from None
-
-
-def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain) -> None:
-    """A writable copy of the released shim in moddir/k8shim, with the patch applied."""
-    assert c.shim_patch is not None
-    _patched_copy(SHIM, versions.YUNIKORN, c.shim_patch, moddir / "k8shim", env, go)
 
 
 def build(c: Component, say: bool = True, go: Toolchain | None = None) -> Path:
@@ -392,7 +364,7 @@ def _build(c: Component, say: bool, go: Toolchain) -> Path:
                 shutil.rmtree(moddir, ignore_errors=True)
                 moddir.mkdir(parents=True)
             if c.shim_patch is not None:
-                _patched_shim(c, moddir, env, go)
+                _patched_copy(SHIM, versions.YUNIKORN, c.shim_patch, moddir / "k8shim", env, go)
                 bar.note(f"  {c.name} {c.version}: applied {c.shim_patch.name}")
             if c.k8s_patch is not None:
                 _patched_copy("k8s.io/kubernetes", c.release or c.version, c.k8s_patch, moddir / K8S_COPY, env, go)
