@@ -49,17 +49,20 @@ def test_a_control_by_build_needs_a_patched_target_and_names_the_released_one(
 
 
 def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tuple[str, str, Path | None]]:
-    """Rigs that remember their state directory, scheduler and patch; a faulted trial on the patched build
-    breaks no-assumed-pod-left, and on the released one only when `released_breaks`."""
-    started: list[tuple[str, str, Path | None]] = []
+    """Rigs that record their start (state directory, scheduler, patch) and their stop; a faulted trial on the
+    patched build breaks no-assumed-pod-left, and on the released one only when `released_breaks`."""
+    events: list[tuple[str, str, Path | None]] = []
 
     @contextlib.contextmanager
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
                 kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False) -> Iterator[Any]:
-        started.append((state_dir.name, scheduler, patch))
+        events.append(("start", state_dir.name, patch))
         build = f"yunikorn v1.9.0+{patch.stem}" if patch else "yunikorn v1.9.0"
-        yield SimpleNamespace(build=build, cluster=SimpleNamespace(processes={}), patched=patch is not None)
+        try:
+            yield SimpleNamespace(build=build, cluster=SimpleNamespace(processes={}), patched=patch is not None)
+        finally:
+            events.append(("stop", state_dir.name, patch))
 
     def trial(rig: Any, genome: Genome, name: str, tier: Tier, note: Any) -> TrialResult:
         broke = bool(genome.rules) and (rig.patched or released_breaks)
@@ -68,7 +71,7 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tu
 
     monkeypatch.setattr(engine.Rig, "running", running)
     monkeypatch.setattr(engine, "run_trial", trial)
-    return started
+    return events
 
 
 def released_control(tmp_path: Path, patch: Path) -> Settings:
@@ -80,10 +83,14 @@ def released_control(tmp_path: Path, patch: Path) -> Settings:
 
 def test_a_hit_only_the_patched_build_shows_is_confirmed_against_the_released_one(
         tmp_path: Path, patch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    started = fake_rigs(monkeypatch, released_breaks=False)
+    events = fake_rigs(monkeypatch, released_breaks=False)
     out = Search(released_control(tmp_path, patch), lambda _: None).run()
     assert [h.verdict for h in out.hits] == ["confirmed", "confirmed"] and out.findings
-    assert started == [("yunikorn", "yunikorn", patch), ("build-released", "yunikorn", None)]
+    # YuniKorn's REST port is fixed: the target and its control take turns, each stopped before the other starts
+    target, control = ("yunikorn", patch), ("build-released", None)
+    assert events[:6] == [("start", *target), ("stop", *target), ("start", *control), ("stop", *control),
+                          ("start", *target), ("stop", *target)]
+    assert [e[0] for e in events] == ["start", "stop"] * (len(events) // 2)  # never two at once, all stopped
     assert out.builds[controls.RELEASED] == "yunikorn v1.9.0"
     assert out.builds["yunikorn"] == "yunikorn v1.9.0+planted"
 
