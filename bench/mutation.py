@@ -140,9 +140,18 @@ def confirmed(hits: Iterable[Mapping[str, Any]], known: bool = False) -> list[Ma
                                                                    and h.get("replay") is not None)]
 
 
+def canonical(name: str) -> str:
+    """An invariant's name as the manifest gives it: trials report YuniKorn's by their keys (I1 for
+    queue-books-bound-pods); a name the catalogue does not know (`diverged`) stays as it is."""
+    try:
+        return lookup(name).name
+    except ValueError:
+        return name
+
+
 def target(hit: Mapping[str, Any]) -> list[str]:
-    """What a hit's first run and its replay both broke (hit.Hit.target)."""
-    return sorted(set(hit.get("broken") or []) & set(hit.get("replay") or []))
+    """What a hit's first run and its replay both broke (hit.Hit.target), by canonical name."""
+    return sorted({canonical(x) for x in hit.get("broken") or []} & {canonical(x) for x in hit.get("replay") or []})
 
 
 def first_find(doc: Mapping[str, Any], breaks: Sequence[str]) -> Mapping[str, Any] | None:
@@ -240,6 +249,18 @@ def run_one(mutant: Mutant, mode: str, seed: int, opts: argparse.Namespace) -> R
     return record(run, doc, mutant.breaks, _lines(out / "trials.jsonl"))
 
 
+def rescore(run: Mapping[str, Any], breaks: Sequence[str]) -> dict[str, Any]:
+    """A recorded run with its figures recomputed from its search directory (what `record` reads)."""
+    out = Path(run["out"])
+    doc = _read(out / "search.json")
+    if doc is None:
+        return dict(run)
+    fresh = record(Run(run["mutant"], run["mode"], run["seed"], run["out"]), doc, breaks, _lines(out / "trials.jsonl"))
+    figures = {k: v for k, v in asdict(fresh).items()
+               if k not in ("seconds_to_find", "seconds", "exit", "interrupted", "error")}
+    return {**run, **figures}
+
+
 def median(values: Sequence[int | None]) -> float | None:
     """The median trials-to-find over seeds, a seed that did not find the mutant counting as worse than every seed
     that did; None when that median is a seed that did not find it (none found it, or too few did)."""
@@ -323,9 +344,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("-o", "--output", type=Path, required=True, help="where the searches' directories go")
     t = sub.add_parser("table")
     t.add_argument("results", type=Path)
+    rs = sub.add_parser("rescore", help="recompute each run's figures from its search directory (same manifest)")
+    rs.add_argument("results", type=Path)
+    rs.add_argument("--manifest", type=Path, default=MANIFEST)
     args = p.parse_args(argv)
     if args.command == "table":
         print(table(json.loads(args.results.read_text())["runs"]))
+        return 0
+    if args.command == "rescore":
+        kept = json.loads(args.results.read_text())
+        breaks = {m.name: m.breaks for m in load(args.manifest)}
+        kept["runs"] = [rescore(r, breaks[r["mutant"]]) for r in kept["runs"]]
+        _save(args.results, kept)
+        print(table(kept["runs"]))
         return 0
     try:
         mutants = chosen(load(args.manifest), args.mutants)

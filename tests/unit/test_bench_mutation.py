@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -113,6 +114,25 @@ def test_a_planted_bug_the_search_files_under_a_known_signature_is_found_and_say
     assert run.trials_to_find == 6 and run.found_as == "YUNIKORN-3355" and run.known == ["YUNIKORN-3355"]
     assert run.other_findings == [["no-assumed-pod-left"], ["no-assumed-pod-left", "shim-cache-agrees"],
                                   ["stranded"]]
+
+
+def test_yunikorns_invariant_keys_count_as_their_names() -> None:
+    b = bench()
+    doc = {"hits": [hit(3, ["I5", "diverged"], ["no-assumed-pod-left", "diverged"], "confirmed")]}
+    first = b.first_find(doc, ["no-assumed-pod-left"])
+    assert first is not None and b.target(first) == ["diverged", "no-assumed-pod-left"]
+    assert b.canonical("I1") == "queue-books-bound-pods" and b.canonical("diverged") == "diverged"
+
+
+def test_rescore_recomputes_a_runs_figures_from_its_search_directory(tmp_path: Path) -> None:
+    b = bench()
+    (tmp_path / "search.json").write_text(json.dumps(SEARCH))
+    (tmp_path / "trials.jsonl").write_text("{}\n" * 7)
+    old = {"mutant": "m", "mode": "random", "seed": 1, "out": str(tmp_path), "trials_to_find": None,
+           "seconds": 240.0, "exit": 0}
+    new = b.rescore(old, ["no-assumed-pod-left"])
+    assert new["trials_to_find"] == 10 and new["trial_runs"] == 7 and new["seconds"] == 240.0 and new["exit"] == 0
+    assert b.rescore({**old, "out": str(tmp_path / "gone")}, ["stranded"]) == {**old, "out": str(tmp_path / "gone")}
 
 
 def test_a_run_records_trials_to_find_counting_from_one_and_every_step() -> None:
