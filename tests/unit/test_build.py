@@ -207,7 +207,7 @@ def test_our_module_replaces_the_shim_by_a_tree(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     pytest.param(["cluster", "build", "yunikorn", "--patch", "{tmp}/nope.patch"],
                  "build failed: --yunikorn-patch {tmp}/nope.patch: No such file or directory", id="missing patch"),
-    pytest.param(["cluster", "build", "kubectl", "--patch", "{tmp}/x.patch"], "--patch and --source build yunikorn only",
+    pytest.param(["cluster", "build", "kubectl", "--patch", "{tmp}/x.patch"], "--patch builds yunikorn or kube-scheduler (named alone)",
                  id="patch for another component"),
     pytest.param(["cluster", "build", "yunikron"], "no component yunikron (there are: yunikorn, kube-apiserver",
                  id="unknown component"),

@@ -23,9 +23,12 @@ def _build(args: argparse.Namespace) -> int:
               f"(there are: yunikorn, {', '.join(build.ALL)})", file=sys.stderr)
         return USAGE
     overrides = build.components(args.kubernetes)
-    if args.patch is not None or args.source is not None:
+    if args.patch is not None and names == ["kube-scheduler"]:  # kube-scheduler only, of the release asked for
+        overrides["kube-scheduler"] = build.kube_scheduler(args.patch, args.kubernetes)
+    elif args.patch is not None or args.source is not None:
         if args.components and names != ["yunikorn-scheduler"]:
-            print("kube-fault-proxy cluster build: --patch and --source build yunikorn only", file=sys.stderr)
+            print("kube-fault-proxy cluster build: --patch builds yunikorn or kube-scheduler (named alone), "
+                  "--source yunikorn only", file=sys.stderr)
             return USAGE
         names = ["yunikorn-scheduler"]
         overrides["yunikorn-scheduler"] = build.yunikorn(args.patch, args.source)

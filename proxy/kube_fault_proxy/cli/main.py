@@ -137,7 +137,8 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     b = sub.add_parser("build", help="build (or reuse) the real components from the Go module proxy")
     b.add_argument("components", nargs="*", help="default: all")
     b.add_argument("--patch", type=Path, metavar="FILE",
-                   help="yunikorn: apply this unified diff to a copy of the v1.9.0 shim (cached by its hash)")
+                   help="yunikorn: apply this unified diff to a copy of the v1.9.0 shim; kube-scheduler (named "
+                        "alone): to a copy of k8s.io/kubernetes at --kubernetes (each cached by the patch's hash)")
     b.add_argument("--source", type=Path, metavar="DIR",
                    help="yunikorn: build this yunikorn-k8shim checkout (a replace directive; cached by its hash)")
     add_kubernetes_argument(b)

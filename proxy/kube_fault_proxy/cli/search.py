@@ -91,6 +91,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             if controls.same_as_target(gates, changes):
                 raise ValueError(f"--control {control}: the target already runs with these gates; the control "
                                  "must set at least one of them otherwise")
+        if controls.is_build(control):
+            controls.parse_build(str(control), bool(args.yunikorn_patch or args.yunikorn_source))
     except ValueError as e:
         raise UsageError(str(e)) from None
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
@@ -159,9 +161,10 @@ def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
         if asked in SCHEDULERS and scheduler == waist.CONTROLLER_MANAGER:
             raise ValueError(f"--control {asked}: a scheduler is no control for {scheduler} (use {UNFAULTED}, "
                              f"none or {controls.GATES}GATE=BOOL,...)")
-        if asked not in (*SCHEDULERS, UNFAULTED) and not controls.is_gates(asked):
-            raise ValueError(f"--control {asked!r}: one of {', '.join(SCHEDULERS)}, {UNFAULTED}, none, or "
-                             f"{controls.GATES}GATE=BOOL,... (e.g. {controls.GATES}SchedulerAsyncAPICalls=false)")
+        if asked not in (*SCHEDULERS, UNFAULTED) and not controls.is_gates(asked) and not controls.is_build(asked):
+            raise ValueError(f"--control {asked!r}: one of {', '.join(SCHEDULERS)}, {UNFAULTED}, none, "
+                             f"{controls.RELEASED}, or {controls.GATES}GATE=BOOL,... "
+                             f"(e.g. {controls.GATES}SchedulerAsyncAPICalls=false)")
         return asked
     return controls.flipped(gates, scheduler) or ("kube-scheduler" if scheduler == "yunikorn" else UNFAULTED)
 
@@ -298,6 +301,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         f"the same profile; {UNFAULTED} (the same scheduler and workload without it); "
                         f"{controls.GATES}GATE=BOOL,... (the same build with these gates, the target's others kept, "
                         "under the same profile: a differential control, e.g. gates:SchedulerAsyncAPICalls=false); "
+                        f"{controls.RELEASED} (with --yunikorn-patch or --yunikorn-source: the scheduler as released "
+                        "under the same profile, so only what the patch changed is confirmed); "
                         "or none. Default: with --feature-gates, each of them the other way; else kube-scheduler "
                         f"for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
     p.add_argument("--shapes", metavar="S,...",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kube_fault_proxy.rig.cluster import feature_gates, patches, versions
+from kube_fault_proxy.rig.cluster import feature_gates, patches, sources, versions
 from kube_fault_proxy.rig.cluster.gomod import (
     SHIM,
     kubernetes_gomod,
@@ -23,6 +22,7 @@ from kube_fault_proxy.rig.cluster.gomod import (
     restated_gomod,
     yunikorn_gomod,
 )
+from kube_fault_proxy.rig.cluster.sources import VCS_DIRS, tree_hash
 from kube_fault_proxy.rig.console import Progress
 
 KWOK = "sigs.k8s.io/kwok"
@@ -58,6 +58,8 @@ class Component:
     shim_patch: Path | None = None  # YuniKorn only: a unified diff applied to a copy of the released shim
     shim_tree: Path | None = None  # YuniKorn only: a yunikorn-k8shim checkout, built through a replace directive
     variant: str | None = None  # what the build is, without hash: a patch's name, or src-<dir>
+    k8s_patch: Path | None = None  # kube-scheduler only: a unified diff applied to a copy of k8s.io/kubernetes
+    release: str | None = None  # a patched Kubernetes build: the release its source is (its version names the patch)
 
     @property
     def binary(self) -> Path:
@@ -100,15 +102,6 @@ def etcd(version: str = versions.KUBERNETES) -> Component:
     return Component("etcd", release(version).etcd, "go.etcd.io/etcd/server/v3")
 
 
-def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
-    """A short content hash of a source directory (names and bytes of its files, except under `skip`)."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "go.sum"
-                    and not set(p.relative_to(root).parts) & set(skip)):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
 BURST_SOURCE = Path(__file__).resolve().with_name("burst")
 
 
@@ -117,8 +110,21 @@ def burst_client() -> Component:
     return Component("kfp-burst", f"src-{tree_hash(BURST_SOURCE)}", ".", source=BURST_SOURCE)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+def _patch_key(patch: Path, flag: str) -> tuple[str, str]:
+    """A patch's name and the short hash of its bytes (what a build is keyed by); BuildInputError if unreadable."""
+    try:
+        return sources.patch_key(patch)
+    except OSError as e:
+        raise BuildInputError(f"{flag} {patch}: {e.strerror or e}") from None
+
+
+def kube_scheduler(patch: Path, version: str = versions.KUBERNETES) -> Component:
+    """kube-scheduler of release `version`, a unified diff applied to a copy of k8s.io/kubernetes (a replace
+    directive); the build is `<version>+<patch name>-<hash of its bytes>`: a changed patch builds anew."""
+    variant, digest = _patch_key(patch, "--kube-scheduler-patch")
+    released = kubernetes("kube-scheduler", version)
+    return Component(released.name, f"{version}+{variant}-{digest}", released.package, released.ldflags, released.env,
+                     variant=variant, k8s_patch=patch.resolve(), release=version)
 
 
 def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component:
@@ -130,11 +136,7 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
         raise BuildInputError("--yunikorn-patch and --yunikorn-source exclude each other")
     version, tree, variant = versions.YUNIKORN, None, None
     if patch is not None:
-        try:
-            digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
-        except OSError as e:
-            raise BuildInputError(f"--yunikorn-patch {patch}: {e.strerror or e}") from None
-        variant = _slug(patch.name.removesuffix(".patch").removesuffix(".diff"))
+        variant, digest = _patch_key(patch, "--yunikorn-patch")
         version = f"{versions.YUNIKORN}+{variant}-{digest}"
         patch = patch.resolve()
     if source is not None:
@@ -142,15 +144,15 @@ def yunikorn(patch: Path | None = None, source: Path | None = None) -> Component
         gomod = tree / "go.mod"
         if not gomod.is_file() or not re.search(rf"^module\s+{re.escape(SHIM)}\s*$", gomod.read_text(), re.M):
             raise BuildInputError(f"--yunikorn-source {source}: not a {SHIM} checkout (no go.mod naming that module)")
-        variant = f"src-{_slug(tree.name)}"
-        version = f"src+{_slug(tree.name)}-{tree_hash(tree, VCS_DIRS)}"
+        variant = f"src-{sources.slug(tree.name)}"
+        version = f"src+{sources.slug(tree.name)}-{tree_hash(tree, VCS_DIRS)}"
     return Component("yunikorn-scheduler", version, f"{SHIM}/pkg/cmd/shim",
                      (f"-X {SHIM}/pkg/conf.buildVersion={version.lstrip('v')}",),
                      {"GONOSUMDB": versions.YUNIKORN_NOSUMDB}, shim_patch=patch, shim_tree=tree, variant=variant)
 
 
-VCS_DIRS = (".git", ".hg", ".svn")
 ETCD = etcd()
+K8S_COPY = "kubernetes"  # a patched kube-scheduler's copy of k8s.io/kubernetes, in its build directory
 YUNIKORN = yunikorn()
 KWOK_COMPONENT = Component("kwok", versions.KWOK, f"{KWOK}/cmd/kwok",
                            (f"-X {KWOK}/pkg/consts.Version={versions.KWOK.lstrip('v')}",))
@@ -264,8 +266,12 @@ def _prepare(c: Component, moddir: Path, env: dict[str, str]) -> None:
             yunikorn_gomod(Path(info["GoMod"]).read_text(), c.version, versions.YUNIKORN_REPLACES))
         shutil.copyfile(Path(info["Dir"]) / "go.sum", moddir / "go.sum")
     else:
-        info = _download("k8s.io/kubernetes", c.version, env, moddir)
-        (moddir / "go.mod").write_text(kubernetes_gomod(Path(info["GoMod"]).read_text(), c.version))
+        release = c.release or c.version
+        info = _download("k8s.io/kubernetes", release, env, moddir)
+        gomod = kubernetes_gomod(Path(info["GoMod"]).read_text(), release)
+        if c.k8s_patch is not None:  # the patched copy _patched_copy made
+            gomod += f"\nreplace k8s.io/kubernetes => ./{K8S_COPY}\n"
+        (moddir / "go.mod").write_text(gomod)
     (moddir / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{c.package}"\n')
     _go(["mod", "tidy"], moddir, env)
 
@@ -311,18 +317,12 @@ class Toolchain:
         bar.update(total or compiled, total or compiled, "packages compiled")
 
 
-def _patched_shim(c: Component, moddir: Path, env: dict[str, str], go: Toolchain) -> None:
-    """A writable copy of the released shim in moddir/k8shim, with the patch applied."""
-    assert c.shim_patch is not None
-    pristine = go.module_dir(SHIM, versions.YUNIKORN, env, moddir)
-    copy = moddir / "k8shim"
-    shutil.copytree(pristine, copy, copy_function=shutil.copyfile)
-    for p in [copy, *copy.rglob("*")]:  # the module cache is read-only, and so is what copytree copied of it
-        p.chmod(p.stat().st_mode | (0o700 if p.is_dir() else 0o600))
+def _patched_copy(module: str, version: str, patch: Path, copy: Path, env: dict[str, str], go: Toolchain) -> None:
+    """A writable copy of a module's released source at `copy` (a YuniKorn patch's: moddir/k8shim), patched."""
     try:
-        patches.apply(c.shim_patch, copy)
+        sources.patched_copy(go.module_dir(module, version, env, copy.parent), copy, patch)
     except patches.PatchError as e:
-        raise BuildInputError(f"{e} (against {SHIM}@{versions.YUNIKORN})") from None
+        raise BuildInputError(f"{e} (against {module}@{version})") from None
 
 
 def build(c: Component, say: bool = True, go: Toolchain | None = None) -> Path:
@@ -354,7 +354,7 @@ def _build(c: Component, say: bool, go: Toolchain) -> Path:
     """Compile the component into the cache (its build lock held)."""
     env = _go_env(c.env)
     moddir = cache_dir() / "build" / f"{c.name}-{c.version}"
-    override = c.shim_patch or c.shim_tree
+    override = c.shim_patch or c.shim_tree or c.k8s_patch
     tmp = c.binary.with_suffix(".partial")
     # A build takes minutes: a plain line every 15 s is enough in a log; a terminal gets a bar.
     with Progress(f"{c.name} {c.version}", enabled=say, interval=15.0) as bar:
@@ -364,8 +364,11 @@ def _build(c: Component, say: bool, go: Toolchain) -> Path:
                 shutil.rmtree(moddir, ignore_errors=True)
                 moddir.mkdir(parents=True)
             if c.shim_patch is not None:
-                _patched_shim(c, moddir, env, go)
+                _patched_copy(SHIM, versions.YUNIKORN, c.shim_patch, moddir / "k8shim", env, go)
                 bar.note(f"  {c.name} {c.version}: applied {c.shim_patch.name}")
+            if c.k8s_patch is not None:
+                _patched_copy("k8s.io/kubernetes", c.release or c.version, c.k8s_patch, moddir / K8S_COPY, env, go)
+                bar.note(f"  {c.name} {c.version}: applied {c.k8s_patch.name}")
             tmp.parent.mkdir(parents=True, exist_ok=True)
             try:
                 go.compile(c, moddir, tmp, env, bar)

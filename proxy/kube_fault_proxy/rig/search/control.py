@@ -1,10 +1,14 @@
-"""A search's target (the scheduler's build plus its feature gates) and its control by gates.
+"""A search's target (the scheduler's build plus its feature gates) and its control by gates or by build.
 
 `--control gates:SchedulerAsyncAPICalls=false` is a differential control: the same build as the target,
 under the same profile and workload, with those gates set otherwise (the rest of the target's gates kept).
 A hit with a gate on is confirmed only if the control with it off keeps the hit's invariants (and the
 reverse). A control's gate without a component is the scheduler's (`gates:kube-scheduler:Gate=bool` names
 it); by default a search with gates is controlled by the same build with each of its gates flipped.
+
+`--control build:released` is the control of a patched or source build (`--yunikorn-patch`, `--yunikorn-source`):
+the same scheduler as released, with the target's gates, under the same profile and workload. A bug the patch
+planted counts only where the released build stays clean (the mutation benchmark, bench/mutation.py).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from kube_fault_proxy.rig.cluster import feature_gates
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 
 GATES = "gates:"
+BUILD = "build:"
+RELEASED = BUILD + "released"  # the only build a control names today: the target scheduler as released
 SEARCHABLE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")  # components whose gates a search sets
 TARGETED = ("kube-scheduler", "kube-controller-manager")  # gates set only when the component is the target
 # kube-controller-manager v1.36.3's stale-controller consistency (KEP-5647: Beta, on by default): a search of it with
@@ -26,6 +32,23 @@ STALE_CONTROLLER_GATES = ("StaleControllerConsistencyDaemonSet", "StaleControlle
 def is_gates(control: str | None) -> bool:
     """Whether a control is the target's build with other gates."""
     return control is not None and control.startswith(GATES)
+
+
+def is_build(control: str | None) -> bool:
+    """Whether a control is another build of the target scheduler (`build:released`)."""
+    return control is not None and control.startswith(BUILD)
+
+
+def parse_build(control: str, patched: bool) -> str:
+    """`build:released` -> `released`; ValueError for another build, or when the target is no patched build."""
+    name = control.removeprefix(BUILD)
+    if control != RELEASED:
+        raise ValueError(f"--control {control!r}: the build a control names is {RELEASED} (the target scheduler as "
+                         f"released, without the target's patch or source tree); {name!r} is not one")
+    if not patched:
+        raise ValueError(f"--control {control}: the target is the released build already; {RELEASED} controls a "
+                         "patched or source build (--yunikorn-patch, --yunikorn-source)")
+    return name
 
 
 def target_gates(settings: Iterable[tuple[str, str, bool]], scheduler: str) -> Gates:
@@ -79,5 +102,5 @@ def same_as_target(target: Mapping[str, Mapping[str, bool]], changes: Mapping[st
 
 
 def state_name(control: str) -> str:
-    """A control rig's state directory name: `gates-SchedulerAsyncAPICalls-false`."""
+    """A control rig's state directory name: `gates-SchedulerAsyncAPICalls-false`, `build-released`."""
     return "".join(ch if ch.isalnum() else "-" for ch in control).strip("-")

@@ -54,6 +54,7 @@ class Search:
         self.fast_seconds: list[float] = []
         self.rigs: dict[str, Rig] = {}
         self._rigs = contextlib.ExitStack()  # every rig started, stopped together by close()
+        self._own: dict[str, contextlib.ExitStack] = {}  # each rig's own, to stop one before the others
         self.builds: dict[str, str] = {}
         self.journal = settings.out / "trials.jsonl"
         self.ran: dict[str, int] = {}  # rule form -> trials it was in; fired: those where it injected
@@ -75,8 +76,8 @@ class Search:
         self.baselines: dict[str, differential.Baseline | None] = {}
 
     def scheduler_of(self, key: str) -> str:
-        """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` control the target's build."""
-        return self.s.scheduler if controls.is_gates(key) else key
+        """The scheduler a rig runs: a scheduler's name is its own rig, a `gates:` or `build:` control the target's."""
+        return self.s.scheduler if controls.is_gates(key) or controls.is_build(key) else key
 
     def gates_of(self, key: str) -> dict[str, dict[str, bool]]:
         """The feature gates a rig runs with: the target's, with a `gates:` control's changes over them."""
@@ -86,24 +87,39 @@ class Search:
 
     def state_dir_of(self, key: str) -> Path:
         """Where a rig's control plane lives: one directory per scheduler, one for a control by gates."""
-        return self.s.state_dir / (controls.state_name(key) if controls.is_gates(key) else key)
+        return self.s.state_dir / (controls.state_name(key) if controls.is_gates(key) or controls.is_build(key)
+                                   else key)
 
     def rig(self, key: str) -> Rig:
         """The rig for a scheduler (or a control by gates), started on first use."""
         if key not in self.rigs:
+            self.stop_other_yunikorn(key)
             left = self.state_dir_of(key)
             if Cluster(left).processes:  # an earlier run's, killed (kill -9) before it could stop them
                 stopped = down(left)
                 self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
-            self.rigs[key] = self._rigs.enter_context(Rig.running(
-                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, self.s.yunikorn_patch,
-                self.s.yunikorn_source, self.gates_of(key), self.s.workloads, self.s.kubernetes,
+            released = controls.is_build(key)  # build:released: the target scheduler without its patch or tree
+            own = self._own[key] = self._rigs.enter_context(contextlib.ExitStack())
+            self.rigs[key] = own.enter_context(Rig.running(
+                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir,
+                None if released else self.s.yunikorn_patch, None if released else self.s.yunikorn_source,
+                self.gates_of(key), self.s.workloads, self.s.kubernetes,
                 devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES)),
                 gangs=bool(set(self.s.shapes) & set(GANG_SHAPES))))
             self.builds[key] = self.rigs[key].build
         self.remember_pids(key, self.rigs[key])
         return self.rigs[key]
+
+    def stop_other_yunikorn(self, key: str) -> None:
+        """YuniKorn's REST port is fixed (9080): before a YuniKorn rig starts, stop any other (a patched target and
+        its `build:released` control take turns)."""
+        if self.scheduler_of(key) != "yunikorn":
+            return
+        for other in [k for k in self.rigs if k != key and self.scheduler_of(k) == "yunikorn"]:
+            self.note(f"stopping the control plane for {other}: one YuniKorn at a time (its REST port is fixed)")
+            del self.rigs[other]
+            self._own.pop(other).close()
 
     def remember_pids(self, key: str, rig: Rig) -> None:
         """Add what a rig's control plane runs now to what the search recorded of it: a process stopped since

@@ -64,7 +64,7 @@ def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: li
     timeline.append({"onEvent": "load-done", "after": "8s", "deactivate": True})
     expect: dict[str, Any] = {scheduler: {"verdict": "violations",
                                           "invariants": [i for i in target if i in INVARIANT_NAMES]}}
-    if control is not None and control != UNFAULTED and not control.startswith("gates:"):  # a scheduler's name
+    if control is not None and control != UNFAULTED and not control.startswith(("gates:", "build:")):  # a scheduler
         expect[control] = {"verdict": "clean"}
     return {"apiVersion": "kube-fault-proxy/v1", "kind": "Scenario",
             "metadata": {"name": "search-minimal-replay",

@@ -1,0 +1,180 @@
+"""bench/mutation.py's bookkeeping: the manifest of planted bugs, when a search found one, what else it found,
+the median over seeds, and the search command each run gets."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from kube_fault_proxy.proxy.profiles.problems import ProfileError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutation", ROOT / "bench" / "mutation.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("mutation", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_manifest_names_at_least_five_mutants_whose_patches_exist() -> None:
+    mutants = bench().load()
+    assert len(mutants) >= 5 and len({m.name for m in mutants}) == len(mutants)
+    for m in mutants:
+        patch = Path(m.patch)
+        assert patch.is_file() and patch.is_absolute()
+        head = patch.read_text().split("\n--- a/")[0]
+        assert "What it breaks:" in head and "Why realistic:" in head and "Trigger:" in head, m.name
+        assert m.breaks
+
+
+@pytest.mark.parametrize("patch", sorted((ROOT / "bench" / "mutants").rglob("*.patch")), ids=lambda p: p.stem)
+def test_every_planted_bug_says_what_it_breaks_why_it_is_realistic_and_what_triggers_it(patch: Path) -> None:
+    head, _, diff = patch.read_text().partition("\n--- a/")
+    assert head.startswith("Planted bug (mutation benchmark): ")
+    assert all(f"\n{key}:" in head for key in ("What it breaks", "Why realistic", "Trigger"))
+    assert "Expected invariant" in head and diff  # a unified diff follows the header
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: [no-such-invariant]\n",
+     "m.yaml:5:13: mutants[0].breaks: unknown invariant 'no-such-invariant'"),
+    ("mutants:\n  - name: a\n    target: kube-scheduler\n    patch: a.patch\n    breaks: [stranded]\n",
+     "m.yaml:3:13: mutants[0].target: Input should be 'yunikorn'"),
+    ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: []\n",
+     "m.yaml:5:13: mutants[0].breaks: name at least one invariant"),
+    ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: [stranded]\n    color: red\n",
+     "m.yaml:6:5: mutants[0].color: unknown field"),
+    ("mutants:\n  - name: a\n    target: yunikorn\n    patch: gone.patch\n    breaks: [stranded]\n",
+     "mutants[0].patch: "),
+    ("mutants:\n  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n"
+     "  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n", "mutants[1].name: 'a' is given twice"),
+])
+def test_a_bad_manifest_is_refused_naming_file_line_and_field(tmp_path: Path, body: str, said: str) -> None:
+    (tmp_path / "a.patch").write_text("x\n")
+    (tmp_path / "m.yaml").write_text(body)
+    with pytest.raises(ProfileError) as e:
+        bench().load(tmp_path / "m.yaml")
+    assert said in str(e.value)
+    assert str(tmp_path / "m.yaml") in str(e.value)
+
+
+def test_chosen_mutants_and_an_unknown_name() -> None:
+    b = bench()
+    mutants = b.load()
+    assert [m.name for m in b.chosen(mutants, f" {mutants[1].name} ")] == [mutants[1].name]
+    assert b.chosen(mutants, None) == mutants
+    assert b.chosen(mutants, f"{mutants[2].name},{mutants[0].name}") == [mutants[2], mutants[0]]  # in the order asked
+    with pytest.raises(ValueError, match="no mutant nope"):
+        b.chosen(mutants, f"{mutants[0].name},nope")
+
+
+def hit(trial: int, broken: list[str], replay: list[str] | None, verdict: str) -> dict[str, Any]:
+    return {"trial": trial, "broken": broken, "replay": replay, "verdict": verdict, "control": []}
+
+
+SEARCH = {"trials": 12, "canaries": [{"name": "c9"}], "hits": [
+    hit(2, ["no-phantom-allocation"], ["no-phantom-allocation"], "control-broken"),  # the released build too
+    hit(4, ["no-assumed-pod-left", "stranded"], ["stranded"], "confirmed"),  # replayed only stranded: not it
+    hit(7, ["no-assumed-pod-left"], ["no-assumed-pod-left"], "not-reproduced"),
+    hit(9, ["no-assumed-pod-left", "shim-cache-agrees"], ["no-assumed-pod-left", "shim-cache-agrees"], "confirmed"),
+    hit(11, ["no-assumed-pod-left"], ["no-assumed-pod-left"], "confirmed"),
+    hit(12, ["stranded"], ["stranded"], "confirmed"),
+    {**hit(13, ["no-phantom-allocation"], None, "known"), "known": "YUNIKORN-3355"}]}  # counted, not replayed
+
+
+def test_found_at_the_first_confirmed_hit_whose_replay_breaks_a_planted_invariant_too() -> None:
+    b = bench()
+    first = b.first_find(SEARCH, ["no-assumed-pod-left"])
+    assert first is not None and first["trial"] == 9
+    assert b.first_find(SEARCH, ["queue-books-bound-pods"]) is None
+    assert b.first_find({"hits": []}, ["stranded"]) is None
+    # what is not the planted bug: the distinct invariant sets of other confirmed hits (stranded twice: once)
+    assert b.other_findings(SEARCH, ["no-assumed-pod-left"]) == [["stranded"]]
+    assert b.other_findings(SEARCH, ["stranded"]) == [["no-assumed-pod-left"], ["no-assumed-pod-left",
+                                                                               "shim-cache-agrees"]]
+    assert b.verdicts(SEARCH) == {"confirmed": 4, "control-broken": 1, "known": 1, "not-reproduced": 1}
+    assert b.first_find(SEARCH, ["no-phantom-allocation"]) is None  # a known bug's hit that was not replayed
+
+
+def test_a_planted_bug_the_search_files_under_a_known_signature_is_found_and_says_as_what() -> None:
+    b = bench()
+    known = {**hit(5, ["no-phantom-allocation"], ["no-phantom-allocation"], "known"), "known": "YUNIKORN-3355"}
+    doc = {**SEARCH, "hits": [*SEARCH["hits"], known]}
+    run = b.record(b.Run("m", "random", 1, "/x"), doc, ["no-phantom-allocation"], trial_runs=9)
+    assert run.trials_to_find == 6 and run.found_as == "YUNIKORN-3355" and run.known == ["YUNIKORN-3355"]
+    assert run.other_findings == [["no-assumed-pod-left"], ["no-assumed-pod-left", "shim-cache-agrees"],
+                                  ["stranded"]]
+
+
+def test_yunikorns_invariant_keys_count_as_their_names() -> None:
+    b = bench()
+    doc = {"hits": [hit(3, ["I5", "diverged"], ["no-assumed-pod-left", "diverged"], "confirmed")]}
+    first = b.first_find(doc, ["no-assumed-pod-left"])
+    assert first is not None and b.target(first) == ["diverged", "no-assumed-pod-left"]
+    assert b.canonical("I1") == "queue-books-bound-pods" and b.canonical("diverged") == "diverged"
+
+
+def test_rescore_recomputes_a_runs_figures_from_its_search_directory(tmp_path: Path) -> None:
+    b = bench()
+    (tmp_path / "search.json").write_text(json.dumps(SEARCH))
+    (tmp_path / "trials.jsonl").write_text("{}\n" * 7)
+    old = {"mutant": "m", "mode": "random", "seed": 1, "out": str(tmp_path), "trials_to_find": None,
+           "seconds": 240.0, "exit": 0}
+    new = b.rescore(old, ["no-assumed-pod-left"])
+    assert new["trials_to_find"] == 10 and new["trial_runs"] == 7 and new["seconds"] == 240.0 and new["exit"] == 0
+    assert b.rescore({**old, "out": str(tmp_path / "gone")}, ["stranded"]) == {**old, "out": str(tmp_path / "gone")}
+
+
+def test_a_run_records_trials_to_find_counting_from_one_and_every_step() -> None:
+    b = bench()
+    run = b.record(b.Run("m", "random", 1, "/x"), SEARCH, ["no-assumed-pod-left"], trial_runs=30)
+    assert run.trials_to_find == 10 and run.found_by == ["no-assumed-pod-left", "shim-cache-agrees"]
+    assert run.steps == 13 and run.trial_runs == 30 and run.other_findings == [["stranded"]]
+    missed = b.record(b.Run("m", "plan", 1, "/x"), SEARCH, ["queue-books-bound-pods"], trial_runs=30)
+    assert missed.trials_to_find is None and missed.found_by is None and len(missed.other_findings) == 3
+
+
+@pytest.mark.parametrize(("values", "median"), [
+    ([3, 9, 5], 5.0), ([3, None, 5], 5.0), ([3, None, None], None), ([None], None), ([], None),
+    ([4, 8], 6.0), ([4, None], None), ([2, 4, 6, None], 5.0)])
+def test_the_median_over_seeds_counts_a_miss_as_worse_than_any_find(values: list[int | None],
+                                                                     median: float | None) -> None:
+    assert bench().median(values) == median
+
+
+def test_the_table_gives_per_mutant_and_mode_the_median_and_each_seed() -> None:
+    run = {"mutant": "m", "mode": "random", "error": None, "other_findings": [["stranded"]], "steps": 20}
+    runs = [{**run, "seed": 1, "trials_to_find": 4}, {**run, "seed": 2, "trials_to_find": None},
+            {**run, "seed": 3, "trials_to_find": 8, "other_findings": []},
+            {**run, "mode": "plan", "seed": 1, "trials_to_find": None, "other_findings": [], "steps": 30},
+            {**run, "mode": "plan", "seed": 2, "error": "no search.json"}]
+    lines = bench().table(runs).splitlines()
+    assert lines[2] == "| m | random | 3 | 2 | 8 | s1: 4, s2: not in 20, s3: 8 | 1: stranded |"
+    assert lines[3] == "| m | plan | 1 | 0 | - | s1: not in 30 | 0 |"
+    assert len(lines) == 4
+
+
+def test_each_run_searches_the_patched_build_against_the_released_one() -> None:
+    b = bench()
+    m = b.load()[0]
+    opts = argparse.Namespace(controls=3, kinds="all", budget="10m", nodes=10, pods=40, max_trials=None,
+                              include_known=False)
+    argv = b.search_argv(m, "random", 2, Path("/o"), Path("/s"), opts)
+    assert argv[1:5] == ["search", "--scheduler", "yunikorn", "--yunikorn-patch"] and argv[5] == m.patch
+    assert argv[argv.index("--control") + 1] == "build:released" and "--include-known" not in argv
+    assert argv[argv.index("--seed") + 1] == "2" and "--plan" not in argv and "--max-trials" not in argv
+    planned = b.search_argv(m, "plan", 2, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts),
+                                                                                       "max_trials": 30, "include_known": True}))
+    assert planned[-1] == "--plan" and planned[planned.index("--max-trials") + 1] == "30" and "--include-known" in planned
+    with pytest.raises(ValueError, match="mode 'guess'"):
+        b.search_argv(m, "guess", 2, Path("/o"), Path("/s"), opts)
