@@ -56,7 +56,8 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tu
     @contextlib.contextmanager
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
-                kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False) -> Iterator[Any]:
+                kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False,
+                gangs: bool = False) -> Iterator[Any]:
         events.append(("start", state_dir.name, patch))
         build = f"yunikorn v1.9.0+{patch.stem}" if patch else "yunikorn v1.9.0"
         try:
