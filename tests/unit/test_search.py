@@ -362,8 +362,8 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tm
     tiers: list[object] = []
 
     @contextlib.contextmanager
-    def running(*args: object, devices: bool = False) -> Any:
-        assert not devices  # a roomy finding needs no DRA controller
+    def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
+        assert not devices and not gangs  # a roomy finding needs no DRA controller, no gang
         yield object()
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:

@@ -15,7 +15,7 @@ from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
-from kube_fault_proxy.rig.actions.trial_churn import ACTIONS
+from kube_fault_proxy.rig.actions.trial_churn import ACTIONS, parse_actions
 from kube_fault_proxy.rig.cluster import build, versions
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
@@ -105,7 +105,10 @@ def _settings(args: argparse.Namespace) -> Settings:
             raise UsageError("--shapes shape a scheduler's pods; kube-controller-manager's trials make workloads "
                              "(name their kinds: --target kube-controller-manager:replicaset,job)")
         shapes = ("roomy",)
-    actions = _actions(args.actions, args.scheduler)
+    try:  # kube-controller-manager's trials make workloads, not a scheduler's load: no action is performed there
+        actions = parse_actions(args.actions, args.scheduler != waist.CONTROLLER_MANAGER, args.scheduler)
+    except ValueError as e:
+        raise UsageError(f"--actions {args.actions!r}: {e}") from None
     if args.plan_per_group < 1:
         raise UsageError(f"--plan-per-group {args.plan_per_group}: at least 1 point per group")
     if args.plan_from is not None and not (args.plan_from / "reference.json").is_file():
@@ -149,25 +152,6 @@ def _settings(args: argparse.Namespace) -> Settings:
                     differential=args.differential, controls=args.controls,
                     plan=args.plan or args.plan_from is not None, plan_from=args.plan_from,
                     plan_per_group=args.plan_per_group, actions=actions)
-
-
-def _actions(asked: str | None, target: str) -> tuple[str, ...]:
-    """`--actions`: some trial actions, all or none; all by default for a scheduler, none for
-    kube-controller-manager (its trial makes workloads, not a scheduler's load: no action is performed there)."""
-    if asked is None:
-        return () if target == waist.CONTROLLER_MANAGER else ACTIONS
-    names = tuple(a.strip() for a in asked.split(",") if a.strip())
-    if names in (("none",), ()):
-        return ()
-    if names == ("all",):
-        names = ACTIONS
-    if unknown := sorted(set(names) - set(ACTIONS)):
-        raise UsageError(f"--actions {asked!r}: no action {', '.join(unknown)} (some of {', '.join(ACTIONS)}; all; "
-                         "none)")
-    if target == waist.CONTROLLER_MANAGER:
-        raise UsageError(f"--actions {asked!r}: {target}'s trials make workloads; they take no trial action "
-                         "(--actions none)")
-    return tuple(a for a in ACTIONS if a in names)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:

@@ -104,6 +104,23 @@ def validate(action: Any, where: str) -> Action:
     return dict(action)
 
 
+def parse_actions(asked: str | None, takes: bool, target: str) -> tuple[str, ...]:
+    """`search --actions`: some trial actions (in table order), `all` or `none`; by default all when the target
+    `takes` them, else none (and asking for some is an error naming `target`). ValueError says what is wrong."""
+    if asked is None:
+        return ACTIONS if takes else ()
+    names = tuple(a.strip() for a in asked.split(",") if a.strip())
+    if names in (("none",), ()):
+        return ()
+    if names == ("all",):
+        names = ACTIONS
+    if unknown := sorted(set(names) - set(ACTIONS)):
+        raise ValueError(f"no action {', '.join(unknown)} (some of {', '.join(ACTIONS)}; all; none)")
+    if not takes:
+        raise ValueError(f"{target}'s trials make workloads; they take no trial action (--actions none)")
+    return tuple(a for a in ACTIONS if a in names)
+
+
 def draw(rng: random.Random, name: str, pods: int) -> Action:
     """One action of this name, its settings and trigger drawn from the stream."""
     spec = SPECS[name]
@@ -215,8 +232,9 @@ class TrialChurn:
             what = self.churn.cordon(node, True)
             if "forSeconds" in action:
                 stop.wait(float(action["forSeconds"]))
-                what += f", uncordoned {self.churn.cordon(node, False).split(' ', 1)[0] and 'it'} after " \
-                        f"{action['forSeconds']}s"
+                self.churn.cordon(node, False)
+                self.cordons.discard(node)
+                what += f", uncordoned it {action['forSeconds']}s later"
             return what
         if name == "resizeNode":
             status = dict(api.get(Node, node).get("status") or {})
