@@ -277,7 +277,7 @@ def test_a_trials_actions_are_undone_at_its_clean_up() -> None:
         "resized node kfp-node-0000: {'cpu': '1000m'")
     assert api.nodes["kfp-node-0000"]["spec"] == {"unschedulable": True}
     assert "kfp-node-0001" not in api.nodes and set(churn.lost) == {"kfp-node-0001"}
-    assert api.nodes["kfp-node-0000"]["status"]["allocatable"]["cpu"] == "1000m"
+    assert api.nodes["kfp-node-0000"]["status"]["allocatable"]["cpu"] == "1000m" and churn.shrunk == {"kfp-node-0000"}
     undone = churn.undo()
     assert undone == ["created node kfp-node-0001 again", "gave node kfp-node-0000 its capacity again",
                       "uncordoned node kfp-node-0000"]
@@ -317,9 +317,13 @@ def test_a_pod_bound_to_a_node_an_action_deleted_is_left_to_podgc() -> None:
     violations = [Violation("missing-node", "s/a is bound to gone", ("s/a",)),
                   Violation("missing-node", "s/b is bound to never-was", ("s/b",)),
                   Violation("stranded", "s/c", ("s/c",))]
-    kept, excused = trial_churn.excuse_missing_nodes(violations, pods, {"gone": 1.0})
-    assert [v.objects for v in kept] == [("s/b",), ("s/c",)]
-    assert [(v.objects, why.split(":")[0]) for v, why in excused] == [(("s/a",), "a trial action deleted node gone")]
+    violations += [Violation("no-overcommit", "n1 cpu", ("s/d",), "cpu", "n1"),
+                   Violation("no-overcommit", "n2 cpu", ("s/e",), "cpu", "n2")]
+    kept, excused = trial_churn.excuse_missing_nodes(violations, pods, {"gone": 1.0}, {"n1"})
+    assert [v.objects for v in kept] == [("s/b",), ("s/c",), ("s/e",)]
+    assert [(v.objects, why.split(":")[0]) for v, why in excused] == [
+        (("s/a",), "a trial action deleted node gone"),
+        (("s/d",), "a trial action gave node n1 less cpu than its bound pods may have had")]
 
 
 def test_a_trial_line_keeps_what_its_actions_did() -> None:

@@ -506,8 +506,9 @@ class _Trial:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
         result = self.result
         report = check.evaluate(snap, {self.scheduler_name}, grace=0, namespace=self.namespace)
-        if snap.lost:  # pods bound to a node a trial action deleted: PodGC's to delete, in its time
-            report.violations, excused = trial_churn.excuse_missing_nodes(report.violations, snap.pods, snap.lost)
+        if self.churn is not None:  # a node an action deleted (PodGC's to clean) or gave less cpu
+            report.violations, excused = trial_churn.excuse_missing_nodes(report.violations, snap.pods, snap.lost,
+                                                                          self.churn.shrunk)
             report.excused += excused
         if self.rig.scheduler == "kube-scheduler":  # what its asynchronous API calls broke upstream (gate on or off)
             mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
