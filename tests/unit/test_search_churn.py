@@ -329,9 +329,17 @@ def test_a_pod_bound_to_a_node_an_action_deleted_is_left_to_podgc() -> None:
 def test_a_trial_line_keeps_what_its_actions_did() -> None:
     result = TrialResult("t1", "yunikorn", Genome(rules=(RULE,), churn=(FLAP,)))
     result.steps.append({"t": 1.5, "did": "flapped node kfp-node-0001: deleted, created again 2.0s later"})
+    result.actions_done = 1
     line = result.as_dict()
     assert line["steps"] == ["flapped node kfp-node-0001: deleted, created again 2.0s later"]
-    assert Genome.from_doc(line["genome"], "<line>").churn == (FLAP,)
+    assert line["actionsDone"] == 1
+    back = TrialResult.from_dict(line, Genome.from_doc(line["genome"], "<line>"))
+    assert back.genome.churn == (FLAP,) and back.actions_done == 1
+    from kube_fault_proxy.rig.search.coverage import coverage, lines
+
+    cov = coverage([back], ("abort",), tokens=0, novel=0)
+    assert cov["trialActions"] == {"flapNode": 1} and cov["trialActionsDone"] == 1
+    assert "- trial actions (node and pod churn during the load) drawn: flapNode 1; done: 1" in lines(cov)
 
 
 # --- the command --------------------------------------------------------------------------------------------------

@@ -167,6 +167,7 @@ class TrialResult:
     diverged: list[str] = field(default_factory=list)  # how the end state differs from clean runs', beyond the mask
     quiet: bool = True
     error: str | None = None
+    actions_done: int = 0  # trial actions performed (the genome's churn; not those whose count never came)
     # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
     samples: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -199,7 +200,7 @@ class TrialResult:
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
                 "tokens": sorted(self.tokens), "ownEffect": self.own_effect, "ledger": self.check.get("ledger"),
                 "endState": self.end_state, "diverged": self.diverged,
-                "steps": [str(st["did"]) for st in self.steps],
+                "steps": [str(st["did"]) for st in self.steps], "actionsDone": self.actions_done,
                 "violations": [v["message"] for v in (self.check.get("violations") or [])[:VIOLATIONS_KEPT]]}
 
     @classmethod
@@ -212,7 +213,7 @@ class TrialResult:
                    tokens=set(doc.get("tokens", [])), seconds=float(doc.get("seconds", 0.0)),
                    restart_seconds=float(doc.get("restartSeconds", 0.0)), quiet=bool(doc.get("quiet", True)),
                    error=doc.get("error"), own_effect=doc.get("ownEffect"), end_state=dict(doc.get("endState") or {}),
-                   diverged=list(doc.get("diverged") or []))
+                   diverged=list(doc.get("diverged") or []), actions_done=int(doc.get("actionsDone", 0)))
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -499,8 +500,10 @@ class _Trial:
                 yield
             except BaseException:
                 self.runner.finish(abort=True)
+                self.result.actions_done = self.runner.done
                 raise
             self.runner.finish()
+            self.result.actions_done = self.runner.done
 
     def judge(self, snap: check.Snapshot) -> None:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
