@@ -15,6 +15,7 @@ from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
+from kube_fault_proxy.rig.actions.trial_churn import ACTIONS, parse_actions
 from kube_fault_proxy.rig.cluster import build, versions
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
@@ -106,6 +107,10 @@ def _settings(args: argparse.Namespace) -> Settings:
             raise UsageError("--shapes shape a scheduler's pods; kube-controller-manager's trials make workloads "
                              "(name their kinds: --target kube-controller-manager:replicaset,job)")
         shapes = ("roomy",)
+    try:  # kube-controller-manager's trials make workloads, not a scheduler's load: no action is performed there
+        actions = parse_actions(args.actions, args.scheduler != waist.CONTROLLER_MANAGER, args.scheduler)
+    except ValueError as e:
+        raise UsageError(f"--actions {args.actions!r}: {e}") from None
     if args.plan_per_group < 1:
         raise UsageError(f"--plan-per-group {args.plan_per_group}: at least 1 point per group")
     if args.plan_from is not None and not (args.plan_from / "reference.json").is_file():
@@ -148,7 +153,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                     fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes,
                     differential=args.differential, controls=args.controls,
                     plan=args.plan or args.plan_from is not None, plan_from=args.plan_from,
-                    plan_per_group=args.plan_per_group)
+                    plan_per_group=args.plan_per_group, actions=actions)
 
 
 def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
@@ -230,8 +235,10 @@ def _replay(args: argparse.Namespace) -> int:
         minimal = doc["minimal"]
     except (OSError, KeyError, json.JSONDecodeError) as e:
         raise UsageError(f"{args.directory}: not a search directory with a minimal case ({e})") from None
-    genome = Genome(rules=tuple(minimal["rules"]), pods=minimal["pods"], action=minimal["action"],
-                    seed=minimal["seed"], nodes=minimal.get("nodes"), shape=minimal.get("shape", "roomy"))
+    try:
+        genome = Genome.from_doc(minimal, f"{args.directory / 'search.json'}: field 'minimal'")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     genome.profile()  # the strict loader, once more
     if (args.pods is not None and args.pods < 1) or (args.nodes is not None and args.nodes < 1):
         raise UsageError("--pods and --nodes must be at least 1")
@@ -311,6 +318,10 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "dra-binding the devices wait for binding conditions, which the rig sets as the driver "
                         "would; and gang, whose pods are gangs of PodGroups with minCount, kube-scheduler only, "
                         "with GenericWorkload on)")
+    p.add_argument("--actions", metavar="A,...",
+                   help=f"trial actions (node and pod churn during the faulted load) the trials draw from: some of "
+                        f"{', '.join(ACTIONS)}; all; or none (the default: a seed draws what it drew before; the only "
+                        f"choice for {waist.CONTROLLER_MANAGER})")
     p.add_argument("--canary-every", type=int, default=10, metavar="N",
                    help="every N-th trial is a fault-free canary (default 10; 0: none)")
     p.add_argument("--controls", type=int, default=3, metavar="N",

@@ -44,6 +44,8 @@ def coverage(trials: Sequence[TrialResult], kinds: Sequence[str], tokens: int, n
         "shapes": dict(sorted(Counter(t.genome.shape for t in trials).items())),
         "origins": dict(sorted(origins.items())),
         "actions": dict(sorted(Counter(t.genome.action or "none" for t in trials).items())),
+        "trialActions": dict(sorted(Counter(a["do"] for t in trials for a in t.genome.churn).items())),
+        "trialActionsDone": sum(t.actions_done for t in trials),
         "noveltyTokens": tokens,
         "novelTrials": novel,
         "errors": sum(1 for t in trials if t.error),
@@ -66,6 +68,9 @@ def lines(cov: Mapping[str, Any]) -> list[str]:
             "- shapes: " + ", ".join(f"{s} {n}" for s, n in cov["shapes"].items()),
             "- trials drawn fresh or mutated: " + ", ".join(f"{o} {n}" for o, n in cov["origins"].items()),
             "- workload actions: " + ", ".join(f"{a} {n}" for a, n in cov["actions"].items()),
+            "- trial actions (node and pod churn during the load) drawn: "
+            + (", ".join(f"{a} {n}" for a, n in cov.get("trialActions", {}).items()) or "none")
+            + f"; done: {cov.get('trialActionsDone', 0)}",
             f"- novelty: {cov['noveltyTokens']} distinct per-pod fault sequences and phase events seen; "
             f"{cov['novelTrials']} trials showed a new one",
             f"- crash points acted on (scheduler killed and restarted): {cov['crashPoints']}; trials that "

@@ -182,7 +182,8 @@ class Search:
         learned from `differential` fault-free runs of it, each under a seed of its own, the first time it is asked
         for (named `b<key>-<k>`, so a resumed search takes them from its journal)."""
         g = genome.with_(rules=(), origin="baseline")
-        key = f"{scheduler} pods={g.pods} nodes={g.nodes} shape={g.shape} action={g.action}"
+        key = f"{scheduler} pods={g.pods} nodes={g.nodes} shape={g.shape} action={g.action}" + (
+            f" churn={json.dumps(list(g.churn), sort_keys=True)}" if g.churn else "")
         if key not in self.baselines:
             tag = hashlib.sha256(key.encode()).hexdigest()[:8]
             # Each clean run under a seed of its own: a shape's pods are a function of the seed too, so what varies
@@ -225,9 +226,9 @@ class Search:
                 f"kfp-search:{self.s.seed}:{number}:{attempt}")
             if corpus and rng.random() >= FRESH_SHARE:
                 parent, other = rng.choice(list(corpus)), rng.choice(list(corpus))
-                g = mutate(rng, parent, self.s.kinds, other, self.s.shapes, self.waist)
+                g = mutate(rng, parent, self.s.kinds, other, self.s.shapes, self.waist, self.s.actions)
             else:
-                g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes, self.waist)
+                g = random_genome(rng, self.s.kinds, self.s.pods, self.s.shapes, self.waist, self.s.actions)
             if not valid(g):  # never expected: the grammar only builds loader-valid rules
                 raise AssertionError(f"the grammar built an invalid profile: {g.canonical()}")
             if precheck.can_inject(g, dead, self.s.scheduler):
@@ -252,7 +253,8 @@ class Search:
 
     def canary(self, number: int, out: Outcome) -> None:
         """A fault-free trial of a drawn workload: what breaks here is the rig's or the workload's, never a finding."""
-        g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes, self.waist)
+        g = random_genome(trial_rng(self.s.seed, number), self.s.kinds, self.s.pods, self.s.shapes, self.waist,
+                          self.s.actions)  # its trial actions kept: node churn with no fault is judged too
         result = self.trial(self.s.scheduler, g.with_(rules=(), action=None, origin="canary"),
                             f"c{self.trial_number(number)}", CANARY)
         out.canaries.append(result)

@@ -14,6 +14,7 @@ import yaml
 
 from kube_fault_proxy.proxy.profiles.loader import load_text
 from kube_fault_proxy.proxy.profiles.profile import API_VERSION, KIND, FaultProfile
+from kube_fault_proxy.rig.actions import trial_churn
 from kube_fault_proxy.rig.search.kinds import traits
 
 Rule = dict[str, Any]
@@ -30,17 +31,47 @@ class Genome:
     seed: int = 1  # the profile's seed for every probabilistic choice
     nodes: int | None = None  # schedulable nodes (the rest cordoned); None: every node of the rig
     shape: str = "roomy"  # the workload shape (rig.shapes.SHAPES); roomy is the weakest form
+    # Node and pod churn during the faulted load (rig/actions/trial_churn.py: its table, triggers, settings).
+    churn: tuple[trial_churn.Action, ...] = ()
     origin: str = field(default="random", compare=False)
 
     def canonical(self) -> str:
         """The genome as sorted JSON (what the cache and the simplicity order see); `nodes` only when
-        set and `shape` only when tight, so a genome drawn before shrinking keeps its digest."""
+        set, `shape` only when tight and `churn` only when there is some, so a genome drawn before shrinking (or
+        before trial actions existed) keeps its digest."""
         doc: dict[str, Any] = {"rules": self.rules, "pods": self.pods, "action": self.action, "seed": self.seed}
         if self.nodes is not None:
             doc["nodes"] = self.nodes
         if self.shape != "roomy":
             doc["shape"] = self.shape
+        if self.churn:
+            doc["churn"] = list(self.churn)
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_doc(cls, doc: Any, where: str, origin: str = "random") -> Genome:
+        """A genome from its JSON form (a canonical string or its object, as search.json and trials.jsonl hold
+        it); a stored genome without `churn`, `nodes` or `shape` (written before they existed) still loads.
+        ValueError names `where` and the field (an action's: `where`: churn[i])."""
+        try:
+            g = json.loads(doc) if isinstance(doc, str) else doc
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where} is not a genome (not JSON: {e})") from None
+        try:
+            if not isinstance(g, dict):
+                raise ValueError(f"{where} is not a genome (a {type(g).__name__}, not a mapping)")
+            churn = g.get("churn") or []
+            if not isinstance(churn, list):
+                raise ValueError(f"{where} is not a genome (its field 'churn' is not a list of actions)")
+            nodes = g.get("nodes")
+            return cls(rules=tuple(g["rules"]), pods=int(g["pods"]), action=g.get("action"), seed=int(g["seed"]),
+                       nodes=None if nodes is None else int(nodes), shape=str(g.get("shape", "roomy")),
+                       churn=tuple(trial_churn.validate(a, f"{where}: churn[{i}]") for i, a in enumerate(churn)),
+                       origin=origin)
+        except KeyError as e:
+            raise ValueError(f"{where} is not a genome (no field {e.args[0]!r})") from None
+        except TypeError as e:
+            raise ValueError(f"{where} is not a genome ({e})") from None
 
     def digest(self) -> str:
         """A short hash of the canonical form."""
@@ -84,12 +115,14 @@ def fault_kind(rule: Rule) -> str:
 
 
 def simplicity(genome: Genome) -> tuple[Any, ...]:
-    """Shortlex-like order: fewer rules, no action, the roomy shape, fewer optional fields, less fault mass, fewer
-    pods, fewer nodes, then the canonical text. A shrink step is taken only when this strictly decreases."""
+    """Shortlex-like order: fewer rules, no action, fewer and weaker trial actions, the roomy shape, fewer optional
+    fields, less fault mass, fewer pods, fewer nodes, then the canonical text. A shrink step is taken only when this
+    strictly decreases."""
     fields = sum(_count_fields(r) for r in genome.rules)
     mass = sum(_mass(r) for r in genome.rules)
     nodes = genome.nodes if genome.nodes is not None else 1 << 30
-    return (len(genome.rules), genome.action is not None, genome.shape != "roomy", fields, round(mass, 3),
+    return (len(genome.rules), genome.action is not None, len(genome.churn), trial_churn.strength(genome.churn),
+            genome.shape != "roomy", fields, round(mass, 3),
             genome.pods, nodes, genome.canonical())
 
 

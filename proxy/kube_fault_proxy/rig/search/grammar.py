@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kube_fault_proxy.proxy.faults.base import Draw
+from kube_fault_proxy.rig.actions import trial_churn
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 from kube_fault_proxy.rig.search.kinds import (
     ALL_KINDS,
@@ -34,8 +35,8 @@ from kube_fault_proxy.rig.search.waist import SCHEDULER, Waist
 # scheduler's Bindings, or kube-controller-manager's pod creates. Every function below takes the waist; its
 # default is a scheduler's, so a seeded scheduler search draws the very trials it drew before there were two.
 __all__ = ["ALL_KINDS", "CONNECTION_KINDS", "KNOWN_KINDS", "QUANTILES", "RELIST_KINDS", "REOPEN_KINDS",
-           "REQUEST_KINDS", "RESUME_KINDS", "SPECS", "VIEW_KINDS", "WATCH_KINDS", "mutate", "random_genome",
-           "reopened", "rule", "rule_count", "swarm", "trial_rng"]
+           "REQUEST_KINDS", "RESUME_KINDS", "SPECS", "VIEW_KINDS", "WATCH_KINDS", "mutate", "mutate_churn",
+           "random_genome", "reopened", "rule", "rule_count", "swarm", "trial_rng"]
 QUANTILES = (0.01, 0.05, 0.2, 0.5, 0.9)  # of the load's pods: where a count trigger arms a rule
 
 
@@ -239,17 +240,23 @@ def rule_count(rng: random.Random) -> int:
     return min(4, 1 + sum(1 for _ in range(3) if rng.random() < 0.45))
 
 
+CHURN_SHARE = 0.5  # of fresh genomes, with trial actions allowed: how many carry some
+
+
 def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: Sequence[str] = ("roomy",),
-                  waist: Waist = SCHEDULER) -> Genome:
+                  waist: Waist = SCHEDULER, actions: Sequence[str] = ()) -> Genome:
     """A fresh genome: a swarm subset of kinds, 1-4 rules, maybe a workload action, a workload shape
-    (drawn last, and only when there is a choice, so a roomy-only stream is the old one)."""
+    (drawn last, and only when there is a choice, so a roomy-only stream is the old one), then maybe node and
+    pod churn of the allowed trial `actions` (drawn after all else, and only when some are allowed, so a stream
+    without them is the old one)."""
     enabled = swarm(rng, kinds)
     rules = tuple(reopened(rng, [rule(rng, rng.choice(enabled), pods, i + 1, waist)
                                  for i in range(rule_count(rng))], kinds, pods, waist))
     action = rng.choice(["touchPods", "touchPods", "deletePods"]) if rng.random() < 0.4 else None
     seed = rng.randrange(1, 2**31)
     shape = rng.choice(list(shapes)) if len(shapes) > 1 else shapes[0]
-    return Genome(rules=_renamed(rules), pods=pods, action=action, seed=seed, shape=shape)
+    churn = trial_churn.draw_some(rng, actions, pods) if actions and rng.random() < CHURN_SHARE else ()
+    return Genome(rules=_renamed(rules), pods=pods, action=action, seed=seed, shape=shape, churn=churn)
 
 
 def _renamed(rules: Sequence[Rule]) -> tuple[Rule, ...]:
@@ -262,12 +269,15 @@ def _renamed(rules: Sequence[Rule]) -> tuple[Rule, ...]:
 
 
 def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Genome | None = None,
-           shapes: Sequence[str] = ("roomy",), waist: Waist = SCHEDULER) -> Genome:
+           shapes: Sequence[str] = ("roomy",), waist: Waist = SCHEDULER, actions: Sequence[str] = ()) -> Genome:
     """One mutation of a corpus entry: change a rule, add one, drop one, splice, move a trigger; with a
-    choice of shapes, one in ten changes the workload shape instead."""
+    choice of shapes, one in ten changes the workload shape instead; with trial actions allowed, one in eight
+    changes the node and pod churn instead (no draw is spent on it otherwise)."""
     if len(shapes) > 1 and rng.random() < 0.1:
         return parent.with_(shape=rng.choice([s for s in shapes if s != parent.shape] or list(shapes)),
                             origin="mutate:shape")
+    if actions and rng.random() < 0.125:
+        return parent.with_(churn=mutate_churn(rng, parent.churn, actions, parent.pods), origin="mutate:churn")
     rules = list(parent.rules)
     op = rng.choice(["regen", "add", "drop", "splice", "trigger", "action", "seed"])
     if op == "regen" and rules:
@@ -293,6 +303,21 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
                                                                                    parent.pods, 1, waist)]
     rules = reopened(rng, rules, kinds, parent.pods, waist)
     return parent.with_(rules=_renamed(rules), origin=f"mutate:{op}")
+
+
+def mutate_churn(rng: random.Random, churn: Sequence[trial_churn.Action], actions: Sequence[str],
+                 pods: int) -> tuple[trial_churn.Action, ...]:
+    """The trial actions changed: one redrawn, one added (at most MAX_ACTIONS), or one dropped. Only the allowed
+    actions are kept."""
+    kept = [a for a in churn if a["do"] in actions]
+    op = rng.choice(["redraw", "add", "drop"]) if kept else "add"
+    if op == "redraw":
+        kept[rng.randrange(len(kept))] = trial_churn.draw(rng, rng.choice(list(actions)), pods)
+    elif op == "add" and len(kept) < trial_churn.MAX_ACTIONS:
+        kept.append(trial_churn.draw(rng, rng.choice(list(actions)), pods))
+    else:
+        kept.pop(rng.randrange(len(kept)))
+    return tuple(kept)
 
 
 def trial_rng(search_seed: int, trial: int) -> random.Random:

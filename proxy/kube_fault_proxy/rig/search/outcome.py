@@ -64,6 +64,8 @@ class Settings:
     plan: bool = False
     plan_from: Path | None = None
     plan_per_group: int = 2
+    # The trial actions (node and pod churn, rig/actions/trial_churn.py) the grammar may draw; () draws none.
+    actions: tuple[str, ...] = ()
 
 
 def control_shares(control: list[str] | None, target: list[str]) -> bool:

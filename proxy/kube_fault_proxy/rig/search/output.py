@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from kube_fault_proxy import __version__, shipped
+from kube_fault_proxy.rig.actions import trial_churn
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.invariants.catalogue import INVARIANTS, label
 from kube_fault_proxy.rig.invariants.node_loss import NODE_LOSS
@@ -58,6 +59,10 @@ def scenario_doc(genome: Genome, scheduler: str, control: str | None, target: li
         timeline.append({"onEvent": "load-done", "after": "6s", "touchPods": True})
     elif genome.action == "deletePods":
         note = " The trial also deleted every fifth pod once quiet; a scenario cannot say that, so it does not."
+    if genome.churn:
+        note += (" The trial also did node and pod churn during the load ("
+                 + "; ".join(trial_churn.summary(a) for a in genome.churn)
+                 + "); this scenario does not (`search replay` does).")
     if genome.shape != "roomy":
         note += (f" The search ran it on the {genome.shape} workload shape; a scenario's load is the roomy one "
                  "(`search replay` keeps the shape).")

@@ -208,11 +208,9 @@ def blind(broken: Sequence[str], genome: Genome) -> bool:
 def genome_of(doc: Any, where: str) -> Genome:
     """A hit's genome (the canonical JSON string a search.json holds, or its object)."""
     try:
-        g = json.loads(doc) if isinstance(doc, str) else doc
-        return Genome(rules=tuple(g["rules"]), pods=int(g["pods"]), action=g.get("action"), seed=int(g["seed"]),
-                      nodes=g.get("nodes"), shape=g.get("shape", "roomy"))
-    except (ValueError, TypeError, KeyError) as e:
-        raise RejudgeError(f"{where}: field 'genome' is not a genome ({type(e).__name__}: {e})") from None
+        return Genome.from_doc(doc, f"{where}: field 'genome'")
+    except ValueError as e:
+        raise RejudgeError(str(e)) from None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_fault_proxy.rig.actions import trial_churn
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.kinds import SPECS, traits
 
@@ -133,6 +134,12 @@ def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
     """Every one-step simplification of a genome, in pass order (rules are ddmin's, not here)."""
     if g.action is not None:
         yield "drop the workload action", g.with_(action=None)
+    for i, action in enumerate(g.churn):  # each trial action dropped, then weakened (a deleted node flapped, ...)
+        yield f"drop the trial action {trial_churn.summary(action)}", g.with_(churn=g.churn[:i] + g.churn[i + 1:])
+    for i, action in enumerate(g.churn):
+        if (weak := trial_churn.weaker(action)) is not None:
+            yield (f"trial action {action['do']} -> {weak['do']}",
+                   g.with_(churn=(*g.churn[:i], weak, *g.churn[i + 1:])))
     if g.shape != "roomy":
         yield f"shape {g.shape} -> roomy", g.with_(shape="roomy")
     for pods in load_sizes:

@@ -16,6 +16,7 @@ from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
+from kube_fault_proxy.rig.actions import trial_churn
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
@@ -76,6 +77,8 @@ class Rig:
     cordoned: dict[str, float] = field(default_factory=dict)  # node -> when the rig knew it cordoned (epoch s)
     shaped: tuple[shapes.NodeSpec, ...] = ()  # the node specs last applied to the first nodes (by name)
     kinds: tuple[str, ...] = WORKLOAD_KINDS  # kube-controller-manager as the target: the workload kinds a trial makes
+    # A trial's node and pod churn whose undoing failed at its clean-up: undone before the next trial starts.
+    unrestored: trial_churn.TrialChurn | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -164,6 +167,7 @@ class TrialResult:
     diverged: list[str] = field(default_factory=list)  # how the end state differs from clean runs', beyond the mask
     quiet: bool = True
     error: str | None = None
+    actions_done: int = 0  # trial actions performed (the genome's churn; not those whose count never came)
     # For the timeline picture (report.timeline_svg): once-a-poll samples, fault windows, steps.
     samples: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -196,6 +200,7 @@ class TrialResult:
                 "restartSeconds": round(self.restart_seconds, 1), "quiet": self.quiet, "error": self.error,
                 "tokens": sorted(self.tokens), "ownEffect": self.own_effect, "ledger": self.check.get("ledger"),
                 "endState": self.end_state, "diverged": self.diverged,
+                "steps": [str(st["did"]) for st in self.steps], "actionsDone": self.actions_done,
                 "violations": [v["message"] for v in (self.check.get("violations") or [])[:VIOLATIONS_KEPT]]}
 
     @classmethod
@@ -208,7 +213,7 @@ class TrialResult:
                    tokens=set(doc.get("tokens", [])), seconds=float(doc.get("seconds", 0.0)),
                    restart_seconds=float(doc.get("restartSeconds", 0.0)), quiet=bool(doc.get("quiet", True)),
                    error=doc.get("error"), own_effect=doc.get("ownEffect"), end_state=dict(doc.get("endState") or {}),
-                   diverged=list(doc.get("diverged") or []))
+                   diverged=list(doc.get("diverged") or []), actions_done=int(doc.get("actionsDone", 0)))
 
 
 def _in_namespace(snap: check.Snapshot, namespace: str) -> tuple[int, int]:
@@ -325,10 +330,26 @@ class _Trial:
         self.faults_end: float | None = None  # when every fault was switched off (epoch s)
         self.workload: shapes.Workload | None = None
         self.crashes: CrashPoints | None = None
+        self.churn: trial_churn.TrialChurn | None = None  # the genome's trial actions: what they did, to undo
+        self.runner: trial_churn.Runner | None = None
+        self.binds_seen = 0  # the proxy's bindsTotal.succeeded at the last snapshot
+
+    def step(self, what: str) -> None:
+        """A step of the trial (an action done, something undone), at its time."""
+        self.result.steps.append({"t": round(time.time() - self.wall0, 2), "did": what})
 
     def prepare(self) -> None:
         """The nodes the genome asks for, then a fresh scheduler: nothing an earlier trial's faults left in its
-        cache or its informers' backoff leaks into this one (cordoned before the restart, so it lists them so)."""
+        cache or its informers' backoff leaks into this one (cordoned before the restart, so it lists them so). An
+        earlier trial's churn whose undoing failed is undone first (ValueError, ApiError if it fails again)."""
+        if self.rig.unrestored is not None:
+            left, self.rig.unrestored = self.rig.unrestored, None
+            try:
+                for what in left.undo():
+                    self.step(f"an earlier trial's action undone: {what}")
+            except (ApiError, HTTPError, ValueError):
+                self.rig.unrestored = left
+                raise
         if self.genome.nodes != self.rig.schedulable:
             set_schedulable(self.api, self.genome.nodes, self.rig.cordoned)
             self.rig.schedulable = self.genome.nodes
@@ -408,7 +429,10 @@ class _Trial:
         binds = stats["bindsTotal"]
         sig = (binds["succeeded"], binds["throttled"], binds["failed"], stats["injectionsTotal"],
                tuple(sorted(stats.get("events", {}).items())))
-        return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, dict(self.rig.cordoned), proxy=sig)
+        self.binds_seen = int(binds["succeeded"])
+        lost = self.churn.lost if self.churn is not None else {}
+        return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, dict(self.rig.cordoned), lost,
+                             proxy=(*sig, len(self.result.steps)))
 
     def tick(self, snap: check.Snapshot) -> None:
         """The near miss: the peak of allocations over bound pods in the trial's namespace."""
@@ -419,6 +443,8 @@ class _Trial:
         """Whether a crash point's kill and restart are under way, or the restarted scheduler started less than the
         tier's quiet time ago: its view (the allocations it recovers, its queues' books) has not settled yet, even
         if every pod is bound (the scenario runner's rule after a killScheduler step)."""
+        if self.runner is not None and self.runner.settling(self.tier.quiet, self.binds_seen):
+            return True
         if self.crashes is None:
             return False
         if self.crashes.busy.locked():
@@ -440,9 +466,10 @@ class _Trial:
         spec = load.LoadSpec(count=self.genome.pods, rate=LOAD_RATE, concurrency=8, namespace=self.namespace,
                              scheduler_name=self.scheduler_name, timeout=60, pods=shaped)
         self.take()
-        load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
         done = check.all_bound(self.namespace, load.LOAD_LABEL)
-        _, quiet1 = self.settle(done)
+        with self.acting():  # the trial actions, during the faulted load only
+            load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
+            _, quiet1 = self.settle(done)
         if self.genome.action is not None:
             self.result.steps.append({"t": round(time.time() - self.wall0, 2),
                                       "did": load.act_on_pods(self.api, self.genome.action, self.namespace)})
@@ -453,10 +480,39 @@ class _Trial:
         self.result.quiet = quiet1 and quiet2
         return snap
 
+    @contextlib.contextmanager
+    def acting(self) -> Iterator[None]:
+        """With trial actions in the genome: for the block, each performed once the proxy has answered its count of
+        Bindings (from the count at the start), on the trial's schedulable nodes (by name) and its pods; an action
+        under way when the block ends is finished (a flapped node comes back), one not reached is recorded so."""
+        if not self.genome.churn:
+            yield
+            return
+        nodes = tuple(sorted(n["metadata"]["name"] for n in self.api.list(Node)
+                             if not (n.get("spec") or {}).get("unschedulable")))
+        self.churn = trial_churn.TrialChurn(lambda: self.rig.cluster.admin_api().client(), nodes, self.namespace)
+        with ControlClient(self.rig.control, timeout=15) as stats:  # the runner's own connection
+            self.runner = trial_churn.Runner(self.genome.churn, self.genome.pods,
+                                             lambda: int(stats.stats()["bindsTotal"]["succeeded"]),
+                                             self.churn.perform, self.step)
+            self.runner.start()
+            try:
+                yield
+            except BaseException:
+                self.runner.finish(abort=True)
+                self.result.actions_done = self.runner.done
+                raise
+            self.runner.finish()
+            self.result.actions_done = self.runner.done
+
     def judge(self, snap: check.Snapshot) -> None:
         """The invariants in the trial's namespace, and what the journal says the faults did (novelty tokens)."""
         result = self.result
         report = check.evaluate(snap, {self.scheduler_name}, grace=0, namespace=self.namespace)
+        if self.churn is not None:  # a node an action deleted (PodGC's to clean) or gave less cpu
+            report.violations, excused = trial_churn.excuse_missing_nodes(report.violations, snap.pods, snap.lost,
+                                                                          self.churn.shrunk)
+            report.excused += excused
         if self.rig.scheduler == "kube-scheduler":  # what its asynchronous API calls broke upstream (gate on or off)
             mine = [p for p in snap.pods if p["metadata"].get("namespace") == self.namespace]
             report.checked += [pod_scheduled.NAME, pod_waits.NAME]
@@ -496,10 +552,19 @@ class _Trial:
         report.violations += gangs.not_stuck(f"{self.namespace}/{probe}", seconds, PROBE_BOUND)
 
     def clean(self) -> None:
-        """Pass-through again, the profile gone, the namespace gone (pods and all, by kube-controller-manager)."""
+        """Pass-through again, the profile gone, the namespace gone (pods and all, by kube-controller-manager), and
+        what the trial actions did undone: every node they deleted created again, every cordon and resize undone
+        (if that fails, the next trial undoes it before it starts, and this one records the error)."""
         with contextlib.suppress(httpx.HTTPError, ControlError):
             self.control.deactivate()
             self.control.delete_profile(self.profile)
+        if self.churn is not None:
+            try:
+                for what in self.churn.undo():
+                    self.step(f"undone: {what}")
+            except (ApiError, HTTPError, ValueError) as e:
+                self.rig.unrestored = self.churn
+                self.result.error = self.result.error or f"undoing the trial actions: {type(e).__name__}: {e}"
         with contextlib.suppress(ApiError, HTTPError):
             load.clean(self.api, self.namespace)
 

@@ -1,0 +1,374 @@
+"""Node and pod churn as a search trial's actions: the one table of their names and settings (what the grammar
+draws, the genome validates and shrinking weakens), and what performs them during a trial's faulted load.
+
+An action is plain data, as a rule is: `{"do": "flapNode", "node": 3, "downSeconds": 2.0, "afterBinds": 20}`.
+`node` is an index into the trial's schedulable nodes by name (taken modulo their count, so the action still
+means a node after shrinking cuts the nodes); `afterBinds` is its trigger: once the proxy has answered this many
+Binding POSTs with success since the load began (`bindsTotal.succeeded`, as a scenario step's `afterBinds`, at
+most the load's pods), plus `after` seconds. So it lands between scheduling cycles, during the load.
+
+What a trial deleted, cordoned or resized is undone when the trial is cleaned (`TrialChurn.undo`): the next trial
+finds the nodes the rig last set (its `schedulable` and `shaped` bookkeeping stays true)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import httpx
+from lightkube import ApiError, Client
+from lightkube.types import PatchType
+
+from kube_fault_proxy.kube.kubeapi import HTTPError, Node, Pod
+from kube_fault_proxy.proxy.control.client import ControlError
+from kube_fault_proxy.rig.actions.node_churn import NodeChurn
+from kube_fault_proxy.rig.actions.pod_churn import delete_pod
+from kube_fault_proxy.rig.invariants.catalogue import Violation
+from kube_fault_proxy.rig.invariants.placement import ref
+
+Action = dict[str, Any]
+QUANTILES = (0.05, 0.2, 0.5, 0.8)  # of the load's pods: the Binding count an action waits for
+AFTER = (0.0, 0.5, 1.0)  # seconds more after the count
+POLL = 0.05  # seconds between reads of the proxy's bind count: a wave answers hundreds a second
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One trial action: its settings (name -> the values drawn), whether it names a node, its weaker form (what
+    shrinking tries instead of it) and its strength (the simplicity order: weaker is simpler)."""
+
+    name: str
+    settings: Mapping[str, tuple[Any, ...]]
+    on_node: bool
+    strength: int
+    weaker: str | None = None
+    optional: tuple[str, ...] = ()  # settings that may be left out (drawn out one time in two)
+
+
+# The one table of the trial actions: the grammar, the genome, shrinking and the trial read it; nothing else in the
+# search names an action.
+SPECS: dict[str, ActionSpec] = {s.name: s for s in (
+    ActionSpec("deleteNode", {}, on_node=True, strength=4, weaker="flapNode"),
+    ActionSpec("flapNode", {"downSeconds": (0.5, 2.0, 5.0)}, on_node=True, strength=3, weaker="cordonNode"),
+    ActionSpec("resizeNode", {"cpuPercent": (25, 50, 200)}, on_node=True, strength=2),
+    ActionSpec("deletePod", {"pick": tuple(range(10))}, on_node=False, strength=2),
+    ActionSpec("cordonNode", {"forSeconds": (1.0, 3.0)}, on_node=True, strength=1, optional=("forSeconds",)),
+)}
+ACTIONS = tuple(SPECS)
+NODE_RANGE = 64  # a node index is drawn below this, and taken modulo the schedulable nodes
+MAX_ACTIONS = 2
+
+
+class ActionError(ValueError):
+    """An action that is not one: names where (the genome's field and index) and which setting."""
+
+
+def validate(action: Any, where: str) -> Action:
+    """The action, checked: a known `do`, its settings from its table, a trigger; ActionError names the field."""
+    if not isinstance(action, dict):
+        raise ActionError(f"{where}: an action is a mapping, not {type(action).__name__}")
+    name = action.get("do")
+    spec = SPECS.get(str(name))
+    if spec is None:
+        raise ActionError(f"{where}: field 'do' is {name!r}; one of {', '.join(ACTIONS)}")
+    allowed = {"do", "afterBinds", "after", *spec.settings, *(("node",) if spec.on_node else ())}
+    if extra := sorted(set(action) - allowed):
+        raise ActionError(f"{where}: field {extra[0]!r} is not a setting of {name} "
+                          f"(allowed: {', '.join(sorted(allowed))})")
+    count = action.get("afterBinds")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ActionError(f"{where}: field 'afterBinds' must be an integer of at least 1, not {count!r}")
+    after = action.get("after", 0.0)
+    if not isinstance(after, int | float) or isinstance(after, bool) or not 0 <= after <= 60:
+        raise ActionError(f"{where}: field 'after' must be seconds from 0 to 60, not {after!r}")
+    if spec.on_node:
+        node = action.get("node")
+        if not isinstance(node, int) or isinstance(node, bool) or node < 0:
+            raise ActionError(f"{where}: field 'node' must be a node index of at least 0, not {node!r}")
+    for key, values in spec.settings.items():
+        if key not in action:
+            if key in spec.optional:
+                continue
+            raise ActionError(f"{where}: {name} needs field {key!r}")
+        value = action[key]
+        if value not in values or isinstance(value, bool):
+            raise ActionError(f"{where}: field {key!r} of {name} is {value!r}; one of "
+                              f"{', '.join(str(v) for v in values)}")
+    return dict(action)
+
+
+def parse_actions(asked: str | None, takes: bool, target: str) -> tuple[str, ...]:
+    """`search --actions`: some trial actions (in table order), `all` or `none`; by default none (opt in: a seed
+    draws what it drew before actions existed, so stored seeds and the tests that pin them still hold); asking
+    for some when the target does not `take` them is an error naming `target`. ValueError says what is wrong."""
+    if asked is None:
+        return ()
+    names = tuple(a.strip() for a in asked.split(",") if a.strip())
+    if names in (("none",), ()):
+        return ()
+    if names == ("all",):
+        names = ACTIONS
+    if unknown := sorted(set(names) - set(ACTIONS)):
+        raise ValueError(f"no action {', '.join(unknown)} (some of {', '.join(ACTIONS)}; all; none)")
+    if not takes:
+        raise ValueError(f"{target}'s trials make workloads; they take no trial action (--actions none)")
+    return tuple(a for a in ACTIONS if a in names)
+
+
+def draw(rng: random.Random, name: str, pods: int) -> Action:
+    """One action of this name, its settings and trigger drawn from the stream."""
+    spec = SPECS[name]
+    out: Action = {"do": name}
+    if spec.on_node:
+        out["node"] = rng.randrange(NODE_RANGE)
+    for key, values in spec.settings.items():
+        if key in spec.optional and rng.random() < 0.5:
+            continue
+        out[key] = rng.choice(values)
+    out["afterBinds"] = max(1, round(pods * rng.choice(QUANTILES)))
+    after = rng.choice(AFTER)
+    if after:
+        out["after"] = after
+    return out
+
+
+def draw_some(rng: random.Random, names: Sequence[str], pods: int) -> tuple[Action, ...]:
+    """One or two actions of the allowed names (the second one time in three)."""
+    count = 1 + (1 if MAX_ACTIONS > 1 and rng.random() < 1 / 3 else 0)
+    return tuple(draw(rng, rng.choice(list(names)), pods) for _ in range(count))
+
+
+def weaker(action: Action) -> Action | None:
+    """The action's weaker form (a deleted node flapped, a flap a cordon), on the same node at the same trigger."""
+    spec = SPECS[action["do"]]
+    if spec.weaker is None:
+        return None
+    weak = SPECS[spec.weaker]
+    out: Action = {"do": weak.name, "node": action["node"]}
+    for key, values in weak.settings.items():
+        if key not in weak.optional:
+            out[key] = values[0]  # the smallest: a flap's shortest down time
+    out["afterBinds"] = action["afterBinds"]
+    if "after" in action:
+        out["after"] = action["after"]
+    return out
+
+
+def strength(actions: Sequence[Action]) -> int:
+    """How much the actions do (the simplicity order): the sum of their strengths."""
+    return sum(SPECS[a["do"]].strength for a in actions)
+
+
+def trigger(action: Action, pods: int) -> int:
+    """The Binding count an action waits for: its own, at most the load's pods (a shrunk load still reaches it)."""
+    return max(1, min(int(action["afterBinds"]), pods))
+
+
+def summary(action: Action) -> str:
+    """One line naming the action and its trigger, for a step that was not done and for reports."""
+    settings = ", ".join(f"{k} {v}" for k, v in action.items() if k not in ("do", "afterBinds", "after"))
+    after = f" + {action['after']}s" if action.get("after") else ""
+    return f"{action['do']}{f' ({settings})' if settings else ''} after {action['afterBinds']} Bindings{after}"
+
+
+def _cpu(text: str) -> Decimal:
+    return Decimal(text[:-1]) / 1000 if text.endswith("m") else Decimal(text)
+
+
+def scaled_cpu(cpu: str, percent: int) -> str:
+    """A cpu quantity scaled by a percentage, in millicores (at least 1m)."""
+    return f"{max(1, int(_cpu(cpu) * 1000 * percent / 100))}m"
+
+
+@dataclass
+class TrialChurn:
+    """A trial's node and pod actions on one client: what it deleted (the node churn's books), what it cordoned and
+    the capacity each resized node had, so the clean-up can undo all of it."""
+
+    connect: Callable[[], AbstractContextManager[Client]]
+    nodes: tuple[str, ...]  # the trial's schedulable nodes, by name: what a node index points into
+    namespace: str
+    churn: NodeChurn = field(init=False)
+    cordons: set[str] = field(default_factory=set)  # nodes an action cordoned (uncordoned at the clean-up)
+    capacity: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its status before a resize
+    shrunk: set[str] = field(default_factory=set)  # nodes an action gave less cpu than they had
+
+    def __post_init__(self) -> None:
+        self.churn = NodeChurn(self.connect)
+
+    @property
+    def lost(self) -> dict[str, float]:
+        """The nodes an action deleted: name -> when (epoch s), for the checker."""
+        with self.churn.lock:
+            return dict(self.churn.lost)
+
+    def node(self, index: int) -> str:
+        """The node an index points to."""
+        if not self.nodes:
+            raise ValueError("the trial has no schedulable node to act on")
+        return self.nodes[index % len(self.nodes)]
+
+    def perform(self, action: Action, stop: threading.Event) -> str:
+        """Do one action; what was done."""
+        name, api = action["do"], self.churn.api
+        if name == "deletePod":
+            pending = sorted(p["metadata"]["name"] for p in api.list(Pod, namespace=self.namespace)
+                             if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+            if not pending:
+                return "deletePod: no unbound pod to delete"
+            return delete_pod(api, pending[int(action["pick"]) % len(pending)], self.namespace)
+        node = self.node(int(action["node"]))
+        if name == "deleteNode":
+            return self.churn.delete(node)
+        if name == "flapNode":
+            return self.churn.flap(node, float(action["downSeconds"]), stop)
+        if name == "cordonNode":
+            self.cordons.add(node)
+            what = self.churn.cordon(node, True)
+            if "forSeconds" in action:
+                stop.wait(float(action["forSeconds"]))
+                self.churn.cordon(node, False)
+                self.cordons.discard(node)
+                what += f", uncordoned it {action['forSeconds']}s later"
+            return what
+        if name == "resizeNode":
+            status = dict(api.get(Node, node).get("status") or {})
+            self.capacity.setdefault(node, {k: dict(status.get(k) or {}) for k in ("capacity", "allocatable")})
+            cpu = str((status.get("allocatable") or {}).get("cpu", "1"))
+            if int(action["cpuPercent"]) < 100:
+                self.shrunk.add(node)
+            return self.churn.resize(node, scaled_cpu(cpu, int(action["cpuPercent"])), None, None)
+        raise ValueError(f"unknown trial action {name!r}")
+
+    def undo(self) -> list[str]:
+        """Every node the trial deleted created again, every resize and cordon undone: what was done. Each part is
+        tried even when an earlier one fails; the first failure is raised at the end."""
+        done: list[str] = []
+        failed: Exception | None = None
+        parts: list[Callable[[], list[str]]] = [self.churn.restore_all, self._unresize, self._uncordon]
+        for part in parts:
+            try:
+                done += part()
+            except (ApiError, HTTPError, ValueError) as e:
+                failed = failed or e
+        self.churn.close()
+        if failed is not None:
+            raise failed
+        return done
+
+    def _unresize(self) -> list[str]:
+        out = []
+        for node, status in sorted(self.capacity.items()):
+            self.churn.api.patch(Node.Status, node, {"status": status}, patch_type=PatchType.MERGE)
+            out.append(f"gave node {node} its capacity again")
+        self.capacity.clear()
+        return out
+
+    def _uncordon(self) -> list[str]:
+        out = [self.churn.cordon(node, False) for node in sorted(self.cordons)]
+        self.cordons.clear()
+        with self.churn.lock:
+            self.churn.cordoned.clear()
+        return out
+
+
+class Runner(threading.Thread):
+    """Performs a trial's actions, each once its trigger is reached: polls the proxy's bind count (`binds`), from
+    the count when it was made. `finish` stops it: an action under way ends (a flap creates its node again), an
+    action whose count was not reached is recorded as not done."""
+
+    def __init__(self, actions: Sequence[Action], pods: int, binds: Callable[[], int],
+                 perform: Callable[[Action, threading.Event], str], note: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(daemon=True)
+        self.pending = list(actions)
+        self.pods, self.binds, self.perform, self.note, self.clock = pods, binds, perform, note, clock
+        self.base = binds()
+        self.reached: dict[int, float] = {}  # action index (in the genome) -> when its count was reached
+        self.index = {id(a): i for i, a in enumerate(actions)}
+        self.stop = threading.Event()  # no new action
+        self.abort = threading.Event()  # an action under way ends early (the trial is being torn down)
+        self.busy = threading.Lock()  # held while an action is under way
+        self.done = 0
+        self.last: float | None = None  # when (clock) the last action ended
+
+    def due(self, now: float) -> list[Action]:
+        """The pending actions whose trigger is reached (read the bind count once)."""
+        binds: int | None = None
+        out = []
+        for action in self.pending:
+            i = self.index[id(action)]
+            if i not in self.reached:
+                if binds is None:
+                    binds = self.binds() - self.base
+                if binds >= trigger(action, self.pods):
+                    self.reached[i] = now
+            if i in self.reached and now >= self.reached[i] + float(action.get("after", 0.0)):
+                out.append(action)
+        return out
+
+    def tick(self) -> None:
+        """Perform every action that is due, in order; a failure is recorded, not raised."""
+        for action in self.due(self.clock()):
+            self.pending.remove(action)
+            with self.busy:
+                try:
+                    what = self.perform(action, self.abort)
+                    self.done += 1
+                except (ApiError, HTTPError, httpx.HTTPError, KeyError, ValueError) as e:
+                    what = f"{action['do']} failed: {type(e).__name__}: {e}"
+                self.last = self.clock()
+            self.note(what)
+
+    def run(self) -> None:
+        while not self.stop.is_set() and self.pending:
+            with contextlib.suppress(ApiError, HTTPError, httpx.HTTPError, ControlError, KeyError, ValueError, OSError):
+                self.tick()  # the bind count unread this time: read again at the next poll
+            self.stop.wait(POLL)
+
+    def settling(self, quiet: float, binds: int | None = None) -> bool:
+        """Whether an action is under way, one is still to come whose count was reached (by the runner, or by
+        `binds`, the proxy's bind count a snapshot read since), or the last ended less than `quiet` ago: the
+        scheduler's view of the nodes has not settled."""
+        if self.busy.locked() or any(self.index[id(a)] in self.reached for a in self.pending):
+            return True
+        if binds is not None and any(binds - self.base >= trigger(a, self.pods) for a in self.pending):
+            return True
+        return self.last is not None and self.clock() < self.last + quiet
+
+    def finish(self, abort: bool = False) -> None:
+        """No new action; the one under way ends (at once, with `abort`); each left is recorded as not done."""
+        self.stop.set()
+        if abort:
+            self.abort.set()
+        if self.is_alive():
+            self.join(120)
+        for action in self.pending:
+            self.note(f"not done: {summary(action)} (its count was not reached)")
+        self.pending = []
+
+
+def excuse_missing_nodes(violations: list[Violation], pods: list[dict[str, Any]], lost: Mapping[str, float],
+                         shrunk: Collection[str] = ()) -> tuple[list[Violation], list[tuple[Violation, str]]]:
+    """(violations kept, those the trial actions explain, each with why it is not one): `missing-node` of a pod
+    bound to a node an action deleted (the promise `missing-node` cites is PodGC's: it deletes pods bound to nodes
+    that do not exist, in its own time, after a quarantine), and `no-overcommit` on a node an action gave less cpu
+    (its pods may have been bound before; the check cannot tell which were bound after the scheduler saw it)."""
+    node_of = {ref(p): p["spec"].get("nodeName") for p in pods}
+    kept, excused = [], []
+    for v in violations:
+        node = node_of.get(v.objects[0]) if v.invariant == "missing-node" and v.objects else None
+        if node is not None and node in lost:
+            excused.append((v, f"a trial action deleted node {node}: PodGC deletes the pods bound to it in its time"))
+        elif v.invariant == "no-overcommit" and v.node in shrunk:
+            excused.append((v, f"a trial action gave node {v.node} less cpu than its bound pods may have had"))
+        else:
+            kept.append(v)
+    return kept, excused
