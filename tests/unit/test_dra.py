@@ -4,15 +4,11 @@ binding conditions an allocation waits for."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from kube_fault_proxy.rig.cluster import controller_manager
-from kube_fault_proxy.rig.cluster.control_plane import Options
 from kube_fault_proxy.rig.search import trial
 from kube_fault_proxy.rig.workloads import dra, load
 from kube_fault_proxy.rig.workloads.shapes import (
@@ -23,6 +19,8 @@ from kube_fault_proxy.rig.workloads.shapes import (
     SHAPES,
     generate,
 )
+
+from tests.support.rig_options import captured_options
 
 
 @pytest.mark.parametrize(("nodes", "pods"), [(1, 1), (3, 20), (5, 60), (20, 7)])
@@ -109,14 +107,7 @@ def test_the_driver_sets_each_binding_condition_true_once() -> None:
 ])
 def test_a_search_rig_that_may_draw_dra_runs_the_resourceclaim_controller(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scheduler: str, devices: bool, extra: set[str]) -> None:
-    seen: list[Options] = []
-
-    @contextlib.contextmanager
-    def running(opts: Options) -> Iterator[object]:
-        seen.append(opts)
-        yield SimpleNamespace()
-
-    monkeypatch.setattr(trial, "running", running)
+    seen = captured_options(monkeypatch)
     with trial.Rig.running(tmp_path, scheduler, 3, tmp_path, devices=devices):
         pass
     [opts] = seen

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from kube_fault_proxy.rig.cluster.control_plane import Options
 from kube_fault_proxy.rig.search import trial
 from kube_fault_proxy.rig.workloads import gang, shapes
+from lightkube import ApiError
+from lightkube.models.meta_v1 import Status
+
+from tests.support.rig_options import captured_options
 
 
 def test_a_gang_is_a_workload_a_podgroup_from_its_template_and_members_naming_the_group() -> None:
@@ -47,14 +48,7 @@ def test_a_gang_that_can_never_be_whole_is_refused(min_count: int, members: int)
 def test_a_search_rig_that_may_draw_gangs_turns_on_generic_workload_its_api_and_podgroup_protection(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gates: dict[str, dict[str, bool]] | None,
         scheduler_gate: bool) -> None:
-    seen: list[Options] = []
-
-    @contextlib.contextmanager
-    def running(opts: Options) -> Iterator[object]:
-        seen.append(opts)
-        yield SimpleNamespace()
-
-    monkeypatch.setattr(trial, "running", running)
+    seen = captured_options(monkeypatch)
     with trial.Rig.running(tmp_path, "kube-scheduler", 3, tmp_path, feature_gates=gates, gangs=True):
         pass
     with trial.Rig.running(tmp_path, "kube-scheduler", 3, tmp_path, feature_gates=gates):
@@ -66,3 +60,24 @@ def test_a_search_rig_that_may_draw_gangs_turns_on_generic_workload_its_api_and_
     assert on.feature_gates["kube-scheduler"] == {"GenericWorkload": scheduler_gate}
     assert off.runtime_config == () and "podgroup-protection-controller" not in off.controllers
     assert "kube-apiserver" not in off.feature_gates
+
+
+class Refusing:
+    """A client whose apiserver does not serve scheduling.k8s.io/v1beta1 (404), or refuses otherwise."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def create(self, obj: object) -> None:
+        raise ApiError(status=Status(code=self.code, message="no"))
+
+
+@pytest.mark.parametrize("code", [404, 403])
+def test_an_apiserver_without_the_gang_api_is_said_plainly(code: int) -> None:
+    if code == 404:
+        with pytest.raises(RuntimeError, match=re.escape("does not serve scheduling.k8s.io/v1beta1 PodGroups: start "
+                                                         "it with --runtime-config scheduling.k8s.io/v1beta1=true")):
+            gang.create_groups(Refusing(code), "w", (("g0", 2),))  # type: ignore[arg-type]
+    else:
+        with pytest.raises(ApiError):  # any other refusal is the apiserver's own
+            gang.create_groups(Refusing(code), "w", (("g0", 2),))  # type: ignore[arg-type]

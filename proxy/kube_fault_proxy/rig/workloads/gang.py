@@ -67,13 +67,7 @@ def create_gang(client: Client, namespace: str, name: str, min_count: int, membe
     if not 1 <= min_count <= members:
         raise ValueError(f"a gang of {members} members cannot have minCount {min_count}")
     ensure_namespace(client, namespace)
-    try:
-        client.create(Workload.from_dict(workload(name, namespace, min_count)))
-    except ApiError as e:
-        if e.status.code == 404:
-            raise RuntimeError(f"the apiserver does not serve {GROUP_VERSION} Workloads: start it with "
-                               f"--runtime-config {RUNTIME_CONFIG} and {GATES[0]}") from None
-        raise
+    _create(client, Workload.from_dict(workload(name, namespace, min_count)), "Workloads")
     client.create(PodGroup.from_dict(pod_group(name, namespace, min_count, name)))
     names = []
     for i in range(members):
@@ -90,13 +84,18 @@ def create_groups(client: Client, namespace: str, groups: tuple[tuple[str, int],
     """A gang PodGroup (with no Workload: its workloadRef is optional) for each (name, minCount), before any member
     is created (the gang shape's; the namespace must exist)."""
     for name, count in groups:
-        try:
-            client.create(PodGroup.from_dict(pod_group(name, namespace, count)))
-        except ApiError as e:
-            if e.status.code == 404:
-                raise RuntimeError(f"the apiserver does not serve {GROUP_VERSION} PodGroups: start it with "
-                                   f"--runtime-config {RUNTIME_CONFIG} and {GATES[0]}") from None
-            raise
+        _create(client, PodGroup.from_dict(pod_group(name, namespace, count)), "PodGroups")
+
+
+def _create(client: Client, obj: Any, kinds: str) -> None:
+    """Create an object of the gang API; an apiserver that does not serve it (404) is said plainly."""
+    try:
+        client.create(obj)
+    except ApiError as e:
+        if e.status.code == 404:
+            raise RuntimeError(f"the apiserver does not serve {GROUP_VERSION} {kinds}: start it with "
+                               f"--runtime-config {RUNTIME_CONFIG} and {GATES[0]}") from None
+        raise
 
 
 def bound(client: Client, namespace: str, group: str) -> int:
