@@ -38,12 +38,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kube_fault_proxy.proxy.profiles.loader import problem_from, read_text
-from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, ProfileError
-from kube_fault_proxy.proxy.profiles.yaml_reader import compose
+from kube_fault_proxy.proxy.profiles.loader import load_model
+from kube_fault_proxy.proxy.profiles.problems import Problem, ProfileError
 from kube_fault_proxy.proxy.schema.strict import StrictModel
 from kube_fault_proxy.rig.invariants.catalogue import lookup
-from pydantic import ValidationError, field_validator
+from pydantic import field_validator
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "bench" / "mutants" / "mutants.yaml"
@@ -76,15 +75,7 @@ class Manifest(StrictModel):
 def load(path: Path = MANIFEST) -> list[Mutant]:
     """The manifest's mutants, their patch paths made absolute; ProfileError names file:line:col and the field."""
     source = str(path)
-    data, pos = compose(read_text(path), source)
-    if not isinstance(data, dict):
-        raise ProfileError([Problem(source, 1, 1, "", "a mutant manifest is a mapping with `mutants:`")])
-    try:
-        manifest = Manifest.model_validate(data)
-    except ValidationError as e:
-        errors = e.errors(include_url=False, include_input=False)
-        raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
-                           omitted=max(0, len(errors) - MAX_REPORTED)) from None
+    manifest = load_model(path, Manifest, "a mutant manifest is a mapping with `mutants:`")
     out, seen = [], set()
     for i, m in enumerate(manifest.mutants):
         if m.name in seen:

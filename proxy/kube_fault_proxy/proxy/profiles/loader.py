@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Loc, Problem, ProfileError, format_path
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
 from kube_fault_proxy.proxy.profiles.yaml_reader import LIMITS, Limits, Positions, compose
 
-__all__ = ["LIMITS", "Limits", "Problem", "ProfileError", "compose", "format_path", "load_file",
+__all__ = ["LIMITS", "Limits", "Problem", "ProfileError", "compose", "format_path", "load_file", "load_model",
            "load_text", "problem_from", "read_text", "to_yaml", "validate"]
 
 
@@ -40,6 +40,21 @@ def validate(data: Any, source: str, pos: Positions | None = None) -> FaultProfi
         raise ProfileError([Problem(source, line, col, "", "a profile must be a mapping")])
     try:
         return FaultProfile.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False)
+        raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
+                           omitted=max(0, len(errors) - MAX_REPORTED)) from None
+
+
+def load_model[M: BaseModel](path: Path, model: type[M], not_a_mapping: str) -> M:
+    """A YAML file of the project's own (a catalogue, a manifest) validated as `model`; ProfileError names
+    file:line:col and the field of every problem (`not_a_mapping`: what a file that is no mapping is told)."""
+    source = str(path)
+    data, pos = compose(read_text(path), source)
+    if not isinstance(data, dict):
+        raise ProfileError([Problem(source, 1, 1, "", not_a_mapping)])
+    try:
+        return model.model_validate(data)
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False)
         raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),

@@ -13,11 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from kube_fault_proxy.proxy.profiles.loader import problem_from, read_text
-from kube_fault_proxy.proxy.profiles.problems import MAX_REPORTED, Problem, ProfileError
-from kube_fault_proxy.proxy.profiles.yaml_reader import compose
+from kube_fault_proxy.proxy.profiles.loader import load_model
+from kube_fault_proxy.proxy.profiles.problems import Problem, ProfileError
 from kube_fault_proxy.proxy.schema.strict import StrictModel
 from kube_fault_proxy.rig.invariants.catalogue import lookup
 from kube_fault_proxy.rig.search.findings import kinds_on_matches
@@ -108,15 +107,7 @@ class Catalogue(StrictModel):
 def load(path: Path) -> Catalogue:
     """A catalogue file; ProfileError names file:line:col and the field of every problem."""
     source = str(path)
-    data, pos = compose(read_text(path), source)
-    if not isinstance(data, dict):
-        raise ProfileError([Problem(source, 1, 1, "", "a known-findings catalogue is a mapping with `known:`")])
-    try:
-        catalogue = Catalogue.model_validate(data)
-    except ValidationError as e:
-        errors = e.errors(include_url=False, include_input=False)
-        raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
-                           omitted=max(0, len(errors) - MAX_REPORTED)) from None
+    catalogue = load_model(path, Catalogue, "a known-findings catalogue is a mapping with `known:`")
     ids = [k.id for k in catalogue.known]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
