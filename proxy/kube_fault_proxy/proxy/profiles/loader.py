@@ -38,8 +38,13 @@ def validate(data: Any, source: str, pos: Positions | None = None) -> FaultProfi
         mark = pos.lookup((), False) if pos else None
         line, col = mark if mark else (None, None)
         raise ProfileError([Problem(source, line, col, "", "a profile must be a mapping")])
+    return _validated(FaultProfile, data, source, pos)
+
+
+def _validated[M: BaseModel](model: type[M], data: Any, source: str, pos: Positions | None) -> M:
+    """`data` validated as `model`; ProfileError with each pydantic error as a Problem (file:line:col, field)."""
     try:
-        return FaultProfile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False)
         raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
@@ -53,12 +58,7 @@ def load_model[M: BaseModel](path: Path, model: type[M], not_a_mapping: str) -> 
     data, pos = compose(read_text(path), source)
     if not isinstance(data, dict):
         raise ProfileError([Problem(source, 1, 1, "", not_a_mapping)])
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        errors = e.errors(include_url=False, include_input=False)
-        raise ProfileError((problem_from(err, pos, source) for err in errors[:MAX_REPORTED]),
-                           omitted=max(0, len(errors) - MAX_REPORTED)) from None
+    return _validated(model, data, source, pos)
 
 
 def load_text(text: str, source: str = "<input>", limits: Limits = LIMITS) -> FaultProfile:
