@@ -178,7 +178,9 @@ def test_verbose_log_holds_no_bearer_token(pki: Path, tmp_path: Path) -> None:
         assert proxy.stop() == 0
         up.stop()
     log = proxy.log.read_text()
-    assert log.count(" DEBUG ") >= 10  # verbose indeed
+    # verbose indeed: mitmproxy logs each proxied connection's close at DEBUG, before the proxy stops
+    # (a count of all DEBUG lines was not: how many shutdown lines reach the file before exit varies)
+    assert log.count(" DEBUG mitmproxy.proxy.server: closing transports") >= 2, log
     assert client_token not in log and control_token not in log
     assert client_token[7:20] not in log  # not even a part of it
 
