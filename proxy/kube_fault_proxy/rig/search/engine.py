@@ -70,7 +70,7 @@ class Search:
         self.step_seconds = 0.0  # trial seconds of the search step under way (its trial, replay and control)
         self.t_start = time.monotonic()
         self.pids: dict[str, dict[str, int]] = {}
-        self.waist = waist.of(settings.scheduler)  # where the grammar draws the target's rules
+        self.waist = waist.of(settings.scheduler, settings.shapes)  # where the grammar draws the target's rules
         # The differential oracle's clean end states, per rig and workload (None: its clean runs did not agree to
         # be clean: a run broke an invariant or failed, so no baseline is trusted for that workload).
         self.baselines: dict[str, differential.Baseline | None] = {}

@@ -73,7 +73,8 @@ def read_reference_file(path: Path, target: str) -> tuple[Genome, list[causal.Po
     if doc.get("target") != target:
         raise causal.ReferenceError(f"{path}: field 'target' is {doc.get('target')!r}; this search's is {target!r}")
     until = doc.get("until")
-    return genome, causal.points(history, doc.get("journal") or [], waist.of(target), phases, until), doc
+    return genome, causal.points(history, doc.get("journal") or [], waist.of(target, (genome.shape,)), phases,
+                                         until), doc
 
 
 def record_reference(search: Search) -> tuple[Genome, list[causal.Point], dict[str, Any]]:

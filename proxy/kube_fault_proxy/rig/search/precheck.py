@@ -4,7 +4,8 @@ A trial activates its profile after the scheduler has listed and started watchin
 only lists or watches fires only when something makes the scheduler reconnect (an outage, a reset
 upstream connection). The load's binds are over within a second or two, so a rule whose window opens
 later (`after`) fires only when another rule holds binds back. kube-scheduler writes a pod only when it
-cannot place it, so pod writes are no match there. A count trigger or `afterMatches` above the requests
+cannot place it, so pod writes are no match there (its writes of ResourceClaims are, on a device workload, and
+only there). A count trigger or `afterMatches` above the requests
 the load sends never arms, and a probabilistic rule with few Bindings left after its trigger more
 likely than not never fires; a namespace the load never uses never matches. Forms (kind and match, from
 the grammar's rule names) that have run often and never injected are learned as dead too. A crash point
@@ -32,6 +33,8 @@ from typing import Any
 from kube_fault_proxy.proxy.faults.crash_point import WRITE_VERBS
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
 from kube_fault_proxy.rig.search.kinds import RELIST_KINDS, REOPEN_KINDS, RESUME_KINDS, SPECS, traits
+from kube_fault_proxy.rig.search.waist import DEVICE_RESOURCES
+from kube_fault_proxy.rig.workloads.shapes import DEVICE_SHAPES
 
 RECONNECT_ONLY = frozenset({"watch", "list"})  # verbs the scheduler sends before activation, again only on reconnect
 NAMESPACE = "s-t0-1"  # what a trial's namespace looks like (s-<trial>-<n>)
@@ -102,8 +105,11 @@ def rule_can_fire(rule: Rule, genome: Genome, reconnects: bool, dead: Iterable[s
     if _late(rule) and not held:
         return False
     match = rule.get("match") or {}
-    if scheduler in WRITES_NO_PODS and set(match.get("verbs") or ["get"]) <= POD_WRITES:
+    resources = set(match.get("resources") or [])
+    if scheduler in WRITES_NO_PODS and set(match.get("verbs") or ["get"]) <= POD_WRITES and resources <= {"pods"}:
         return False
+    if resources and resources <= DEVICE_RESOURCES and genome.shape not in DEVICE_SHAPES:
+        return False  # claims and slices only a device workload's trial brings
     namespaces = match.get("namespaces")
     if namespaces is not None and not any(fnmatch.fnmatchcase(NAMESPACE, n) for n in namespaces):
         return False

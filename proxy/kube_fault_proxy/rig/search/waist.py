@@ -6,11 +6,13 @@ Pure data: the grammar (grammar.py) and the pre-check (precheck.py) read a Waist
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kube_fault_proxy.proxy.faults import KINDS
 from kube_fault_proxy.rig.search.kinds import traits
+from kube_fault_proxy.rig.workloads.shapes import DEVICE_SHAPES
 
 Selector = dict[str, Any]
 # (name, selector, weight, is a watch): a rule's match is drawn from these by weight.
@@ -111,6 +113,34 @@ CONTROLLERS = Waist(
 )
 
 
-def of(target: str) -> Waist:
-    """The waist of a search target."""
-    return CONTROLLERS if target == CONTROLLER_MANAGER else SCHEDULER
+# kube-scheduler on a device workload (workloads/shapes.py's DEVICE_SHAPES) writes more than Bindings: its
+# dynamic-resources plugin adds its finalizer to a pod's ResourceClaims (an update) and writes their allocation
+# into their status in PreBind, before the Binding (an update or a patch of `status`; v1.38.0-beta.0
+# dynamicresources.go), and its informers watch the claims and the ResourceSlices. The scheduler's own matches are
+# kept, first and with their weights; the claims' are added after them, so a search without a device shape draws
+# from the scheduler's waist exactly as before.
+CLAIM_WRITE: Selector = {"verbs": ["update", "patch"], "resources": ["resourceclaims"]}
+DEVICE_SCHEDULER = Waist(
+    anchor=BINDING,
+    matches=(*SCHEDULER.matches,
+             ("claim-write", CLAIM_WRITE, 25, False),
+             ("claim-watch", {"verbs": ["watch"], "resources": ["resourceclaims"]}, 10, True),
+             ("slice-watch", {"verbs": ["watch"], "resources": ["resourceslices"]}, 4, True)),
+    writes=(*SCHEDULER.writes, "claim-write"),
+    resent_writes=(*SCHEDULER.resent_writes, "claim-write"),
+    # skew: the claims held until a pod is seen bound (the scheduler's own allocation arrives after the Binding
+    # it made: its assume cache must cover it), the slices until a node event passes
+    hold_until={**SCHEDULER.hold_until,
+                "claim-watch": {"resource": "pods", "events": {"types": ["MODIFIED"], "hasNodeName": True}},
+                "slice-watch": {"resource": "nodes"}},
+    trial_does=SCHEDULER.trial_does,
+)
+DEVICE_RESOURCES = frozenset({"resourceclaims", "resourceslices"})  # what only a device workload's trial brings
+
+
+def of(target: str, shapes: Sequence[str] = ()) -> Waist:
+    """The waist of a search target; kube-scheduler's with a device shape among the search's `shapes` has the
+    ResourceClaims' writes and watches too."""
+    if target == CONTROLLER_MANAGER:
+        return CONTROLLERS
+    return DEVICE_SCHEDULER if target == "kube-scheduler" and set(shapes) & set(DEVICE_SHAPES) else SCHEDULER
