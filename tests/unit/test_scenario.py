@@ -65,6 +65,8 @@ def test_the_seed_scale_scenario_is_the_seeds_workload() -> None:
         ("spec:\n  expect: {yunikorn: {verdict: violations, invariants: [I9]}}\n",
          "s.yaml:5:57: spec.expect.yunikorn.invariants[0]: unknown invariant 'I9' (known: stranded, missing-node, "),
         ("spec:\n  loads: {}\n", "s.yaml:5:3: spec.loads: unknown field"),
+        ("spec:\n  load: {shape: gang-late}\n",
+         "s.yaml:5:9: spec.load: gang-late is a search trial's shape (its node comes when the trial's load is in)"),
     ],
 )
 def test_errors_name_position_and_path(tmp_path: Path, spec: str, expected: str) -> None:

@@ -100,7 +100,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     if not shapes or set(shapes) - set(ALL_SHAPES):
         raise UsageError(f"--shapes takes some of {', '.join(ALL_SHAPES)}")
     if set(shapes) & set(GANG_SHAPES) and "yunikorn" in (args.scheduler, control):
-        raise UsageError(f"--shapes {','.join(GANG_SHAPES)}: its gangs are PodGroups, which kube-scheduler schedules; "
+        asked = ",".join(x for x in shapes if x in GANG_SHAPES)
+        raise UsageError(f"--shapes {asked}: its gangs are PodGroups, which kube-scheduler schedules; "
                          "YuniKorn's gangs are its own (task groups), so it can be neither target nor control here")
     if args.scheduler == waist.CONTROLLER_MANAGER:  # its workloads are the plan's (controller_trial.plan)
         if args.shapes:

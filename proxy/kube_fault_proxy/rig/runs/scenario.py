@@ -34,7 +34,7 @@ class ClusterSpec(StrictModel):
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
 # rig.shapes.ALL_SHAPES
-Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang"]
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang", "gang-late"]
 
 
 class LoadSpec(StrictModel):
@@ -56,7 +56,8 @@ class LoadSpec(StrictModel):
         "sizes and constrains the pods to fill them (cpu and memory then come from the shape); dra publishes "
         "devices of a fake DRA driver on every node and gives each pod a claim for 1-4 of them (the cluster's "
         "kube-controller-manager must run the resourceclaim-controller); gang puts exact-fill's pods in gangs "
-        "of PodGroups with minCount (the cluster needs GenericWorkload and the scheduling.k8s.io/v1beta1 API on)"))
+        "of PodGroups with minCount (the cluster needs GenericWorkload and the scheduling.k8s.io/v1beta1 API on); "
+        "gang-late is the search's only"))
 
     @model_validator(mode="after")
     def _release_concurrency_only_with_gates(self) -> Self:
@@ -64,6 +65,9 @@ class LoadSpec(StrictModel):
             raise ValueError("releaseConcurrency goes with holdBack schedulingGates")
         if self.shape != "roomy" and {"cpu", "memory"} & self.model_fields_set:
             raise ValueError(f"cpu and memory come from the shape {self.shape!r}: set neither")
+        if self.shape == "gang-late":
+            raise ValueError("gang-late is a search trial's shape (its node comes when the trial's load is in); "
+                             "in a scenario, use shape gang with deleteNode and restoreNode steps")
         return self
 
 

@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.actions import trial_churn
+from kube_fault_proxy.rig.actions import node_churn, trial_churn
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
@@ -38,6 +38,7 @@ from kube_fault_proxy.rig.workloads import dra, gang, load, shapes
 LOAD_RATE = 200.0
 VIOLATIONS_KEPT = 5  # a trial's first violations, as messages, in trials.jsonl (what a record quotes)
 CRASH_RESTART_AFTER = 1.0  # a crash point: the scheduler is killed, and started again this much later
+LATE_AFTER = 2.0  # gang-late: its nodes come this long after the load is in (seconds)
 PROBE_BOUND = 30.0  # the gang shape: a probe pod created once the trial settled must be bound this soon (seconds)
 
 
@@ -332,6 +333,7 @@ class _Trial:
         self.crashes: CrashPoints | None = None
         self.churn: trial_churn.TrialChurn | None = None  # the genome's trial actions: what they did, to undo
         self.runner: trial_churn.Runner | None = None
+        self.late: node_churn.NodeChurn | None = None  # gang-late: the nodes gone until the load is in
         self.binds_seen = 0  # the proxy's bindsTotal.succeeded at the last snapshot
 
     def step(self, what: str) -> None:
@@ -361,6 +363,11 @@ class _Trial:
         if self.workload.gangs:  # the gang shape's PodGroups, before any member
             ensure_namespace(self.api, self.namespace)
             gang.create_groups(self.api, self.namespace, self.workload.gangs)
+        if self.workload.late_nodes:  # gang-late: its last nodes gone before the scheduler starts again
+            self.late = node_churn.NodeChurn(lambda: self.rig.cluster.admin_api().client())
+            names = sorted(n["metadata"]["name"] for n in self.api.list(Node))[:len(self.workload.nodes)]
+            for name in names[-self.workload.late_nodes:]:
+                self.step(f"late: {self.late.delete(name)}")
         if self.genome.shape in shapes.DEVICE_SHAPES:  # this trial's devices on the first nodes, its templates
             names = sorted(n["metadata"]["name"] for n in self.api.list(Node))[:len(self.workload.nodes)]
             dra.publish(self.api, names, [n.devices for n in self.workload.nodes], [self.namespace],
@@ -469,6 +476,7 @@ class _Trial:
         done = check.all_bound(self.namespace, load.LOAD_LABEL)
         with self.acting():  # the trial actions, during the faulted load only
             load.create_pods(self.rig.cluster.admin_api(), spec, progress=False)
+            self.nodes_come()
             _, quiet1 = self.settle(done)
         if self.genome.action is not None:
             self.result.steps.append({"t": round(time.time() - self.wall0, 2),
@@ -479,6 +487,15 @@ class _Trial:
         snap, quiet2 = self.settle(done)
         self.result.quiet = quiet1 and quiet2
         return snap
+
+    def nodes_come(self) -> None:
+        """gang-late: LATE_AFTER seconds after the load is in (the scheduler has found no room for the members
+        planned there), its nodes created again as they were, while the faults act on what announces them."""
+        if self.late is None:
+            return
+        time.sleep(LATE_AFTER)
+        for what in self.late.restore_all():
+            self.step(f"late: {what}")
 
     @contextlib.contextmanager
     def acting(self) -> Iterator[None]:
@@ -565,6 +582,14 @@ class _Trial:
             except (ApiError, HTTPError, ValueError) as e:
                 self.rig.unrestored = self.churn
                 self.result.error = self.result.error or f"undoing the trial actions: {type(e).__name__}: {e}"
+        if self.late is not None:  # gang-late's nodes, if the trial ended before they came
+            try:
+                for what in self.late.restore_all():
+                    self.step(f"undone: {what}")
+            except (ApiError, HTTPError, ValueError) as e:
+                self.result.error = self.result.error or f"creating the late nodes again: {type(e).__name__}: {e}"
+            finally:
+                self.late.close()
         with contextlib.suppress(ApiError, HTTPError):
             load.clean(self.api, self.namespace)
 

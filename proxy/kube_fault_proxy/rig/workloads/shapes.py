@@ -18,10 +18,14 @@ specs, with a planned legal placement. The tight shapes end full or nearly full,
   pods fits, so every gang can be placed, and a probe pod still fits once they are. Drawn only when asked for: it
   needs the `GenericWorkload` gate and the v1beta1 API on, and kube-scheduler (YuniKorn's gangs are its own, not
   PodGroups).
+- gang-late: gang whose last node comes late (a search trial's): the node is deleted before the load and created
+  again, as it was, once the load is in, while the faults act, so the members planned on it wait for a node ADDED
+  the scheduler must see (and a gang short of them waits at Permit). In a scenario, use gang and node steps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +34,8 @@ SHAPES = ("roomy", "exact-fill", "mixed", "tainted", "anti-affinity")
 TIGHT = SHAPES[1:]
 DEVICE_SHAPES = ("dra", "dra-binding")  # shapes that need more than the default cluster (workloads/dra.py)
 BINDING_SHAPES = ("dra-binding",)  # device shapes whose devices wait for binding conditions (the driver sets them)
-GANG_SHAPES = ("gang",)  # shapes whose pods are in PodGroups (workloads/gang.py): the GenericWorkload gate on
+GANG_SHAPES = ("gang", "gang-late")  # shapes whose pods are in PodGroups (workloads/gang.py): GenericWorkload on
+LATE_NODES = {"gang-late": 1}  # shapes whose last nodes come once the load is in (search trials): how many
 ALL_SHAPES = SHAPES + DEVICE_SHAPES + GANG_SHAPES
 MAX_DEVICES = 4  # the most devices one pod of the dra shape asks for
 POOL_LABEL = "kube-fault-proxy/pool"
@@ -108,6 +113,7 @@ class Workload:
     pods: tuple[PodSpec, ...]
     placement: tuple[int, ...]
     gangs: tuple[tuple[str, int], ...] = ()  # the gang shape's PodGroups: (name, minCount)
+    late_nodes: int = 0  # how many of the last nodes come once the load is in (LATE_NODES)
 
 
 ROOMY_NODE = NodeSpec(16000, 65536, 110)
@@ -137,7 +143,8 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
     """The shape's nodes and pods; raises ValueError for an unknown shape or a size below one."""
     if nodes < 1 or pods < 1:
         raise ValueError("a workload needs at least one node and one pod")
-    drawn = "dra" if shape in BINDING_SHAPES else shape  # with or without binding conditions: the same workload
+    # with or without binding conditions, or a late node: the same workload
+    drawn = "dra" if shape in BINDING_SHAPES else "gang" if shape in LATE_NODES else shape
     rng = random.Random(f"kfp-shape:{drawn}:{nodes}:{pods}:{seed}")
     match shape:
         case "roomy":
@@ -184,8 +191,10 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
                 pod_specs.append(_unit(labels={PAIR_LABEL: pair} if pair else {}, anti_affinity=pair))
             return Workload(shape, tuple(_filled(_spread(pods, nodes), spare=1)), tuple(pod_specs),
                             tuple(j % nodes for j in range(pods)))
-        case "gang":
-            return _gangs(rng, nodes, pods)
+        case "gang" | "gang-late":
+            workload = _gangs(rng, nodes, pods)
+            late = min(LATE_NODES.get(shape, 0), nodes - 1)  # one node at least is there from the start
+            return dataclasses.replace(workload, shape=shape, late_nodes=max(late, 0))
         case "dra" | "dra-binding":
             return _devices(rng, shape, nodes, pods)
     raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(ALL_SHAPES)}")
