@@ -27,3 +27,25 @@ def test_drop_with_a_probability_is_seeded() -> None:
 
     assert kept(3) == kept(3) != kept(4)
     assert 60 < len(kept(3)) < 140
+
+
+def _initial_events(end_annotated: bool = True) -> list[bytes]:
+    """A WatchList's initial events (sendInitialEvents): two ADDED, the BOOKMARK that ends them, then a MODIFIED."""
+    meta = '{"resourceVersion":"3"' + (',"annotations":{"k8s.io/initial-events-end":"true"}' if end_annotated else "")
+    end = ('{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":' + meta + '}}}\n').encode()
+    return [ev("ADDED", "a", 1), ev("ADDED", "b", 2), end, ev("MODIFIED", "a", 4)]
+
+
+def test_the_bookmark_ending_the_initial_events_is_dropped_only_when_bookmarks_are_named() -> None:
+    """Without it a client-go informer never syncs (it waits until its watch times out): a broken server, which
+    only a rule naming BOOKMARK asks for."""
+    lines = _initial_events()
+    every = DropEditor(EventSelector(), 1.0, random.Random(1))
+    assert EventStream(every.edit).feed(b"".join(lines)) == [lines[2]]  # all dropped but the initial-events-end
+    assert [r["type"] for r in every.records] == ["ADDED", "ADDED", "MODIFIED"]
+    named = DropEditor(EventSelector(types=["BOOKMARK"]), 1.0, random.Random(1))
+    assert EventStream(named.edit).feed(b"".join(lines)) == [lines[0], lines[1], lines[3]]
+    assert [r["type"] for r in named.records] == ["BOOKMARK"]
+    # a progress BOOKMARK (no annotation) is an event like the others: every event means it too
+    plain = _initial_events(end_annotated=False)
+    assert EventStream(DropEditor(EventSelector(), 1.0, random.Random(1)).edit).feed(b"".join(plain)) == []

@@ -1,4 +1,8 @@
-"""dropEvents: chosen watch events never reach the client."""
+"""dropEvents: chosen watch events never reach the client.
+
+The BOOKMARK that ends a WatchList's initial events (`k8s.io/initial-events-end`) is dropped only when `events.types`
+names BOOKMARK: a client-go informer waits for it before it hands its handlers a single event (until its watch
+times out, minutes later), so dropping it is a server that breaks the WatchList protocol, not a lost event."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ class DropEditor(EventEditor):
     def __init__(self, selector: EventSelector, probability: float, rng: random.Random) -> None:
         super().__init__()
         self.selected = selector.compile()
+        self.spares_initial_end = "BOOKMARK" not in (selector.types or ())
         self.probability = probability
         self.rng = rng
 
@@ -33,7 +38,7 @@ class DropEditor(EventEditor):
         return []
 
     def edit(self, line: bytes, event: WatchEvent | None) -> list[bytes]:
-        if event is None or not self.selected(event):
+        if event is None or not self.selected(event) or (event.initial_events_end and self.spares_initial_end):
             return [line]
         if self.probability < 1.0 and self.rng.random() >= self.probability:
             return [line]
@@ -48,7 +53,9 @@ class DropEvents(FaultSpec):
     traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, rule_probability=False)
     search_group: ClassVar[str] = "watch"
     editor: ClassVar[type[DropEditor]] = DropEditor
-    events: EventSelector = Field(EventSelector(), description="which events of the watch (unset: every event)")
+    events: EventSelector = Field(EventSelector(), description=(
+        "which events of the watch (unset: every event but the BOOKMARK that ends a WatchList's initial events, "
+        "which only types naming BOOKMARK drop)"))
     probability: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         1.0, description="chance per selected event, drawn from the stream's own seeded source")
 
