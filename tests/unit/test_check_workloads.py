@@ -59,7 +59,8 @@ def test_check_with_the_journal_shows_what_the_faults_excuse_apart(tmp_path: Pat
     assert [v.objects for v in report.violations] == [("a/a2",)]
     assert [(v.invariant, v.objects[0]) for v, _ in report.excused] == [("stranded", "a/a1"),
                                                                        ("job-never-over-completions", "a/batch")]
-    assert said[1] == "not excused: a/a2: stranded with no dropped ADDED event of the pod in the ledger"
+    assert said[1] == ("not excused: a/a2: stranded with no dropped ADDED event of the pod in the ledger; a/a2: not "
+                       "every node with room is unknown to the scheduler (node n1 lost no ADDED event in the ledger)")
     assert said[2].startswith("excused: Job a/batch: 1 extra succeeded pod, within 1 pod create committed unanswered")
     assert verdict_line(report).startswith("1 violations (") and "2 excused by the proxy's journal" in \
         verdict_line(report)
