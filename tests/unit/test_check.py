@@ -171,6 +171,21 @@ def test_grace_period_and_room() -> None:
     assert by(full)["stranded"] == 0  # no node has room: Pending is right
 
 
+def test_a_stranded_pod_names_the_nodes_with_room_and_their_revisions() -> None:
+    """The node-stranding excuse (excuses.py) reads which nodes had room, and whether each changed since an event."""
+    doc = copy.deepcopy(load("clean"))
+    unbind(doc)
+    for i, node in enumerate(doc["nodes"]):
+        node["metadata"]["resourceVersion"] = str(700 + i)
+        if i:  # only the first node keeps room
+            node["status"]["allocatable"]["pods"] = "0"
+    snap = snapshot(doc, yunikorn=False)
+    [v] = [v for v in evaluate(snap, {"yunikorn"}, grace=0).violations if v.invariant == "stranded"]
+    first = doc["nodes"][0]["metadata"]["name"]
+    assert v.room == {first: "700"} and v.numbers == {"checkedAt": snap.now}
+    assert v.as_dict()["room"] == {first: "700"} and v.message.endswith("while 1 nodes have room")
+
+
 def test_only_the_schedulers_own_pods_count() -> None:
     doc = copy.deepcopy(load("clean"))
     unbind(doc)

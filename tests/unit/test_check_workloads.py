@@ -59,9 +59,33 @@ def test_check_with_the_journal_shows_what_the_faults_excuse_apart(tmp_path: Pat
     assert [v.objects for v in report.violations] == [("a/a2",)]
     assert [(v.invariant, v.objects[0]) for v, _ in report.excused] == [("stranded", "a/a1"),
                                                                        ("job-never-over-completions", "a/batch")]
-    assert said[1] == "not excused: a/a2: stranded with no dropped ADDED event of the pod in the ledger"
+    assert said[1] == ("not excused: a/a2: stranded with no dropped ADDED event of the pod in the ledger; a/a2: not "
+                       "every node with room is unknown to the scheduler (node n1 lost no ADDED event in the ledger)")
     assert said[2].startswith("excused: Job a/batch: 1 extra succeeded pod, within 1 pod create committed unanswered")
     assert verdict_line(report).startswith("1 violations (") and "2 excused by the proxy's journal" in \
         verdict_line(report)
     assert [e["why"][:9] for e in report.as_dict()["excused"]] == ["the proxy", "Job a/bat"]
     assert parser().parse_args(["check", "--journal", "j.jsonl"]).journal == Path("j.jsonl")
+
+
+def test_check_with_the_journal_excuses_a_pod_only_a_lost_node_has_room_for(tmp_path: Path) -> None:
+    """End to end, from the snapshot: n2 alone has room for a1 and lost its ADDED on the scheduler's node watch,
+    unchanged since (resourceVersion 702 in the event and at the check). Once n1 has room too, a1 could have gone
+    there: a finding."""
+    full = {"metadata": {"name": "n1", "resourceVersion": "701"}, "spec": {},
+            "status": {"allocatable": {"cpu": "4", "memory": "1Gi", "pods": "0"}}}
+    lost = {"metadata": {"name": "n2", "resourceVersion": "702"}, "spec": {},
+            "status": {"allocatable": {"cpu": "4", "memory": "1Gi", "pods": "10"}}}
+    writer = JournalWriter(tmp_path / "journal.jsonl", lambda: 1796011390.0)
+    writer.inject("nodes", {"dropEvents": {"events": {"types": ["ADDED"]}}}, "WATCH", "/api/v1/nodes",
+                  agent=SCHEDULER)
+    writer.watch_event("nodes", "dropped", WatchEvent("ADDED", "Node", "", "n2", "702", False))
+    book = ledger.read_file(tmp_path / "journal.jsonl")
+    report = judged(Snapshot([pending("a1", "a")], [full, lost], 1796011400.0), {"nobody"}, 0, ["a"])
+    [said] = excuse_report(report, book)
+    assert not report.violations and said.startswith("excused: a/a1: every node with room for it (n2) lost its ADDED")
+    roomy = {**full, "status": {"allocatable": {**full["status"]["allocatable"], "pods": "10"}}}
+    report = judged(Snapshot([pending("a1", "a")], [roomy, lost], 1796011400.0), {"nobody"}, 0, ["a"])
+    [said] = excuse_report(report, book)
+    assert [v.objects for v in report.violations] == [("a/a1",)]
+    assert said.endswith("(node n1 lost no ADDED event in the ledger)")

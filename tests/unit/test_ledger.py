@@ -193,6 +193,66 @@ def test_a_probe_whose_added_was_dropped_excuses_scheduler_not_stuck(tmp_path: P
     assert not excuses.judge([{**stuck, "objects": ["s-t1-3/probe-ffffff"]}], run.ledger()).fully_excused
 
 
+def node_lost(run: Run, name: str = "n3", revision: str = "700") -> None:
+    """The scheduler's node watch (opened now) loses node `name`'s ADDED, one second later."""
+    run.journal.inject("nodes", {"dropEvents": {"events": {"types": ["ADDED"]}}}, "WATCH", "/api/v1/nodes",
+                       agent=SCHEDULER)
+    run.story.t += 1
+    run.journal.watch_event("nodes", "dropped", WatchEvent("ADDED", "Node", "", name, revision, False))
+
+
+def stranded_on(room: dict[str, str], at: float, pod: str = "s-t1-1/load-3") -> dict[str, Any]:
+    """`stranded` as check_generic writes it: the nodes with room, their resourceVersions, the check's moment."""
+    return {"invariant": "stranded", "message": "m", "objects": [pod], "numbers": {"checkedAt": at}, "room": room}
+
+
+def test_a_pod_that_fits_only_on_a_node_whose_added_was_dropped_is_excused(tmp_path: Path) -> None:
+    """The 2026-12-04 async campaign's `stranded` group: the scheduler's node watch lost a node's ADDED, so a pod
+    that fits only there stays Pending. Excused while nothing announced the node again; touchPods re-announces
+    pods, not nodes."""
+    run = Run(tmp_path)
+    node_lost(run)
+    book = run.ledger()
+    [dropped] = book.of("event-dropped")
+    assert (dropped.touched.show(), dropped.revision, dropped.opened) == ("nodes n3", "700", 1000.0)
+    judged = excuses.judge([stranded_on({"n3": "700"}, 1060.0)], book)
+    assert judged.fully_excused
+    assert judged.text().startswith("excused: s-t1-1/load-3: every node with room for it (n3) lost its ADDED "
+                                    "watch event to the proxy (dropEvents) and nothing announced it again (node "
+                                    "n3's ADDED dropped at 0.0s;")
+    assert excuses.judge([stranded_on({"n3": "700"}, 1060.0)], book, reannounced=True).fully_excused
+
+
+@pytest.mark.parametrize(("room", "at", "then", "says"), [
+    ({"n3": "700", "n1": "650"}, 1060.0, None, "node n1 lost no ADDED event in the ledger"),  # it fits elsewhere
+    ({"n3": "702"}, 1060.0, None, "the node changed since (702 at the check): its next event announces it"),
+    ({"n3": ""}, 1060.0, None, "no resourceVersion says whether it changed since"),
+    ({"n3": "700"}, 1300.0, None, "on a watch open 300s by the check, past client-go's shortest (300s)"),
+    ({"n3": "700"}, 1060.0, "upstream-lost", "then a connection cut at 1.0s: the scheduler may have listed"),
+    ({"n3": "700"}, 1060.0, "outage-start", "then an outage at 1.0s"),
+    ({}, 1060.0, None, "with no dropped ADDED event of the pod in the ledger"),  # an old violation: no room named
+])
+def test_a_node_stranding_the_journal_does_not_prove_is_not_excused(
+        tmp_path: Path, room: dict[str, str], at: float, then: str | None, says: str) -> None:
+    run = Run(tmp_path)
+    node_lost(run)
+    if then is not None:  # a relist may follow: the node is listed again
+        run.story.t += 1
+        run.journal.journal.append(then, reason="reset", client="127.0.0.1:5000", seconds=2.0)
+    judged = excuses.judge([stranded_on(room, at)], run.ledger())
+    assert not judged.fully_excused and says in judged.text(), judged.text()
+
+
+def test_a_node_drop_excuses_only_stranded(tmp_path: Path) -> None:
+    """Only `stranded` names the nodes with room: a pod that waited past its bound, or a stuck probe, is not
+    excused by a node the scheduler never learned of."""
+    run = Run(tmp_path)
+    node_lost(run)
+    waited = {**stranded_on({"n3": "700"}, 1060.0), "invariant": "no-pod-waits-past-bound"}
+    judged = excuses.judge([waited], run.ledger())
+    assert not judged.fully_excused and "no dropped ADDED event of the pod" in judged.text()
+
+
 def overcommitted(requested: float, smallest: float = 0.5, pods: tuple[str, ...] = ("a", "b", "c")) -> dict[str, Any]:
     """no-overcommit of node n1's cpu (allocatable 1), as safety.overcommit writes it."""
     return {"invariant": "no-overcommit", "message": "m", "objects": [f"s-t1-1/{p}" for p in pods], "kind": "cpu",

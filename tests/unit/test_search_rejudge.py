@@ -18,6 +18,7 @@ DATA = Path(__file__).with_name("data") / "rejudge"
 RULES = rejudge.Rules(known.shipped(), controls=3)
 POD_CREATE = {"resources": ["pods"], "verbs": ["create"]}
 POD_WATCH = {"resources": ["pods"], "verbs": ["watch"]}
+NODE_WATCH = {"resources": ["nodes"], "verbs": ["watch"]}
 
 
 def by_trial(name: str, rules: rejudge.Rules = RULES) -> dict[int, rejudge.Rejudged]:
@@ -54,9 +55,9 @@ def test_a_confirmed_hit_of_a_known_bug_is_known_now() -> None:
     assert (hits[4].before, hits[4].after) == ("confirmed", "known")
     assert hits[4].why.startswith("kube-scheduler-committed-bind-left-unscheduled (known-findings.yaml")
     assert "bound-pod-scheduled: no ledger effect excuses it" in hits[4].why
-    # No dropEvents on the pod watch (only on the node watch): the stranding excuse cannot apply.
-    assert hits[20].after == "under-controlled"
-    assert "stranded: its excuse counts a dropped ADDED event of pods (dropEvents)" in hits[20].why
+    # dropEvents on the node watch only: a node's dropped ADDED may excuse `stranded`, and no journal was kept.
+    assert hits[20].after == "undecided"
+    assert "only the journal can say" in hits[20].why
 
 
 def test_hits_the_search_judged_from_the_journal_keep_that_judgement() -> None:
@@ -82,6 +83,12 @@ def test_hits_the_search_judged_from_the_journal_keep_that_judgement() -> None:
     (["stranded"], [rule("dropEvents", POD_WATCH, {"events": {"types": ["MODIFIED"]}})], None, False,
      "a dropped ADDED event"),
     (["stranded"], [rule("dropEvents", POD_WATCH)], "touchPods", False, "re-announces"),
+    # a node's dropped ADDED excuses `stranded` (touchPods re-announces pods, not nodes), and nothing else
+    (["stranded"], [rule("dropEvents", NODE_WATCH, {"events": {"types": ["ADDED"]}})], "touchPods", True,
+     "only the journal"),
+    (["stranded"], [rule("dropEvents", NODE_WATCH, {"events": {"types": ["MODIFIED"]}})], None, False,
+     "a dropped ADDED event of pods"),
+    (["no-pod-waits-past-bound"], [rule("dropEvents", NODE_WATCH)], None, False, "a dropped ADDED event of pods"),
     (["stranded", "bound-pod-scheduled"], [rule("dropEvents", POD_WATCH)], None, False,
      "bound-pod-scheduled: no ledger effect excuses it"),
 ])
@@ -182,7 +189,7 @@ def test_the_findings_of_a_record_survive_or_not() -> None:
     assert [g.verdict(one.hits) for g in one.groups] == ["survives", "survives"]
     scheduler = rejudge.read(DATA / "kube-scheduler-async-2026-12-04.json", RULES)
     assert [g.verdict(scheduler.hits) for g in scheduler.groups] == ["does not survive: known",
-                                                                     "pending: more control runs"]
+                                                                     "pending: a replay with the journal"]
     lines = rejudged_report.group_lines(scheduler)
     assert lines[2] == ("| 1 | bound-pod-scheduled; resetUpstream on binding; staleList on pod-watch | 4 | 1/5 | "
                         "does not survive: known |")

@@ -229,5 +229,6 @@ def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     cp.add_argument("-o", "--output", type=Path, help="write the report as JSON")
     cp.add_argument("--journal", type=Path, metavar="FILE",
                     help="the proxy's journal (--journal of serve) for the run: a break its effects excuse (a pod "
-                         "stranded because its ADDED event was dropped, a Job's extra success after a pod create "
-                         "committed unanswered) is shown as the faults' effect, not a violation")
+                         "stranded because its ADDED event, or that of every node with room for it, was dropped, a "
+                         "Job's extra success after a pod create committed unanswered) is shown as the faults' "
+                         "effect, not a violation")

@@ -292,9 +292,11 @@ class Violation:
     kind: str = ""  # where an invariant breaks in more than one way, which (I2: phantom, wrong-node, no-pod)
     node: str = ""  # the node it happens on, where there is one
     numbers: dict[str, float] = field(default_factory=dict, hash=False)  # what was counted (requested, …)
+    # `stranded`: the nodes with room for the pod, each with its resourceVersion at the check ('' if it had none)
+    room: dict[str, str] = field(default_factory=dict, hash=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form (kind, node and numbers only where set)."""
+        """JSON form (kind, node, numbers and room only where set)."""
         out: dict[str, Any] = {"invariant": self.invariant, "message": self.message, "objects": list(self.objects)}
         if self.kind:
             out["kind"] = self.kind
@@ -302,4 +304,6 @@ class Violation:
             out["node"] = self.node
         if self.numbers:
             out["numbers"] = dict(self.numbers)
+        if self.room:
+            out["room"] = dict(self.room)
         return out

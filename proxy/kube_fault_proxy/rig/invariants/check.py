@@ -140,7 +140,9 @@ def check_generic(snap: Snapshot, schedulers: set[str], grace: float, namespace:
         room = [n for n, (c, m, p) in free.items() if c >= cpu and m >= mem and p >= 1]
         if room:
             out.append(Violation("stranded", f"{_ref(pod)} is Pending with no node for {_age(pod, snap.now):.0f}s "
-                                             f"while {len(room)} nodes have room", (_ref(pod),)))
+                                             f"while {len(room)} nodes have room", (_ref(pod),),
+                                 numbers={"checkedAt": snap.now},
+                                 room={n: str(nodes[n]["metadata"].get("resourceVersion") or "") for n in room}))
     return out
 
 

@@ -28,6 +28,12 @@ a Judgement out. One rule per invariant (RULES); an invariant with no rule is ne
   its probe pod): each pod whose own ADDED event the proxy dropped, where the workload never updated the pod again
   (touchPods re-announces it), may stay unscheduled: the scheduler never saw it. A watch a rule edited stays
   edited after the profile is off, so a probe created after the faults can lose its ADDED event too.
+- **A pod no scheduler could place** (`stranded` only): where every node with room for the pod (the violation's
+  `room`, each with its resourceVersion at the check) lost its last ADDED event on a node watch to the proxy, the
+  scheduler never learned of any node the pod fits on. Only while nothing announced the node again: it is
+  unchanged since that event (same resourceVersion, so no MODIFIED was sent), no connection was cut or outage
+  begun after it (no relist), and its watch was younger than client-go's shortest watch (`WATCH_SHORTEST`) at
+  the check. A pod that fits on any other node, or a node that changed, is a finding.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ TEXT_SHOWN = 2  # reasons of one invariant a Judgement's text shows before it co
 SYNC_BOUND = 30.0  # seconds a controller has to remove an excused surplus pod (its next sync, plus its backoff)
 LOST_CREATES: tuple[EffectKind, ...] = ("committed-unanswered", "committed-after-error")
 STRANDING = frozenset({"stranded", "I3", "no-pod-waits-past-bound", "scheduler-not-stuck"})
+# client-go's reflector asks each watch for timeoutSeconds = minWatchTimeout (5 min) * (1 + rand): a watch younger
+# than this has not ended on its own, so its client has not listed again (tools/cache/reflector.go).
+WATCH_SHORTEST = 300.0
 
 
 @dataclass(frozen=True)
@@ -230,23 +239,78 @@ def _pod_key(obj: str) -> tuple[str | None, str]:
     return (ns or None), name
 
 
-def stranding_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
-    """Each pod whose own ADDED the proxy dropped, never re-announced, may stay unscheduled."""
-    objects = [str(o) for o in v.get("objects") or []]
-    if not objects:
-        return _no(v, f"{v['invariant']}: the violation names no pod")
+def _pod_route(objects: Sequence[str], v: Mapping[str, Any], ctx: Context) -> tuple[bool, str]:
+    """(whether each pod's own ADDED was dropped and never re-announced, why)."""
     if ctx.reannounced:
-        return _no(v, f"{', '.join(objects)}: the workload updated every pod after the faults (touchPods), which "
-                      "re-announces a pod whose ADDED was dropped")
+        return False, (f"{', '.join(objects)}: the workload updated every pod after the faults (touchPods), which "
+                       "re-announces a pod whose ADDED was dropped")
     dropped = ctx.ledger.of("event-dropped", verb="ADDED")
     lost = [o for o in objects if not any(
         e.touched.name == _pod_key(o)[1] and _pod_key(o)[0] in (None, e.touched.namespace) for e in dropped)]
     if lost:
-        return _no(v, f"{', '.join(lost)}: {v['invariant']} with no dropped ADDED event of the pod in the ledger")
+        return False, f"{', '.join(lost)}: {v['invariant']} with no dropped ADDED event of the pod in the ledger"
     names = ", ".join(objects[:3]) + (f" and {len(objects) - 3} more" if len(objects) > 3 else "")
-    return Excuse(str(v["invariant"]), tuple(objects), True,
-                  f"the proxy dropped the ADDED watch event of {names} (dropEvents) and nothing re-announced "
+    return True, (f"the proxy dropped the ADDED watch event of {names} (dropEvents) and nothing re-announced "
                   f"{'it' if len(objects) == 1 else 'them'}: the scheduler never learned of the pod")
+
+
+def _unannounced(node: str, revision: str, at: float, ctx: Context) -> tuple[bool, str]:
+    """(whether the journal proves the scheduler never learned of this node, why): its last ADDED on a node watch
+    was dropped, the node is unchanged since (no MODIFIED to announce it), no connection was cut after (no relist),
+    and that watch was younger than client-go's shortest at the check (it had not ended and relisted)."""
+    drops = [e for e in ctx.ledger.of("event-dropped", resource="nodes", verb="ADDED") if e.touched.name == node]
+    if not drops:
+        return False, f"node {node} lost no ADDED event in the ledger"
+    last = drops[-1]
+    when = f"node {node}'s ADDED dropped at {last.time - ctx.t0:.1f}s"
+    if not revision or not last.revision:
+        return False, f"{when}, and no resourceVersion says whether it changed since"
+    if revision != last.revision:
+        return False, (f"{when} (resourceVersion {last.revision}), and the node changed since ({revision} at the "
+                       "check): its next event announces it")
+    cut = next((e for e in ctx.ledger.of("connection-cut", "outage") if e.time > last.time), None)
+    if cut is not None:
+        return False, (f"{when}, then {'an outage' if cut.kind == 'outage' else 'a connection cut'} at "
+                       f"{cut.time - ctx.t0:.1f}s: the scheduler may have listed the nodes again")
+    if not last.opened:
+        return False, f"{when}, on a watch the journal does not say was opened"
+    if at - last.opened >= WATCH_SHORTEST:
+        return False, (f"{when}, on a watch open {at - last.opened:.0f}s by the check, past client-go's shortest "
+                       f"({WATCH_SHORTEST:g}s): it may have ended and listed the nodes again")
+    return True, when
+
+
+def _node_route(v: Mapping[str, Any], ctx: Context) -> tuple[bool, str]:
+    """(whether every node with room for a stranded pod is one the scheduler never learned of, why)."""
+    room = v.get("room") or {}
+    at = (v.get("numbers") or {}).get("checkedAt")
+    pod = ", ".join(str(o) for o in v.get("objects") or [])
+    if not room or not isinstance(at, int | float):
+        return False, f"{pod}: the violation names no node with room (or no moment of the check)"
+    said = [_unannounced(str(n), str(r), float(at), ctx) for n, r in sorted(room.items())]
+    known = [why for ok, why in said if not ok]
+    if known:
+        return False, f"{pod}: not every node with room is unknown to the scheduler ({'; '.join(known[:2])})"
+    nodes = ", ".join(sorted(room))
+    return True, (f"{pod}: every node with room for it ({nodes}) lost its ADDED watch event to the proxy "
+                  f"(dropEvents) and nothing announced it again ({'; '.join(why for _, why in said[:2])}; unchanged "
+                  "since, no connection cut after, its watch younger than client-go's shortest): the scheduler "
+                  "never learned of a node the pod fits on")
+
+
+def stranding_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:
+    """Each pod whose own ADDED the proxy dropped, never re-announced, may stay unscheduled; and a `stranded` pod
+    whose every node with room is one whose ADDED the proxy dropped, never announced again."""
+    objects = [str(o) for o in v.get("objects") or []]
+    if not objects:
+        return _no(v, f"{v['invariant']}: the violation names no pod")
+    excused, why = _pod_route(objects, v, ctx)
+    if excused:
+        return Excuse(str(v["invariant"]), tuple(objects), True, why)
+    if v["invariant"] != "stranded" or not v.get("room"):
+        return _no(v, why)
+    excused, by_nodes = _node_route(v, ctx)
+    return Excuse(str(v["invariant"]), tuple(objects), True, by_nodes) if excused else _no(v, f"{why}; {by_nodes}")
 
 
 def overcommit_rule(v: Mapping[str, Any], ctx: Context) -> Excuse:

@@ -79,6 +79,8 @@ class Effect:
     touched: Touched
     events: int = 1
     seconds: float = 0.0
+    revision: str = ""  # a dropped or duplicated event's resourceVersion (the object as that event carried it)
+    opened: float = 0.0  # a watch event's: when its watch was opened (its `inject` record), 0 when not journaled
 
     def show(self, t0: float = 0.0) -> str:
         """One line: `committed-unanswered create pods ns/web-x of ReplicaSet web at 3.2s`."""
@@ -182,13 +184,13 @@ def _late(record: Record, where: str) -> Effect:
                   seconds=float(record.get("afterSeconds") or 0.0))
 
 
-def _watch(record: Record, where: str, watches: Mapping[tuple[Any, ...], Record]) -> Effect | None:
+def _watch(record: Record, where: str, watches: Mapping[tuple[Any, ...], tuple[Record, float]]) -> Effect | None:
     action = _text(record, "action", where)
     kind = WATCH_ACTIONS.get(action)
     if kind is None:
         return None  # delay-cap: the events it released early are in the `delayed` record that follows
-    request = watches.get((record.get("profile"), record.get("epoch"), record.get("rule"), record.get("injection")),
-                          {})
+    request, opened = watches.get((record.get("profile"), record.get("epoch"), record.get("rule"),
+                                   record.get("injection")), ({}, 0.0))
     if action in ("dropped", "duplicated", "cut") and record.get("name"):
         touched = Touched(resource=str(request.get("resource") or ""), namespace=str(record.get("namespace") or ""),
                           name=str(record["name"]))
@@ -198,8 +200,10 @@ def _watch(record: Record, where: str, watches: Mapping[tuple[Any, ...], Record]
                                 namespace=str(request.get("namespace") or "")), "watch"
     events = int(record.get("events", record.get("held", 1)) or 0)
     seconds = float(record.get("heldSeconds", record.get("maxLateSeconds", 0.0)) or 0.0)
+    revision = str(record.get("resourceVersion") or "") if action in ("dropped", "duplicated") else ""
     return Effect(kind, _number(record, "time", where), int(_number(record, "seq", where)),
-                  str(record.get("fault") or ""), str(record.get("rule") or ""), verb, touched, events, seconds)
+                  str(record.get("fault") or ""), str(record.get("rule") or ""), verb, touched, events, seconds,
+                  revision, opened)
 
 
 def read(records: Iterable[Record], source: str = "journal") -> Ledger:
@@ -226,7 +230,8 @@ def read_file(path: Path) -> Ledger:
 
 def _read(records: Iterable[tuple[str, Record]]) -> Ledger:
     effects: list[Effect] = []
-    watches: dict[tuple[Any, ...], Record] = {}  # (profile, epoch, rule, injection) -> the watch's request
+    # (profile, epoch, rule, injection) -> the watch's request, and when it was opened
+    watches: dict[tuple[Any, ...], tuple[Record, float]] = {}
     for where, record in records:
         event = record.get("event")
         effect: Effect | None = None
@@ -234,7 +239,7 @@ def _read(records: Iterable[tuple[str, Record]]) -> Ledger:
             request = record.get("request")
             if isinstance(request, Mapping) and request.get("verb") == "watch":
                 watches[(record.get("profile"), record.get("epoch"), record.get("rule"),
-                         record.get("injection"))] = request
+                         record.get("injection"))] = (request, _number(record, "time", where))
             effect = _inject(record, where)
         elif event == "late-commit":
             effect = _late(record, where)

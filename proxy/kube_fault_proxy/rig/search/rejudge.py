@@ -7,10 +7,10 @@ So the ledger (invariants/ledger.py) is re-applied from what the record holds:
 - a hit the search already judged with the journal keeps that judgement (`excused`, or its older name
   `fault-effect`; a hit with a `ledger` text was judged and not excused);
 - else the excuse rules (invariants/excuses.py) are asked what effect each broken invariant's excuse counts
-  (a pod create that committed unanswered; a pod's dropped ADDED event), and the profile's rules what effects
-  they can make at all (read from the kinds' traits and editors, and the ledger's own table: no kind is named).
-  A hit one of whose breaks no rule of its profile can excuse is **not excusable**: that is exact without the
-  journal. A hit whose every break its profile might excuse is **undecided**: only its
+  (a pod create that committed unanswered; a pod's dropped ADDED event; for `stranded`, also a node's), and the
+  profile's rules what effects they can make at all (read from the kinds' traits and editors, and the ledger's own
+  table: no kind is named). A hit one of whose breaks no rule of its profile can excuse is **not excusable**: that
+  is exact without the journal. A hit whose every break its profile might excuse is **undecided**: only its
   journal (and, for the controllers, its history) can say, and the record kept neither: it needs a replay.
 
 Then the rest of today's classification: a confirmed hit of a known bug (known-findings.yaml) is `known`, and a
@@ -60,6 +60,11 @@ NEEDS: dict[excuses.Rule, tuple[frozenset[str], str, str, str]] = {
     excuses.success_rule: (LOST_CREATE_KINDS, "pods", "create", ""),
     excuses.stranding_rule: (EVENT_DROPPING_KINDS, "pods", "watch", "ADDED"),
     excuses.overcommit_rule: (LOST_CREATE_KINDS, "pods", "create/binding", ""),
+}
+# A second effect that excuses one invariant (excuses.stranding_rule): a `stranded` pod whose every node with room
+# lost its ADDED on a node watch (touchPods re-announces pods, not nodes).
+OR_NEEDS: dict[str, tuple[frozenset[str], str, str, str]] = {
+    "stranded": (EVENT_DROPPING_KINDS, "nodes", "watch", "ADDED"),
 }
 # Connection faults (they act on every request): every stream on a cut connection fails at once, so a pod create in
 # flight on one may have committed, and the journal names only the request the rule matched: the ledger holds no
@@ -182,6 +187,9 @@ def excusable(broken: Sequence[str], genome: Genome) -> tuple[bool, str]:
         rule = excuses.RULES.get(invariant)
         if rule is None:
             return False, f"{invariant}: no ledger effect excuses it"
+        other = OR_NEEDS.get(invariant)
+        if other is not None and any(can_make(r, *other) for r in genome.rules):
+            continue  # the journal decides, whatever the workload did to its pods
         if rule is excuses.stranding_rule and genome.action == REANNOUNCING:
             return False, f"{invariant}: the workload touched every pod after the faults (touchPods), which " \
                           "re-announces a pod whose ADDED was dropped"
