@@ -284,3 +284,25 @@ def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: lis
     for name in ("content-type", "x-other", "accept"):  # what a request's user-agent, content-type, accept read
         assert read.get(name.encode(), "") == response.headers.get(name, "")
         assert (name.encode() in read) == (name in response.headers)
+
+
+def test_a_write_a_fault_answers_with_an_error_is_read_into_the_log_before_the_fault_replaces_it(
+        tmp_path: Path) -> None:
+    """Why `StaleAnswers` sits before the fault addon: commitThenFail swaps the committed answer for an error in the
+    fault addon's `response` hook, and the revision log must count the write the apiserver made all the same."""
+    rt = runtime(tmp_path, profile({"name": "ctf", "match": {"verbs": ["create"], "resources": ["pods"]},
+                                    "fault": {"commitThenFail": {"abort": {"status": 503}}}}, name="p", seed=1))
+    rt.activations.activate("p")
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            faults = Faults.of(rt)
+            created = json.dumps({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "42"}}).encode()
+            f = flow("POST", "/api/v1/namespaces/ns/pods", b"{}", [JSON])
+            await exchange(faults.chain, f, answer(201, created))
+            assert f.response is not None and f.response.status_code == 503, "the client got the fault's error"
+            assert faults.views.log.newest(("", "pods")) == 42
+            choice = faults.views.log.choose_writes(("", "pods"), 1, rt.clock())
+            assert not isinstance(choice, str) and choice.revision == 41, "the write counts: hiding it serves 41"
+
+    asyncio.run(main())
