@@ -297,7 +297,8 @@ def test_a_write_a_fault_answers_with_an_error_is_read_into_the_log_before_the_f
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
             faults = Faults.of(rt)
-            created = json.dumps({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "42"}}).encode()
+            created = json.dumps({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "42"}},
+                                 separators=(",", ":")).encode()
             f = flow("POST", "/api/v1/namespaces/ns/pods", b"{}", [JSON])
             await exchange(faults.chain, f, answer(201, created))
             assert f.response is not None and f.response.status_code == 503, "the client got the fault's error"
