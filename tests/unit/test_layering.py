@@ -235,3 +235,37 @@ def test_no_module_is_in_an_import_circle() -> None:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as e:
         pytest.fail(f"an import circle: {' -> '.join(e.args[1])}")
+
+
+SERVER = PACKAGE / "mitm" / "server.py"
+ARCHITECTURE = TOP.parents[1] / "docs" / "concepts" / "architecture.md"
+
+
+def chain_order(source: str) -> list[str]:
+    """The project's addons in the order `server.start` adds them (`*limits` holds the StreamSettings, where used;
+    mitmproxy's own, reached through their modules, are left out)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add" and \
+                isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "addons":
+            for arg in node.args:
+                if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name) and arg.value.id == "limits":
+                    names.append("StreamSettings")
+                elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
+                    names.append(arg.func.id)
+    return names
+
+
+def test_the_architecture_pages_table_is_the_chain_in_its_order() -> None:
+    """Where an addon sits says what it sees (the stale views read an answer before a fault replaces it, and wrap
+    the watch edits' stream): the page's table lists serve's chain in the order server.py adds it."""
+    chain = [name for name in chain_order(SERVER.read_text()) if name != "PreferHttp2"]  # TLS's: before any request
+    table = re.findall(r"^\| `(\w+)` \|", ARCHITECTURE.read_text(), re.MULTILINE)
+    assert chain == table
+    assert chain.index("StaleAnswers") + 1 == chain.index("FaultAddon") < chain.index("WatchEdits") < \
+        chain.index("StaleReads")
+
+
+def test_the_chains_order_is_read_from_the_call() -> None:
+    source = "m.addons.add(core.Core(), A(x), *limits, B(), *extra, ready)\nother.add(C())\n"
+    assert chain_order(source) == ["A", "StreamSettings", "B"], "mitmproxy's own (core.Core) are not the project's"
