@@ -6,14 +6,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from kube_fault_proxy.proxy.journal import Journal
+from kube_fault_proxy.proxy.mitm.addon import FaultAddon
+from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.own_client import own_client
+from kube_fault_proxy.proxy.mitm.stale_reads import StaleAnswers, StaleReads
+from kube_fault_proxy.proxy.mitm.watch_edits import WatchEdits
 from kube_fault_proxy.proxy.profiles.library import Entry, Library
 from kube_fault_proxy.proxy.profiles.profile import FaultProfile
 from kube_fault_proxy.proxy.runtime import Runtime
+from kube_fault_proxy.proxy.stale_views import StaleViews
+from kube_fault_proxy.proxy.watch_signals import WatchSignals
 from mitmproxy import connection, ctx, hooks, http
 from mitmproxy.connection import ConnectionState
 from mitmproxy.proxy import mode_specs
@@ -63,6 +72,40 @@ def binding(pod: str = "p", node: str = "n1", client: connection.Client | None =
 def answer(status: int, body: bytes = b"{}", headers: Iterable[tuple[bytes, bytes]] = (JSON,)) -> http.Response:
     """The upstream's answer."""
     return tutils.tresp(status_code=status, content=body, headers=http.Headers(list(headers)))
+
+
+@dataclass
+class Faults:
+    """The fault addon with the addons that carry out what it stamps for a read or a watch (the stale views, the watch
+    edits), in the order serve's chain has them, sharing one revision log and one set of watch signals."""
+
+    views: StaleViews
+    answers: StaleAnswers
+    addon: FaultAddon
+    edits: WatchEdits
+    reads: StaleReads
+
+    @classmethod
+    def of(cls, rt: Runtime, held: HeldAnswers | None = None,
+           client: Callable[[], httpx.AsyncClient] = own_client) -> Faults:
+        signals = WatchSignals()
+        views = StaleViews(rt.counters, rt.clock, signals)
+        return cls(views, StaleAnswers(views), FaultAddon(rt, held), WatchEdits(rt.counters.note, signals),
+                   StaleReads(views, client))
+
+    @property
+    def before(self) -> list[Any]:
+        """What sits before the fault addon."""
+        return [self.answers]
+
+    @property
+    def after(self) -> list[Any]:
+        """What sits right after it (after the outage's start)."""
+        return [self.edits, self.reads]
+
+    @property
+    def chain(self) -> list[Any]:
+        return [*self.before, self.addon, *self.after]
 
 
 async def hook(addon: Any, name: str, *args: Any) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
+from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.runtime import Runtime
 from mitmproxy import http
@@ -25,7 +25,7 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.test import taddons, tflow
 
 from tests.support.builders import BIND_MATCH, profile
-from tests.support.mitm import JSON, answer, binding, events, exchange, flow, flow_hooks, runtime
+from tests.support.mitm import JSON, Faults, answer, binding, events, exchange, flow, flow_hooks, runtime
 
 WATCH_MATCH = {"verbs": ["watch"], "resources": ["pods"]}
 
@@ -37,7 +37,7 @@ class Proxy:
     runtime: Runtime
     timeouts: ConnectionTimeouts
     outage: OutageState
-    addon: FaultAddon
+    faults: Faults
     crash_points: CrashPoints
     reads: BindReads
     accounting: BindAccounting
@@ -47,15 +47,14 @@ class Proxy:
         binds = BindOutcomes(rt.counters.bind_outcome)
         outage = OutageState(rt, binds)
         held = HeldAnswers()
-        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, FaultAddon(rt, held),
+        return cls(rt, ConnectionTimeouts(rt, 32, 90), outage, Faults.of(rt, held),
                    CrashPoints(rt.counters.note, held), BindReads(binds),
                    BindAccounting(binds))
 
     @property
     def chain(self) -> list[Any]:
-        return [self.timeouts, self.reads, OutageController(self.outage), self.addon, OutageStarts(self.outage),
-                self.crash_points,
-                self.accounting]
+        return [self.timeouts, self.reads, OutageController(self.outage), *self.faults.before, self.faults.addon,
+                OutageStarts(self.outage), *self.faults.after, self.crash_points, self.accounting]
 
     async def exchange(self, f: http.HTTPFlow, upstream: http.Response | None = None) -> http.HTTPFlow:
         await exchange(self.chain, f, upstream)
@@ -239,7 +238,7 @@ def test_a_watch_the_editor_cannot_read_passes_untouched_and_is_noted(tmp_path: 
 
 def test_a_cut_after_events_closes_the_clients_upstream_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     closed: list[str] = []
-    monkeypatch.setattr(FaultAddon, "_close_upstream", staticmethod(lambda f: closed.append(f.id)))
+    monkeypatch.setattr(internals, "close_client_upstream", closed.append)
 
     async def test(p: Proxy) -> None:
         f, headers = watch()
@@ -247,7 +246,7 @@ def test_a_cut_after_events_closes_the_clients_upstream_connection(tmp_path: Pat
         assert f.response is not None and callable(f.response.stream)
         assert f.response.stream(event("ADDED", "a")) == [event("ADDED", "a")]
         await asyncio.sleep(0)
-        assert closed == [f.id], "cut on the loop, just after the chunk"
+        assert closed == [f.client_conn.id], "cut on the loop, just after the chunk"
 
     run(tmp_path, {"cut": {"afterEvents": 1}}, test, match=WATCH_MATCH)
 
@@ -297,7 +296,7 @@ def test_a_request_already_answered_by_another_addon_is_left_alone(tmp_path: Pat
     async def test(p: Proxy) -> None:
         f = binding()
         f.response = answer(418)
-        await flow_hooks([p.addon], f, "request", "response")
+        await flow_hooks([p.faults.addon], f, "request", "response")
         assert f.response.status_code == 418 and p.runtime.counters.requests == 0
         assert p.binds == {"succeeded": 0, "throttled": 0, "failed": 0}
 
@@ -331,25 +330,6 @@ def test_the_binding_body_is_read_for_its_target_node(tmp_path: Path) -> None:
         assert [r["request"]["name"] for r in events(p.runtime, "inject")] == ["pod-n2"]
 
     run(tmp_path, rules, test, match={**BIND_MATCH, "targetNodes": ["n2"]})
-
-
-
-@pytest.mark.parametrize("fields", [
-    [], [(b"content-type", b"application/json")], [(b"Content-Type", b"application/json;stream=watch")],
-    [(b"content-type", b"a"), (b"CONTENT-TYPE", b"b")], [(b"content-encoding", b"gzip"), (b"content-type", b"x")],
-    [(b"Content-Encoding", b""), (b"x-other", b"content-type")], [(b"content-type", b"caf\xc3\xa9 \xff")],
-])
-def test_an_answer_reads_its_headers_as_mitmproxys_headers_read_them(fields: list[tuple[bytes, bytes]]) -> None:
-    from kube_fault_proxy.proxy.mitm.addon import _answer, _header_values
-    response = http.Response.make(200, b"{}", fields)
-    got = _answer(response)
-    assert (got.content_type, got.encoding) == (response.headers.get("content-type", ""),
-                                                response.headers.get("content-encoding", ""))
-    assert got.encoded == bool(response.headers.get("content-encoding"))  # an empty Content-Encoding is none
-    read = _header_values(response.headers, b"content-type", b"x-other", b"accept")
-    for name in ("content-type", "x-other", "accept"):  # what a request's user-agent, content-type, accept read
-        assert read.get(name.encode(), "") == response.headers.get(name, "")
-        assert (name.encode() in read) == (name in response.headers)
 
 
 POD_CREATE = {"verbs": ["create"], "resources": ["pods"]}

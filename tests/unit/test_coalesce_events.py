@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from kube_fault_proxy.proxy.faults.coalesce_events import CoalesceEditor, CoalesceEvents, ObjectSelector, retyped
 from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch
-from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.requests.watch import EventStream
 from mitmproxy.addons import proxyserver
 from mitmproxy.test import taddons
 
 from tests.support.builders import profile
-from tests.support.mitm import JSON, Clock, answer, events, exchange, flow, runtime
+from tests.support.mitm import JSON, Clock, Faults, answer, events, exchange, flow, runtime
 
 
 def ev(kind: str, name: str, rv: int, phase: str = "", uid: str = "", ns: str = "ns") -> bytes:
@@ -196,14 +195,14 @@ def test_the_addon_lowers_the_timeout_and_streams_the_watch_through_the_coalesce
 
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
-            addon = FaultAddon(rt)
+            faults = Faults.of(rt)
             w = flow("GET", "/api/v1/pods?watch=1&timeoutSeconds=300")
-            await exchange([addon], w, answer(200, b"", [JSON]))
+            await exchange(faults.chain, w, answer(200, b"", [JSON]))
             assert w.request.query["timeoutSeconds"] == "2", "the apiserver ends it at the window, rounded up"
             assert w.response is not None and callable(w.response.stream)
             assert w.response.stream(ev("ADDED", "a", 1) + ev("MODIFIED", "a", 2, "Running")) == []
             assert seen(list(w.response.stream(b""))) == [("ADDED", "a", "2", "Running")]
-            assert addon.stale.log.newest(("", "pods")) == 2, "the revision log read the stream as it came"
+            assert faults.views.log.newest(("", "pods")) == 2, "the revision log read the stream as it came"
             [record] = [r for r in events(rt, "watch-event") if r["action"] == "coalesced"]
             assert (record["held"], record["delivered"], record["elided"], record["rule"]) == (2, 1, 1, "c")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
+from kube_fault_proxy.proxy.mitm.stale_reads import StaleAnswers
 from kube_fault_proxy.proxy.stale_views import StaleViews
 from mitmproxy.addons import proxyserver
 from mitmproxy.test import taddons
@@ -38,7 +39,7 @@ def test_the_write_goes_once_later_as_the_client_sent_it_and_is_counted(tmp_path
             stale = StaleViews(rt.counters, rt.clock)
             late = LateCommits(rt.counters, stale.answered_late, lambda: httpx.AsyncClient(
                 base_url="https://apiserver", transport=httpx.MockTransport(apiserver)))
-            chain = [FaultAddon(rt, stale=stale), late]
+            chain = [StaleAnswers(stale), FaultAddon(rt), late]
             f = flow("POST", "/api/v1/namespaces/default/pods", POD, [JSON, (b"authorization", b"Bearer t")])
             await exchange(chain, f)
             assert f.response is not None and f.response.status_code == 504, "the client's error, at once"

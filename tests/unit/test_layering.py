@@ -85,8 +85,10 @@ def test_framework_imports_stay_home(path: Path) -> None:
 # The addons of serve's chain that touch flows, by module: one job each. A module named here other than an addon's
 # own holds what its addon's hooks share with a neighbour (the answers held, which the upstream loss rule reads).
 FLOW_ADDONS = {"mitm/addon.py": {"FaultAddon"}, "mitm/binds.py": {"BindReads", "BindAccounting"},
-               "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/late_commits.py": {"LateCommits"}, "mitm/outage.py": {"OutageController", "OutageStarts"},
-               "mitm/stream_settings.py": {"StreamSettings"}, "mitm/timeouts.py": {"ConnectionTimeouts"}}
+               "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/late_commits.py": {"LateCommits"},
+               "mitm/outage.py": {"OutageController", "OutageStarts"},
+               "mitm/stale_reads.py": {"StaleAnswers", "StaleReads"}, "mitm/stream_settings.py": {"StreamSettings"},
+               "mitm/timeouts.py": {"ConnectionTimeouts"}, "mitm/watch_edits.py": {"WatchEdits"}}
 HOOK_NAMES = frozenset(hooks.all_hooks)  # every hook mitmproxy defines (its layers' and its server's among them)
 assert layers.http.HttpRequestHook.name in HOOK_NAMES and server_hooks.ClientConnectedHook.name in HOOK_NAMES
 
@@ -140,7 +142,8 @@ def addons_calling_addons(sources: dict[str, str]) -> list[str]:
 
 # The step types of the behaviours with an addon of their own: the fault addon decides them, never performs them.
 OWNED_STEPS = {"StartOutage": "mitm/outage.py", "CommitLater": "mitm/late_commits.py",
-               "HoldAnswer": "mitm/crash_points.py"}
+               "HoldAnswer": "mitm/crash_points.py", "ServeStale": "mitm/stale_reads.py",
+               "EditEvents": "mitm/watch_edits.py"}
 
 
 def test_a_step_with_an_addon_of_its_own_is_named_by_that_addon_alone() -> None:
@@ -176,7 +179,7 @@ PURE = ["requests/identity.py", "requests/binding.py", "requests/status.py", "sc
         "profiles/profile.py", "profiles/loader.py", "profiles/problems.py", "profiles/yaml_reader.py",
         "profiles/match.py", "engine.py", "runtime.py", "journal.py", "profiles/library.py", "faults",
         "crd/objects.py", "crd/schema.py", "crd/definitions.py", "crd/reconciler.py", "crd/status.py",
-        "revisions.py", "stale_views.py"]
+        "revisions.py", "stale_views.py", "stale_rewrites.py", "watch_signals.py"]
 
 
 def test_pure_core_has_no_framework_imports() -> None:
@@ -232,3 +235,37 @@ def test_no_module_is_in_an_import_circle() -> None:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as e:
         pytest.fail(f"an import circle: {' -> '.join(e.args[1])}")
+
+
+SERVER = PACKAGE / "mitm" / "server.py"
+ARCHITECTURE = TOP.parents[1] / "docs" / "concepts" / "architecture.md"
+
+
+def chain_order(source: str) -> list[str]:
+    """The project's addons in the order `server.start` adds them (`*limits` holds the StreamSettings, where used;
+    mitmproxy's own, reached through their modules, are left out)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add" and \
+                isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "addons":
+            for arg in node.args:
+                if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name) and arg.value.id == "limits":
+                    names.append("StreamSettings")
+                elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
+                    names.append(arg.func.id)
+    return names
+
+
+def test_the_architecture_pages_table_is_the_chain_in_its_order() -> None:
+    """Where an addon sits says what it sees (the stale views read an answer before a fault replaces it, and wrap
+    the watch edits' stream): the page's table lists serve's chain in the order server.py adds it."""
+    chain = [name for name in chain_order(SERVER.read_text()) if name != "PreferHttp2"]  # TLS's: before any request
+    table = re.findall(r"^\| `(\w+)` \|", ARCHITECTURE.read_text(), re.MULTILINE)
+    assert chain == table
+    assert chain.index("StaleAnswers") + 1 == chain.index("FaultAddon") < chain.index("WatchEdits") < \
+        chain.index("StaleReads")
+
+
+def test_the_chains_order_is_read_from_the_call() -> None:
+    source = "m.addons.add(core.Core(), A(x), *limits, B(), *extra, ready)\nother.add(C())\n"
+    assert chain_order(source) == ["A", "StreamSettings", "B"], "mitmproxy's own (core.Core) are not the project's"

@@ -1,17 +1,24 @@
-"""Watch-stream editing (proxy.mitm.watch_edits): whole events through the editor, each edit noted."""
+"""Watch edits (proxy.mitm.watch_edits): whole events through the editor, each edit noted; and the addon that reads
+the edit from the decision in its own hooks."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kube_fault_proxy.proxy.engine import Decision
-from kube_fault_proxy.proxy.faults.plan import Plan
-from kube_fault_proxy.proxy.mitm import watch_edits
+from kube_fault_proxy.proxy.faults.plan import EditEvents, LimitWatch, Plan
+from kube_fault_proxy.proxy.mitm import flow_keys, watch_edits
+from kube_fault_proxy.proxy.requests.identity import parse
 from kube_fault_proxy.proxy.requests.watch import EventEditor, WatchEvent
+from kube_fault_proxy.proxy.watch_signals import WatchSignals
+from mitmproxy import http
+
+from tests.support.mitm import answer, flow
 
 DECISION = Decision(profile="p", epoch=3, seed=7, rule="r", fault="dropEvents", plan=Plan(), match=1, injection=1)
 
@@ -109,3 +116,83 @@ def test_an_editor_that_fails_passes_the_chunk_through(caplog: pytest.LogCapture
 def test_an_edited_watch_is_asked_for_in_json_only_where_the_client_accepts_json(accept: str,
                                                                                  expected: str | None) -> None:
     assert watch_edits.json_accept(accept) == expected
+
+
+# The addon (WatchEdits): it reads EditEvents from the decision the fault addon stamped, in its own hooks.
+class Listening(DropModified):
+    """Remembers the signals it was handed (a held watch waits on them)."""
+
+    signals: object = None
+
+    def listen(self, signals: Any) -> None:
+        self.signals = signals
+
+
+def stamped(editor: EventEditor | None, accept: bytes = b"application/vnd.kubernetes.protobuf, */*",
+            encoding: bytes | None = b"gzip") -> http.HTTPFlow:
+    """A pods watch the fault addon decided, with `editor` in its plan (None: a plan without EditEvents)."""
+    headers = [(b"accept", accept)] + ([(b"accept-encoding", encoding)] if encoding is not None else [])
+    f = flow("GET", "/api/v1/pods?watch=1", headers=headers)
+    steps = (LimitWatch(5), EditEvents(editor)) if editor is not None else (LimitWatch(5),)
+    f.metadata[flow_keys.IDENT] = parse("GET", "/api/v1/pods", "watch=1")
+    f.metadata[flow_keys.DECISION] = replace(DECISION, plan=Plan(before=steps))
+    return f
+
+
+def addon() -> tuple[watch_edits.WatchEdits, WatchSignals, list[tuple[str, dict[str, Any]]]]:
+    notes: list[tuple[str, dict[str, Any]]] = []
+    signals = WatchSignals()
+    return watch_edits.WatchEdits(lambda event, **f: notes.append((event, f)), signals), signals, notes
+
+
+def test_the_addon_stamps_the_editor_and_asks_for_a_plain_json_watch_journaled() -> None:
+    edits, _, notes = addon()
+    editor = DropModified()
+    f = stamped(editor)
+    edits.request(f)
+    assert f.metadata[flow_keys.EDITOR] is editor, "the stale views read it: a held watch's own events never release it"
+    assert f.request.headers["accept"] == "application/json" and "accept-encoding" not in f.request.headers
+    assert [(event, fields.get("accept"), fields.get("acceptEncoding")) for event, fields in notes] == [
+        ("watch-as-json", "application/vnd.kubernetes.protobuf, */*", None), ("watch-uncompressed", None, "gzip")]
+    assert notes[0][1]["rule"] == "r" and notes[0][1]["request"]["resource"] == "pods"
+
+
+def test_the_addon_leaves_a_watch_without_edits_or_already_answered_alone() -> None:
+    edits, _, notes = addon()
+    plain = stamped(None)
+    edits.request(plain)
+    answered = stamped(DropModified())
+    answered.response = answer(410)
+    edits.request(answered)
+    for f in (plain, answered):
+        assert flow_keys.EDITOR not in f.metadata and f.request.headers["accept-encoding"] == "gzip"
+    assert notes == []
+
+
+def test_the_addon_streams_an_edited_watch_through_its_editor_which_listens_to_the_shared_signals() -> None:
+    edits, signals, notes = addon()
+    editor = Listening()
+    f = stamped(editor, b"application/json", None)
+    edits.request(f)
+    f.response = answer(200, b"", [(b"content-type", b"application/json;stream=watch")])
+    f.response.stream = True
+    edits.responseheaders(f)
+    assert editor.signals is signals
+    assert f.response is not None and callable(f.response.stream)
+    assert f.response.stream(line("ADDED", "a") + line("MODIFIED", "a")) == [line("ADDED", "a")]
+    assert [(event, fields["action"]) for event, fields in notes] == [("watch-event", "dropped")]
+
+
+@pytest.mark.parametrize(("status", "content_type", "noted"), [
+    (200, b"application/vnd.kubernetes.protobuf;stream=watch", True),  # the editor cannot read it: journaled
+    (410, b"application/json", False),  # the apiserver's refusal: nothing to edit
+])
+def test_the_addon_leaves_a_watch_its_editor_cannot_read(status: int, content_type: bytes, noted: bool) -> None:
+    edits, _, notes = addon()
+    f = stamped(DropModified(), b"application/vnd.kubernetes.protobuf", None)
+    edits.request(f)
+    f.response = answer(status, b"", [(b"content-type", content_type)])
+    f.response.stream = True
+    edits.responseheaders(f)
+    assert f.response.stream is True
+    assert [event for event, _ in notes] == (["watch-unparsable"] if noted else [])

@@ -5,9 +5,11 @@ protobuf event by event as far as the object's metadata; a gzip-encoded one from
 changed: the first `resourceVersion`
 of an answer (a list's own, or the object's) and of each watch event goes into the revision log; a 2xx write
 whose answer has none (a `Status`) is counted as a write all the same. A `staleList` decision picks its
-revision there as the request leaves: the addon sends the rewritten request this returns, and for a GET puts
-the object this reads back in place of the LIST.
-Plain data in and out; the addon alone touches flows.
+revision there as the request leaves: the stale views' addons (`proxy/mitm/stale_reads.py`) send the rewritten
+request this returns, and for a GET put the object this reads back in place of the LIST. A JSON watch's events
+are offered, as they are read, to the watches that wait for one (`WatchSignals`, which the watch edits' addon
+hands their editors). Plain data in and out; one per proxy, made by `mitm/server.py` and handed to the addons
+that share it (the stale views' two, the late commits'); only they touch flows.
 """
 
 from __future__ import annotations
@@ -20,17 +22,8 @@ from urllib.parse import urlencode
 from kube_fault_proxy.proxy.counters import Counters
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import ServeStale
-from kube_fault_proxy.proxy.faults.stale_list import (
-    get_as_list,
-    initial_events,
-    initial_events_end,
-    page_query,
-    single_object,
-    stale_query,
-    stale_watch_query,
-)
 from kube_fault_proxy.proxy.gzip_members import GzipMembers, gzip_head
-from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.requests.identity import WRITES, RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
 from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.revisions import (
@@ -43,9 +36,17 @@ from kube_fault_proxy.proxy.revisions import (
     first_revision,
     proto_revision,
 )
+from kube_fault_proxy.proxy.stale_rewrites import (
+    get_as_list,
+    initial_events,
+    initial_events_end,
+    page_query,
+    single_object,
+    stale_query,
+    stale_watch_query,
+)
 from kube_fault_proxy.proxy.watch_signals import LineReader, WatchSignals
 
-WRITES = frozenset({"create", "update", "patch", "delete"})
 # The watches whose event revisions are read, by media type; only JSON ones are offered to waiting watches.
 WATCH_SCANNERS: dict[str, type[WatchScanner] | type[ProtoWatchScanner]] = {
     "application/json": WatchScanner, "application/vnd.kubernetes.protobuf": ProtoWatchScanner}
@@ -108,11 +109,11 @@ class Answer:
 class StaleViews:
     """The revision log and what `staleList` does with it; one per proxy, on the proxy's loop."""
 
-    def __init__(self, counters: Counters, clock: Callable[[], float]) -> None:
+    def __init__(self, counters: Counters, clock: Callable[[], float], signals: WatchSignals | None = None) -> None:
         self.counters = counters
         self.clock = clock
         self.log = RevisionLog()
-        self.signals = WatchSignals()  # events other watches wait for (holdEvents)
+        self.signals = signals if signals is not None else WatchSignals()  # events other watches wait for
 
     def _choose(self, ident: RequestIdentity, decision: Decision, step: ServeStale
                 ) -> tuple[Choice, dict[str, object]] | None:

@@ -103,6 +103,12 @@ class Plan:
         """Whether the request still reaches the apiserver."""
         return not any(isinstance(s, Respond | ResetStream | CloseUpstream | StartOutage) for s in self.before)
 
+    @property
+    def journaled_when_served(self) -> bool:
+        """Whether the addon that serves the decision journals it, once it knows what it served (a stale view's
+        revision is chosen as the request leaves), rather than the fault addon as it decides."""
+        return any(isinstance(s, ServeStale) for s in self.before)
+
     def describe(self) -> str:
         """A short human reading of the plan, for the journal."""
         def one(step: Step) -> str:

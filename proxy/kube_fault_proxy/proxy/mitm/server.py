@@ -24,11 +24,14 @@ from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
+from kube_fault_proxy.proxy.mitm.stale_reads import StaleAnswers, StaleReads
 from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
+from kube_fault_proxy.proxy.mitm.watch_edits import WatchEdits
 from kube_fault_proxy.proxy.runtime import Runtime
 from kube_fault_proxy.proxy.stale_views import StaleViews
 from kube_fault_proxy.proxy.upstream import Upstream
+from kube_fault_proxy.proxy.watch_signals import WatchSignals
 
 log = logging.getLogger(__name__)
 CA_CERT_FILE = "mitmproxy-ca-cert.pem"
@@ -132,7 +135,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
     outage = OutageState(runtime, binds)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
-    stale = StaleViews(runtime.counters, runtime.clock)  # the revision log: every answer, a late commit's too
+    signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
+    stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
         core.Core(),
@@ -146,8 +150,11 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         BindReads(binds),  # a Binding read whole is in flight: before an outage drops it or a fault holds it
         OutageController(outage),  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
-        FaultAddon(runtime, held, stale),  # parses, decides, carries the plain steps out, stamps the rest
+        StaleAnswers(stale),  # reads each answer into the revision log before a fault replaces or holds it
+        FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
+        WatchEdits(runtime.counters.note, signals),  # streams an edited watch through its editor
+        StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it

@@ -1,14 +1,31 @@
-"""Editing a watch as it streams: whole events through the fault's editor, each edit journaled."""
+"""Watch edits as an addon of their own: whole events through the fault's editor as the watch streams, each edit
+journaled, with the ticks that let an editor send at a time of its own and the signals it may wait on.
+
+The fault addon decides and stamps the decision (`flow_keys.DECISION`); `WatchEdits`, after it in the chain, reads
+an `EditEvents` step there in its own `request` hook: it stamps the editor (`flow_keys.EDITOR`, which the stale
+views read: a held watch's own events never release it) and asks for the one form the editor reads (JSON,
+uncompressed; journaled). In `responseheaders` it streams the watch through the editor, which waits on other
+watches through the plain `WatchSignals` that `mitm/server.py` makes, and is woken on a timer by the stream ticks
+(`patches/stream_ticks.py`). The stale views, after it, wrap that stream with their scan of the apiserver's bytes.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+
+from mitmproxy import http
 
 from kube_fault_proxy.proxy.engine import Decision
+from kube_fault_proxy.proxy.faults.plan import EditEvents
+from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, EDITOR, IDENT
+from kube_fault_proxy.proxy.mitm.patches import internals, stream_ticks
+from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import TICK, EventEditor, EventStream
+from kube_fault_proxy.proxy.watch_signals import WatchSignals
 
 log = logging.getLogger(__name__)
 JSON_TYPES = ("application/json",)
@@ -81,18 +98,57 @@ def edited(editor: EventEditor, decision: Decision, stream_id: str, note: Callab
     return chunk
 
 
-def prefixed(initial: bytes, inner: Callable[[bytes], Iterable[bytes] | bytes] | bool) -> Chunks:
-    """The stream callable that sends `initial` first (at the first chunk or tick), then does what `inner`
-    did (another stream callable, or plain streaming)."""
-    pending = [initial]
+class WatchEdits:
+    """Streams the watches a fault edits through its editor; `note` journals (the counters' own)."""
 
-    def chunk(data: bytes) -> list[bytes]:
-        out, pending[:] = list(pending), []
-        if data is TICK:
-            return out
-        if callable(inner):
-            got = inner(data)
-            return out + ([got] if isinstance(got, bytes) else list(got))
-        return out + ([data] if data else [])
+    def __init__(self, note: Callable[..., None], signals: WatchSignals) -> None:
+        self.note = note
+        self.signals = signals
 
-    return chunk
+    def request(self, flow: http.HTTPFlow) -> None:
+        decision: Decision | None = flow.metadata.get(DECISION)
+        if decision is None or flow.response or flow.error or not flow.live:
+            return
+        for step in decision.plan.before:
+            if isinstance(step, EditEvents):
+                flow.metadata[EDITOR] = step.editor
+                self._ask_json(flow, decision)
+                self._ask_uncompressed(flow, decision)
+
+    def _ask_json(self, flow: http.HTTPFlow, decision: Decision) -> None:
+        """An edited watch is asked for in JSON, the one form the editor reads, when the client accepts JSON too
+        (client-go's protobuf clients do: the apiserver answers CRDs in JSON to them); journaled."""
+        accept = flow.request.headers.get("accept", "")
+        wanted = json_accept(accept)
+        if wanted is not None and wanted != accept:
+            flow.request.headers["accept"] = wanted
+            self.note("watch-as-json", **decision.stamp(), request=flow.metadata[IDENT].as_dict(), accept=accept)
+
+    def _ask_uncompressed(self, flow: http.HTTPFlow, decision: Decision) -> None:
+        """An edited watch is asked for uncompressed, the form the editor reads: a 1.37 apiserver gzips a WatchList's
+        stream when the client accepts gzip (`WatchListCompression`), as Go's transport does by itself; journaled.
+        The client's transport takes a plain answer as it is."""
+        if "accept-encoding" in flow.request.headers:
+            accept_encoding = flow.request.headers.get("accept-encoding", "")
+            del flow.request.headers["accept-encoding"]
+            self.note("watch-uncompressed", **decision.stamp(), request=flow.metadata[IDENT].as_dict(),
+                      acceptEncoding=accept_encoding)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        ident: RequestIdentity | None = flow.metadata.get(IDENT)
+        editor: EventEditor | None = flow.metadata.get(EDITOR)
+        response = flow.response
+        if ident is None or editor is None or response is None or not ident.watch or response.status_code != 200:
+            return
+        decision: Decision = flow.metadata[DECISION]
+        headers = response.headers
+        ctype, encoding = headers.get("content-type", ""), headers.get("content-encoding", "")
+        if not editable(ctype, encoding):
+            self.note("watch-unparsable", **decision.stamp(), request=ident.as_dict(), contentType=ctype,
+                      contentEncoding=encoding, accept=flow.request.headers.get("accept", ""))
+            return
+        editor.listen(self.signals)
+        client_id = flow.client_conn.id
+        response.stream = edited(editor, decision, flow.id, self.note,
+                                 functools.partial(internals.close_client_upstream, client_id),
+                                 functools.partial(stream_ticks.wake, client_id, flow))

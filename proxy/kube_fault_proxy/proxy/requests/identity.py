@@ -21,6 +21,7 @@ METHOD_VERBS = {
     "PATCH": "patch",
     "DELETE": "delete",
 }
+WRITES = frozenset({"create", "update", "patch", "delete"})  # the verbs that change an object
 
 
 @dataclass(frozen=True, slots=True)

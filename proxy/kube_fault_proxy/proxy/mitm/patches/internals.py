@@ -153,6 +153,13 @@ def close_upstream(h: Handler) -> None:
             h.close_connection(conn)
 
 
+def close_client_upstream(client_id: str) -> None:
+    """Close the apiserver connection(s) of a client connection, if it is still there (`close_upstream`)."""
+    h = handler(proxyserver(), client_id)
+    if h is not None:
+        close_upstream(h)
+
+
 async def set_listeners(server: Proxyserver, specs: Iterable[str]) -> bool:
     """Listen on exactly these modes (none: stop listening); live connections are kept."""
     return bool(await server.servers.update([mode_specs.ProxyMode.parse(s) for s in specs]))
