@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import json
 import ssl
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -461,6 +462,30 @@ def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own
     delayed = [r for r in records if r["event"] == "watch-event" and r["action"] == "delayed"]
     assert {r["reason"] for r in delayed} == {"due"} and sum(r["events"] for r in delayed) == 4
     assert all(0.55 <= r["minLateSeconds"] <= r["maxLateSeconds"] <= 1.2 for r in delayed), delayed
+
+
+def test_switching_the_profile_off_releases_held_events_at_once_and_ends_the_edits(
+        proxy: Started, control: httpx.Client) -> None:
+    """Events held for 30 s reach the client as soon as the profile that held them is off (on a quiet stream: the
+    proxy's own tick), and the rest of the stream is the apiserver's."""
+    activate(control, "hold", [{"name": "h", "match": PODS, "fault": {"holdEvents": {"maxSeconds": 30}}}])
+    arrived: list[tuple[float, str]] = []
+    with httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10) as c, \
+            c.stream("GET", "/api/v1/pods", params={"watch": "1", "n": "2", "interval": "0.1", "linger": "3"}) as s:
+        t0 = time.monotonic()
+        lines = s.iter_lines()
+        off = threading.Timer(1.0, lambda: control.delete("/v1/active"))
+        off.start()
+        for line in lines:
+            if line:
+                arrived.append((time.monotonic() - t0, json.loads(line)["object"]["metadata"]["name"]))
+        off.join()
+    assert [name for _, name in arrived] == ["p0", "p1"]
+    assert all(0.9 <= at <= 2.0 for at, _ in arrived), arrived  # at the switch-off, not after 30 s
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    [held] = [r for r in records if r["event"] == "watch-event" and r["action"] == "held"]
+    [end] = [r for r in records if r["event"] == "watch-edits-end"]
+    assert (held["reason"], held["events"], end["released"], end["rule"]) == ("deactivated", 2, 2, "h")
 
 
 def test_fail_then_commit_answers_the_error_first_and_sends_the_write_afterwards(

@@ -90,7 +90,7 @@ class Faults:
            client: Callable[[], httpx.AsyncClient] = own_client) -> Faults:
         signals = WatchSignals()
         views = StaleViews(rt.counters, rt.clock, signals)
-        return cls(views, StaleAnswers(views), FaultAddon(rt, held), WatchEdits(rt.counters.note, signals),
+        return cls(views, StaleAnswers(views), FaultAddon(rt, held), WatchEdits(rt.counters.note, signals, rt.activations),
                    StaleReads(views, client))
 
     @property

@@ -45,3 +45,16 @@ def test_each_activation_has_the_next_epoch_and_an_unknown_one_changes_nothing(a
         activations.activate("nope")
     assert activations.epoch == 2 and activations.active is not None and activations.active.engine.epoch == 2
     assert activations.deactivate() is not None and activations.deactivate() is None
+
+
+def test_whoever_listens_hears_each_activation_end_with_its_epoch(activations: Activations, clock: Clock) -> None:
+    """The watch edits an activation opened end with it: switched off, replaced, or its TTL up."""
+    heard: list[int] = []
+    activations.on_end.append(heard.append)
+    activations.activate("fail")
+    activations.activate("fail")  # replaces epoch 1
+    activations.deactivate()  # ends epoch 2
+    activations.activate("fail", ttl_seconds=1)
+    clock.now += 1
+    assert activations.decide(bind("a")) is None  # the TTL ended epoch 3
+    assert heard == [1, 2, 3] and activations.deactivate() is None and heard == [1, 2, 3]

@@ -207,3 +207,10 @@ def test_the_addon_lowers_the_timeout_and_streams_the_watch_through_the_coalesce
             assert (record["held"], record["delivered"], record["elided"], record["rule"]) == (2, 1, 1, "c")
 
     asyncio.run(main())
+
+
+def test_the_window_is_delivered_at_once_when_its_activation_is_over() -> None:
+    w = Watch(window=30)
+    assert w.feed(ev("ADDED", "p", 10, "Pending"), ev("MODIFIED", "p", 11, "Running")) == []
+    assert seen(w.editor.release()) == [("ADDED", "p", "11", "Running")]
+    assert w.editor.records[-1]["reason"] == "deactivated" and w.editor.release() == []

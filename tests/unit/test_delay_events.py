@@ -98,3 +98,11 @@ def test_schema_and_plan() -> None:
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         Fault.model_validate({"delayEvents": {"seconds": 1, "lag": 2}})
     assert all(f.description for f in DelayEvents.model_fields.values())
+
+
+def test_what_is_delayed_is_delivered_at_once_when_its_activation_is_over() -> None:
+    clock = Clock()
+    e, s = editor(clock)
+    s.feed(line("ADDED", "a", 1) + line("ADDED", "b", 2))
+    assert e.tick() == [] and names(e.release()) == ["a", "b"]
+    assert e.records[-1]["reason"] == "deactivated" and e.release() == []

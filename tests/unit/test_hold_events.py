@@ -101,3 +101,11 @@ def test_schema() -> None:
         Fault.model_validate({"holdEvents": {"maxSeconds": 5, "untilEvent": {"resource": "pods", "kind": "Pod"}}})
     assert all(f.description for f in HoldEvents.model_fields.values())
     assert all(f.description for f in UntilEvent.model_fields.values())
+
+
+def test_a_hold_releases_what_it_holds_when_its_activation_is_over() -> None:
+    clock, signals = Clock(), WatchSignals()
+    editor, nodes, _ = held_nodes(clock, signals)
+    nodes.feed(line("ADDED", "Node", "n1", 1) + line("ADDED", "Node", "n2", 2))
+    assert names(editor.release()) == ["n1", "n2"] and editor.records[-1]["reason"] == "deactivated"
+    assert not signals.watching(PODS) and editor.release() == []

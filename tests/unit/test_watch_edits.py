@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -139,10 +141,20 @@ def stamped(editor: EventEditor | None, accept: bytes = b"application/vnd.kubern
     return f
 
 
-def addon() -> tuple[watch_edits.WatchEdits, WatchSignals, list[tuple[str, dict[str, Any]]]]:
+class Activations:
+    """What the addon asks of the activations: the one active (its engine's epoch), and who hears one end."""
+
+    def __init__(self, epoch: int | None = DECISION.epoch) -> None:
+        self.active = None if epoch is None else SimpleNamespace(engine=SimpleNamespace(epoch=epoch))
+        self.on_end: list[Callable[[int], None]] = []
+
+
+def addon(activations: Activations | None = None) -> tuple[watch_edits.WatchEdits, WatchSignals,
+                                                           list[tuple[str, dict[str, Any]]]]:
     notes: list[tuple[str, dict[str, Any]]] = []
     signals = WatchSignals()
-    return watch_edits.WatchEdits(lambda event, **f: notes.append((event, f)), signals), signals, notes
+    return watch_edits.WatchEdits(lambda event, **f: notes.append((event, f)), signals,
+                                  activations or Activations()), signals, notes  # type: ignore[arg-type]
 
 
 def test_the_addon_stamps_the_editor_and_asks_for_a_plain_json_watch_journaled() -> None:
@@ -196,3 +208,61 @@ def test_the_addon_leaves_a_watch_its_editor_cannot_read(status: int, content_ty
     edits.responseheaders(f)
     assert f.response.stream is True
     assert [event for event, _ in notes] == (["watch-unparsable"] if noted else [])
+
+
+class Holding(EventEditor):
+    """Keeps every event back until the stream ends (a hold with no limit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[bytes] = []
+
+    def edit(self, line: bytes, event: WatchEvent | None) -> list[bytes]:
+        self.held.append(line)
+        return []
+
+    def release(self) -> list[bytes]:
+        self.records.append({"action": "held", "reason": "deactivated", "events": len(self.held)})
+        out, self.held = self.held, []
+        return out
+
+
+def test_once_the_activation_is_over_the_editor_releases_and_the_rest_passes_as_sent() -> None:
+    """A profile switched off ends the edits of the watches it opened: what an editor keeps back is sent, then the
+    stream is the apiserver's (an edit never outlives its fault)."""
+    notes: list[tuple[str, dict[str, Any]]] = []
+    over = [False]
+    editor = Holding()
+    chunk = watch_edits.edited(editor, DECISION, "stream-1", lambda event, **f: notes.append((event, f)),
+                               lambda: None, over=lambda: over[0])
+    a, b, c = (json.dumps({"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": n}}}).encode() + b"\n"
+               for n in "abc")
+    assert chunk(a + b[:10]) == []  # a held, part of b buffered
+    over[0] = True
+    assert chunk(b[10:] + c) == [a, b[:10], b[10:] + c]  # released, the part line, then the chunk as sent
+    assert chunk(watch_edits.TICK) == [] and chunk(c) == [c] and chunk(b"") == []
+    assert [e for e, _ in notes] == ["watch-event", "watch-edits-end"]
+    assert notes[0][1]["reason"] == "deactivated" and notes[1][1]["released"] == 1 and notes[1][1]["epoch"] == 3
+
+
+def test_while_its_activation_lasts_the_editor_keeps_editing() -> None:
+    editor = Holding()
+    chunk = watch_edits.edited(editor, DECISION, "stream-1", lambda event, **f: None, lambda: None,
+                               over=lambda: False)
+    line = b'{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"a"}}}\n'
+    assert chunk(line) == [] and chunk(line) == [] and len(editor.held) == 2
+
+
+def test_an_activation_ending_wakes_only_the_watches_it_edited() -> None:
+    acts = Activations()
+    edits, _, _ = addon(acts)
+    woken: list[str] = []
+    edits.live = {"w3": (3, lambda: woken.append("w3") or True), "w4": (4, lambda: woken.append("w4") or True)}
+    assert acts.on_end == [edits._activation_over]
+    acts.active = None
+    for listener in acts.on_end:
+        listener(3)
+    assert woken == ["w3"] and list(edits.live) == ["w4"]
+    assert edits._over(3) and edits._over(4)  # nothing active: every edit is over
+    acts.active = SimpleNamespace(engine=SimpleNamespace(epoch=4))
+    assert edits._over(3) and not edits._over(4)

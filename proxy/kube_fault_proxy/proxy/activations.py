@@ -73,6 +73,9 @@ class Activations:
         self._new_seed = new_seed
         self.active: Activation | None = None
         self.epoch = 0
+        # Called with an activation's epoch once it is over (switched off, replaced, its TTL up): the watch edits
+        # it opened end then.
+        self.on_end: list[Callable[[int], None]] = []
 
     def activate(
         self, name: str, seed: int | None = None, ttl_seconds: float | None = None,
@@ -111,6 +114,8 @@ class Activations:
                 "deactivate", profile=ended.engine.profile.name, epoch=ended.engine.epoch,
                 reason=reason, **details,
             )
+            for listener in self.on_end:
+                listener(ended.engine.epoch)
         return ended
 
     def _expire(self, epoch: int) -> None:

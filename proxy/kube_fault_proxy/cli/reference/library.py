@@ -35,7 +35,11 @@ JOURNAL_RECORDS = {
     "watch-event": "a watch fault edited a stream: the stamp, the stream and the action: `dropped`, `duplicated`, "
                    "`cut` (after an event) or `cut-at-end` (when the apiserver ended it), `coalesced` (held, "
                    "delivered and elided counts), `delayed` (events, how late), `delay-cap` (released early, over "
-                   "the cap), `held` (events, seconds, the event that released them)",
+                   "the cap), `held` (events, seconds, the event that released them); a release because the "
+                   "activation ended has the reason `deactivated`",
+    "watch-edits-end": "the activation that opened an edited watch ended (switched off, replaced, its TTL up): the "
+                       "stamp, the stream and how many lines the editor had kept back and sent then (`released`); "
+                       "the rest of the stream passes as the apiserver sends it",
     "watch-as-json": "a watch fault that edits events asked the apiserver for the watch in JSON, the form it reads, "
                      "since the client's Accept (`accept`, e.g. client-go's protobuf-first one) allows JSON too",
     "watch-unparsable": "a watch fault met a stream it cannot read (protobuf from a client that accepts nothing "

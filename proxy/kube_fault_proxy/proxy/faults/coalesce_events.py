@@ -146,6 +146,9 @@ class CoalesceEditor(EventEditor):
     def at_end(self) -> list[bytes]:
         return self.flush("end", self.clock())
 
+    def release(self) -> list[bytes]:
+        return self.flush("deactivated", self.clock())
+
     def flush(self, reason: str, now: float) -> list[bytes]:
         """Deliver the window: each object's latest state, in resourceVersion order, bookmarks in place."""
         w, self.window = self.window, None

@@ -65,6 +65,9 @@ class DelayEditor(EventEditor):
     def at_end(self) -> list[bytes]:
         return self._pop(len(self.held), self.clock(), "end")
 
+    def release(self) -> list[bytes]:
+        return self._pop(len(self.held), self.clock(), "deactivated")
+
     def _release(self, now: float, reason: str) -> list[bytes]:
         n = 0
         for due, _, _, _ in self.held:

@@ -86,6 +86,9 @@ class HoldEditor(EventEditor):
     def at_end(self) -> list[bytes]:
         return self._flush("end")
 
+    def release(self) -> list[bytes]:
+        return self._flush("deactivated")
+
     def _check(self) -> list[bytes]:
         if self.started is None:
             return []

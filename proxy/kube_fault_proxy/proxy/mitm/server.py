@@ -153,7 +153,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         StaleAnswers(stale),  # reads each answer into the revision log before a fault replaces or holds it
         FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
-        WatchEdits(runtime.counters.note, signals),  # streams an edited watch through its editor
+        WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from mitmproxy import http
 
+from kube_fault_proxy.proxy.activations import Activations
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import EditEvents
 from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, EDITOR, IDENT
@@ -51,59 +52,117 @@ def editable(content_type: str, content_encoding: str) -> bool:
 
 def edited(editor: EventEditor, decision: Decision, stream_id: str, note: Callable[..., None],
            cut: Callable[[], None], wake: Callable[[], bool] | None = None,
-           clock: Callable[[], float] = time.monotonic) -> Chunks:
+           clock: Callable[[], float] = time.monotonic, over: Callable[[], bool] | None = None) -> Chunks:
     """The stream callable of one edited watch: events reassembled and edited whole, each edit noted
     as a `watch-event`; `cut` runs on the loop, just after the chunk, when the editor asks for it.
     With `wake` (which has the callable called with `TICK` soon, or says the stream is gone), an editor
-    that wants a tick at a time of its own (`next_due`) gets it then."""
-    events = EventStream(editor.edit)
-    if wake is not None:
-        soon = wake
+    that wants a tick at a time of its own (`next_due`) gets it then. Once `over` says the activation that
+    decided it is over, the editor releases what it keeps back (journaled) and the rest of the stream passes as
+    the apiserver sends it."""
+    return EditedWatch(editor, decision, stream_id, note, cut, wake, clock, over)
 
-        def request_tick() -> None:
-            asyncio.get_running_loop().call_soon(soon)
 
-        editor.request_tick = request_tick
-    timer: asyncio.TimerHandle | None = None
-    timer_due: float | None = None
+class EditedWatch:
+    """One edited watch's stream callable (`edited`)."""
 
-    def fire() -> None:
-        nonlocal timer, timer_due
-        timer, timer_due = None, None
+    def __init__(self, editor: EventEditor, decision: Decision, stream_id: str, note: Callable[..., None],
+                 cut: Callable[[], None], wake: Callable[[], bool] | None, clock: Callable[[], float],
+                 over: Callable[[], bool] | None) -> None:
+        self.editor, self.decision, self.stream_id, self.note = editor, decision, stream_id, note
+        self.cut, self.wake, self.clock, self.over = cut, wake, clock, over
+        self.events = EventStream(editor.edit)
+        self.ended = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due: float | None = None
         if wake is not None:
-            wake()
+            soon = wake
 
-    def chunk(data: bytes) -> list[bytes]:
-        nonlocal timer, timer_due
+            def request_tick() -> None:
+                asyncio.get_running_loop().call_soon(soon)
+
+            editor.request_tick = request_tick
+
+    def __call__(self, data: bytes) -> list[bytes]:
+        if self.ended or (self.over is not None and self.over()):
+            raw = [data] if data and data is not TICK else []
+            if self.ended:
+                return raw
+            self.ended = True
+            self._set_timer(None)
+            return self._end_edits(raw)
+        editor = self.editor
         try:
-            out = editor.tick() if data is TICK else events.feed(data) if data else events.end() + editor.at_end()
+            out = editor.tick() if data is TICK else self.events.feed(data) if data else \
+                self.events.end() + editor.at_end()
         except Exception:  # never let an edit break the stream: pass the chunk on
             log.exception("watch edit failed; passing the chunk through")
             return [data] if data and data is not TICK else []
-        for record in editor.records:
-            note("watch-event", **decision.stamp(), stream=stream_id, **record)
-        editor.records.clear()
+        self._journal()
         if editor.cut_connection:
             editor.cut_connection = False
-            asyncio.get_running_loop().call_soon(cut)
-        due = editor.next_due() if wake is not None and data else None
-        if due != timer_due:
-            if timer is not None:
-                timer.cancel()
-            timer, timer_due = None, due
-            if due is not None:
-                timer = asyncio.get_running_loop().call_later(max(0.0, due - clock()), fire)
+            asyncio.get_running_loop().call_soon(self.cut)
+        if self.wake is not None and data:
+            self._set_timer(editor.next_due())
+        elif not data:
+            self._set_timer(None)
         return out
 
-    return chunk
+    def _journal(self) -> None:
+        """Each edit the editor made, as a `watch-event`."""
+        for record in self.editor.records:
+            self.note("watch-event", **self.decision.stamp(), stream=self.stream_id, **record)
+        self.editor.records.clear()
+
+    def _set_timer(self, due: float | None) -> None:
+        """A tick at `due` (monotonic seconds; None: none), replacing the one set before if it differs."""
+        if due == self.timer_due:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.timer_due = None, due
+        if due is not None:
+            self.timer = asyncio.get_running_loop().call_later(max(0.0, due - self.clock()), self._fire)
+
+    def _fire(self) -> None:
+        self.timer, self.timer_due = None, None
+        if self.wake is not None:
+            self.wake()
+
+    def _end_edits(self, raw: list[bytes]) -> list[bytes]:
+        """The edits end: what the editor keeps back, then a part line the stream holds, then the chunk as sent."""
+        try:
+            out = self.editor.release()
+        except Exception:  # never let an edit break the stream
+            log.exception("watch edit failed to release; passing the rest through")
+            out = []
+        self._journal()
+        self.note("watch-edits-end", **self.decision.stamp(), stream=self.stream_id, reason="activation over",
+                  released=len(out))
+        return out + self.events.end() + raw
 
 
 class WatchEdits:
     """Streams the watches a fault edits through its editor; `note` journals (the counters' own)."""
 
-    def __init__(self, note: Callable[..., None], signals: WatchSignals) -> None:
+    def __init__(self, note: Callable[..., None], signals: WatchSignals, activations: Activations) -> None:
         self.note = note
         self.signals = signals
+        self.activations = activations
+        self.live: dict[str, tuple[int, Callable[[], bool]]] = {}  # edited streams: flow id -> (epoch, wake)
+        activations.on_end.append(self._activation_over)
+
+    def _activation_over(self, epoch: int) -> None:
+        """Wake every watch the activation edited, so each releases what it keeps back now, not at its next event,
+        and forget them (a watch ended earlier stays listed until then: one entry per edited watch)."""
+        for flow_id, (of, wake) in list(self.live.items()):
+            if of == epoch:
+                del self.live[flow_id]
+                wake()  # False: it no longer streams, or ticks are off (it releases at its next chunk then)
+
+    def _over(self, epoch: int) -> bool:
+        """Whether the activation of that epoch is over."""
+        active = self.activations.active
+        return active is None or active.engine.epoch != epoch
 
     def request(self, flow: http.HTTPFlow) -> None:
         decision: Decision | None = flow.metadata.get(DECISION)
@@ -149,6 +208,8 @@ class WatchEdits:
             return
         editor.listen(self.signals)
         client_id = flow.client_conn.id
+        wake = functools.partial(stream_ticks.wake, client_id, flow)
+        self.live[flow.id] = (decision.epoch, wake)
         response.stream = edited(editor, decision, flow.id, self.note,
-                                 functools.partial(internals.close_client_upstream, client_id),
-                                 functools.partial(stream_ticks.wake, client_id, flow))
+                                 functools.partial(internals.close_client_upstream, client_id), wake,
+                                 over=functools.partial(self._over, decision.epoch))

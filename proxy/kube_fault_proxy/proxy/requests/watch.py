@@ -111,6 +111,11 @@ class EventEditor:
         """When (monotonic seconds) the editor wants `tick` called, whether or not the apiserver sends."""
         return None
 
+    def release(self) -> list[bytes]:
+        """The activation that opened this watch is over: the lines the editor still keeps back, to send now (it
+        edits nothing after this). Not `at_end`: a watch whose fault is over is not cut."""
+        return []
+
     def tick(self) -> list[bytes]:
         """Lines to send now, between the apiserver's chunks (what came due)."""
         return []

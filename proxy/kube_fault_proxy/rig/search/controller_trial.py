@@ -172,8 +172,8 @@ class ControllerTrial:
     def settle(self, quiet: float | None, timeout: float, converged_and_quiet: bool = False) -> bool:
         """Until every workload converged, or (with `quiet`) nothing changed for that long, or the timeout; whether
         it ended quiet or converged. With `converged_and_quiet`, until both: converged, and then nothing changed for
-        `quiet` (a workload's status may still catch up with its pods, e.g. under a watch edited to lag, which
-        stays edited after the profile is switched off); the end state is read after it."""
+        `quiet` (a workload's status may still catch up with its pods, e.g. after a watch edited to lag releases
+        what it kept back when the profile is switched off); the end state is read after it."""
         deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
         while time.monotonic() < deadline:
             converged = self.converged()

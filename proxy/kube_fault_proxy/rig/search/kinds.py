@@ -65,8 +65,8 @@ def reopen_weight(kind: str) -> int:
 def event_lag(rules: Iterable[Mapping[str, Any]]) -> float:
     """The longest the rules' edited watches may keep an event back, in seconds: a rule whose kind edits events
     holds them at most its settings' seconds (delay plus jitter, a hold's cap, a coalescing window; defaults
-    included); 0 with no such rule. A watch edited once stays edited for its life, after the profile is off, so a
-    trial's settle waits past it."""
+    included); 0 with no such rule. While the profile is on (the faulted load's settle) an edited watch may keep
+    an event back that long, so a trial's settle waits past it; once the profile is off, it releases what it keeps."""
     lag = 0.0
     for rule in rules:
         kind = str(next(iter(rule["fault"])))

@@ -461,8 +461,8 @@ class _Trial:
     def settle(self, done: Callable[[check.Snapshot], bool]) -> tuple[check.Snapshot, bool]:
         """Wait until every pod is bound (and a restarted scheduler has had the quiet time) or nothing changes for
         the tier's quiet time."""
-        # A watch a rule edited stays edited after the profile is off: quiet means past the longest it keeps an
-        # event back, or a pod it held is judged stranded while its event is still on the way.
+        # While the profile is on, a watch a rule edits may keep an event back: quiet means past the longest it keeps
+        # one, or a pod it held is judged stranded while its event is still on the way (switched off, it releases).
         quiet = max(self.tier.quiet, event_lag(self.genome.rules) + 1.0)
         return check.wait_quiet(self.take, quiet, self.tier.timeout, self.tick,
                                 lambda snap: done(snap) and not self.settling())
