@@ -48,7 +48,7 @@ from kube_fault_proxy.proxy.profiles.problems import Problem, ProfileError
 from kube_fault_proxy.proxy.schema.strict import StrictModel
 from kube_fault_proxy.rig.cluster import patches
 from kube_fault_proxy.rig.invariants.catalogue import lookup
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "bench" / "mutants" / "mutants.yaml"
@@ -62,6 +62,9 @@ class Mutant(StrictModel):
     name: str
     target: Literal["yunikorn"]  # kube-scheduler's patched build does not exist yet
     patch: str  # relative to the manifest; absolute once loaded
+    # a base patch's name -> the mutant's patch rebased for it (relative, then absolute, as `patch`): for a base that
+    # changes the lines `patch` changes, so `patch` does not apply over it
+    bases: dict[str, str] = Field(default_factory=dict)
     breaks: list[str]
 
     @field_validator("breaks")
@@ -90,7 +93,13 @@ def load(path: Path = MANIFEST) -> list[Mutant]:
         patch = path.parent / m.patch
         if not patch.is_file():
             raise ProfileError([Problem(source, None, None, f"mutants[{i}].patch", f"{patch} does not exist")])
-        out.append(m.model_copy(update={"patch": str(patch.resolve())}))
+        bases = {}
+        for base, rebased in m.bases.items():
+            if not (path.parent / rebased).is_file():
+                raise ProfileError([Problem(source, None, None, f"mutants[{i}].bases.{base}",
+                                            f"{path.parent / rebased} does not exist")])
+            bases[base] = str((path.parent / rebased).resolve())
+        out.append(m.model_copy(update={"patch": str(patch.resolve()), "bases": bases}))
     return out
 
 
@@ -202,10 +211,12 @@ def base_patch(given: str) -> str:
 
 def planted(mutant: Mutant, base: str | None, directory: Path) -> str:
     """The patch the target is built from: the mutant's own, or with a base the two in one (`<base>+<mutant>.patch`
-    in directory; the same bytes every time, so the same build)."""
+    in directory; the same bytes every time, so the same build). On a base the manifest has a rebased patch for
+    (`bases`, by the base's name), that one."""
     if base is None:
         return mutant.patch
-    return str(patches.combine([Path(base), Path(mutant.patch)], directory))
+    own = mutant.bases.get(base_name(base) or "", mutant.patch)
+    return str(patches.combine([Path(base), Path(own)], directory, f"{base_name(base)}+{mutant.name}"))
 
 
 def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, opts: argparse.Namespace,
@@ -404,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         mutants = chosen(load(args.manifest), args.mutants)
         args.base_patch = None if args.base_patch is None else base_patch(args.base_patch)
         for m in mutants if args.base_patch is not None else []:  # both parse: a bad one is said before any run
-            patches.parse(Path(m.patch).read_text(), m.patch)
+            own = m.bases.get(base_name(args.base_patch) or "", m.patch)
+            patches.parse(Path(own).read_text(), own)
     except (ProfileError, ValueError) as e:
         print(f"mutation: {e}", file=sys.stderr)
         return 2

@@ -57,6 +57,8 @@ def test_every_planted_bug_says_what_it_breaks_why_it_is_realistic_and_what_trig
      "m.yaml:6:5: mutants[0].color: unknown field"),
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: gone.patch\n    breaks: [stranded]\n",
      "mutants[0].patch: "),
+    ("mutants:\n  - {name: a, target: yunikorn, patch: a.patch, bases: {fix: gone.patch}, breaks: [stranded]}\n",
+     "mutants[0].bases.fix: "),
     ("mutants:\n  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n"
      "  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n", "mutants[1].name: 'a' is given twice"),
 ])
@@ -239,3 +241,40 @@ def test_the_table_keeps_a_mutant_on_a_base_apart_from_it_on_the_release() -> No
     run = {"mutant": "m", "mode": "random", "error": None, "other_findings": [], "steps": 9, "seed": 1}
     lines = bench().table([{**run, "trials_to_find": None}, {**run, "base": "fix", "trials_to_find": 3}]).splitlines()
     assert lines[2:] == ["| m | random | 1 | 0 | - | s1: not in 9 | 0 |", "| m on fix | random | 1 | 1 | 3 | s1: 3 | 0 |"]
+
+
+CLOSING_BASE = ROOT / "patches" / "yunikorn" / "3355-closing-fix+bind-committed-without-answer.patch"
+
+
+def test_a_mutant_rebased_for_a_base_is_planted_there_and_its_own_patch_elsewhere(tmp_path: Path) -> None:
+    b = bench()
+    m = next(x for x in b.load() if x.name == "bind-conflict-taken-as-bound")
+    rebased = m.bases[CLOSING_BASE.stem]
+    assert Path(rebased).is_file() and Path(rebased).parent == Path(m.patch).parent  # beside the mutant's own
+    on_closing = Path(b.planted(m, str(CLOSING_BASE), tmp_path))
+    assert on_closing.name == f"{CLOSING_BASE.stem}+{m.name}.patch"
+    assert Path(rebased).read_text() in on_closing.read_text() and Path(m.patch).read_text() not in on_closing.read_text()
+    on_expiry = Path(b.planted(m, str(FIXED_BASE), tmp_path))
+    assert Path(m.patch).read_text() in on_expiry.read_text()  # no rebased patch for that base: its own
+
+
+def test_the_rebased_mutant_changes_the_lines_as_the_base_left_them() -> None:
+    """The base changes the Binding's error branch (boundDespite); the mutant's own hunk expects the v1.9.0 lines
+    there, so it does not apply over the base, and the rebased one expects the base's lines."""
+    from kube_fault_proxy.rig.cluster import patches
+
+    def hunks(path: Path) -> list[patches.Hunk]:
+        return [h for fp in patches.parse(path.read_text(), str(path)) if fp.path == "pkg/cache/task.go"
+                for h in fp.hunks]
+
+    def within(part: list[str], whole: list[str]) -> bool:
+        return any(whole[i:i + len(part)] == part for i in range(len(whole) - len(part) + 1))
+
+    b = bench()
+    m = next(x for x in b.load() if x.name == "bind-conflict-taken-as-bound")
+    base_branch = hunks(CLOSING_BASE)[0]
+    own, rebased = hunks(Path(m.patch))[1], hunks(Path(m.bases[CLOSING_BASE.stem]))[1]
+    removed = [x[1:] for x in base_branch.lines if x[0] == "-"]
+    assert removed and set(own.old) & set(removed)  # it expects lines the base takes away
+    assert not within(own.old, base_branch.new)
+    assert within(rebased.old, base_branch.new) and any("apierrors.IsConflict(err)" in x for x in rebased.new)

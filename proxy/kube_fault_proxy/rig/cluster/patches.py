@@ -215,9 +215,10 @@ def apply(patch: Path, root: Path) -> list[str]:
     return list(files)
 
 
-def combine(parts: list[Path], directory: Path) -> Path:
-    """One patch that is `parts` in order, written to `directory` as `<name>+<name>....patch`: its sections apply in
-    order (apply), so a later part may patch a file an earlier one patched, at the lines as the earlier left them.
+def combine(parts: list[Path], directory: Path, name: str | None = None) -> Path:
+    """One patch that is `parts` in order, written to `directory` as `<name>.patch` (default: the parts' names joined
+    by `+`): its sections apply in order (apply), so a later part may patch a file an earlier one patched, at the
+    lines as the earlier left them.
 
     Each part is read and parsed first (PatchError names the bad one). The file's bytes depend only on the parts'
     names and bytes, never on where they are, so the build it makes (named by the file's name and the hash of its
@@ -236,6 +237,6 @@ def combine(parts: list[Path], directory: Path) -> Path:
     header = (f"These {len(parts)} patches in one, applied in this order (each section in turn): "
               f"{', '.join(names)}. Written by kube-fault-proxy (patches.combine).\n\n")
     directory.mkdir(parents=True, exist_ok=True)
-    out = directory / f"{'+'.join(names)}.patch"
+    out = directory / f"{name or '+'.join(names)}.patch"
     out.write_text(header + "\n".join(texts))
     return out
