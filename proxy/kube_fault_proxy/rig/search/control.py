@@ -141,7 +141,7 @@ def same_as_target(target: Mapping[str, Mapping[str, bool]], changes: Mapping[st
 def state_name(control: str) -> str:
     """A control rig's state directory name: `gates-SchedulerAsyncAPICalls-false`, `build-released`, and for
     `build:patch=FILE` `build-patch-` with FILE's name (not its directory)."""
-    patch = build_patch(control) if is_build(control) else None
+    patch = build_patch(control)
     if patch is not None:
         return f"build-patch-{sources.patch_name(patch)}"
     return "".join(ch if ch.isalnum() else "-" for ch in control).strip("-")
