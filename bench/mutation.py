@@ -15,6 +15,11 @@ the search (SIGINT: it stops every process it started) and records:
   known          the known bugs the search filed hits under
   verdicts       every hit's verdict (confirmed, control-broken, not-reproduced, ...)
 
+With `--base-patch FILE` (e.g. 3355-forget-pod-reverts-with-expiry, the fix of YUNIKORN-3355, which masks the
+planted bugs in the release), each mutant is planted on that base: the target is v1.9.0 with FILE and then the
+mutant's patch, as one patch (patches.combine, written under -o DIR/patches), and the control is v1.9.0 with
+FILE alone (`--control build:patch=FILE`).
+
 `faultfree` runs each mutant with no fault (no action, touchPods, deletePods) on the same trial machinery and
 records what broke: a mutant a fault-free run trips is no planted bug. `table` prints the median over seeds.
 Results: bench/results/mutation-*.json. Never in CI: every run starts local control planes.
@@ -41,8 +46,9 @@ from typing import Any, Literal
 from kube_fault_proxy.proxy.profiles.loader import load_model
 from kube_fault_proxy.proxy.profiles.problems import Problem, ProfileError
 from kube_fault_proxy.proxy.schema.strict import StrictModel
+from kube_fault_proxy.rig.cluster import patches
 from kube_fault_proxy.rig.invariants.catalogue import lookup
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "bench" / "mutants" / "mutants.yaml"
@@ -56,6 +62,9 @@ class Mutant(StrictModel):
     name: str
     target: Literal["yunikorn"]  # kube-scheduler's patched build does not exist yet
     patch: str  # relative to the manifest; absolute once loaded
+    # a base patch's name -> the mutant's patch rebased for it (relative, then absolute, as `patch`): for a base that
+    # changes the lines `patch` changes, so `patch` does not apply over it
+    bases: dict[str, str] = Field(default_factory=dict)
     breaks: list[str]
 
     @field_validator("breaks")
@@ -84,7 +93,13 @@ def load(path: Path = MANIFEST) -> list[Mutant]:
         patch = path.parent / m.patch
         if not patch.is_file():
             raise ProfileError([Problem(source, None, None, f"mutants[{i}].patch", f"{patch} does not exist")])
-        out.append(m.model_copy(update={"patch": str(patch.resolve())}))
+        bases = {}
+        for base, rebased in m.bases.items():
+            if not (path.parent / rebased).is_file():
+                raise ProfileError([Problem(source, None, None, f"mutants[{i}].bases.{base}",
+                                            f"{path.parent / rebased} does not exist")])
+            bases[base] = str((path.parent / rebased).resolve())
+        out.append(m.model_copy(update={"patch": str(patch.resolve()), "bases": bases}))
     return out
 
 
@@ -109,6 +124,7 @@ class Run:
     mode: str
     seed: int
     out: str
+    base: str | None = None  # the base patch's name the mutant was planted on (None: the release)
     trials_to_find: int | None = None  # search steps up to and including the finding one
     found_by: list[str] | None = None  # the invariants the finding hit broke (and its replay)
     found_as: str | None = None  # the known bug the search filed the finding hit under, if any
@@ -178,12 +194,40 @@ def record(run: Run, doc: Mapping[str, Any], breaks: Sequence[str], trial_runs: 
     return run
 
 
-def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, opts: argparse.Namespace) -> list[str]:
-    """The `kube-fault-proxy search` command of one run."""
+def base_patch(given: str) -> str:
+    """`--base-patch`: a patch file or a shipped patch's name, checked to be a unified diff; its absolute path.
+    ValueError names the file and what is wrong."""
+    from kube_fault_proxy import shipped
+
+    path = shipped.yunikorn_patch(Path(given))
+    try:
+        patches.parse(path.read_text(), str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--base-patch {given}: cannot read {path} ({e})") from None
+    except patches.PatchError as e:
+        raise ValueError(f"--base-patch {given}: not a patch: {e}") from None
+    return str(path.resolve())
+
+
+def planted(mutant: Mutant, base: str | None, directory: Path) -> str:
+    """The patch the target is built from: the mutant's own, or with a base the two in one (`<base>+<mutant>.patch`
+    in directory; the same bytes every time, so the same build). On a base the manifest has a rebased patch for
+    (`bases`, by the base's name), that one."""
+    if base is None:
+        return mutant.patch
+    own = mutant.bases.get(base_name(base) or "", mutant.patch)
+    return str(patches.combine([Path(base), Path(own)], directory, f"{base_name(base)}+{mutant.name}"))
+
+
+def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, opts: argparse.Namespace,
+                patch: str | None = None) -> list[str]:
+    """The `kube-fault-proxy search` command of one run: the target built from `patch` (default: the mutant's
+    own), the control the release, or with --base-patch the release with the base patch."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
+    control = "build:released" if opts.base_patch is None else f"build:patch={opts.base_patch}"
     argv = [str(Path(sys.executable).with_name("kube-fault-proxy")), "search", "--scheduler", mutant.target,
-            "--yunikorn-patch", mutant.patch, "--control", "build:released", "--controls", str(opts.controls),
+            "--yunikorn-patch", patch or mutant.patch, "--control", control, "--controls", str(opts.controls),
             "--kinds", opts.kinds, "--seed", str(seed), "--budget", opts.budget,
             "--nodes", str(opts.nodes), "--pods", str(opts.pods), "--shrink-total", "0s",
             "--fresh", "-o", str(out), "--state-dir", str(state)]
@@ -209,12 +253,18 @@ def _lines(path: Path) -> int:
         return 0
 
 
+def base_name(base: str | None) -> str | None:
+    """How a record names the base: its file's name without .patch."""
+    return None if base is None else Path(base).name.removesuffix(".patch").removesuffix(".diff")
+
+
 def run_one(mutant: Mutant, mode: str, seed: int, opts: argparse.Namespace) -> Run:
     """Search one mutant in one mode under one seed; stop the search once the mutant is found."""
     out = opts.output / mutant.name / mode / f"seed-{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    run = Run(mutant.name, mode, seed, str(out))
-    argv = search_argv(mutant, mode, seed, out, Path(f"{opts.state_dir}-{mutant.name}-{mode}-{seed}"), opts)
+    run = Run(mutant.name, mode, seed, str(out), base_name(opts.base_patch))
+    patch = planted(mutant, opts.base_patch, opts.output / "patches")
+    argv = search_argv(mutant, mode, seed, out, Path(f"{opts.state_dir}-{mutant.name}-{mode}-{seed}"), opts, patch)
     print(f"==> {mutant.name} {mode} seed {seed}: {' '.join(argv)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     with (out / "search.log").open("w") as log:
@@ -246,7 +296,8 @@ def rescore(run: Mapping[str, Any], breaks: Sequence[str]) -> dict[str, Any]:
     doc = _read(out / "search.json")
     if doc is None:
         return dict(run)
-    fresh = record(Run(run["mutant"], run["mode"], run["seed"], run["out"]), doc, breaks, _lines(out / "trials.jsonl"))
+    fresh = record(Run(run["mutant"], run["mode"], run["seed"], run["out"], run.get("base")), doc, breaks,
+                   _lines(out / "trials.jsonl"))
     figures = {k: v for k, v in asdict(fresh).items()
                if k not in ("seconds_to_find", "seconds", "exit", "interrupted", "error")}
     return {**run, **figures}
@@ -261,21 +312,26 @@ def median(values: Sequence[int | None]) -> float | None:
     return None if math.isinf(m) else float(m)
 
 
+def _row(run: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    """What a table's row is per: the mutant, the base it was planted on, the mode."""
+    return run["mutant"], run.get("base"), run["mode"]
+
+
 def table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The markdown table: per mutant and mode, seeds run, found in how many, the median trials to find, the
+    """The markdown table: per mutant (and base) and mode, seeds run, found in how many, the median trials to find, the
     trials of each seed, and the other findings."""
     rows = ["| mutant | mode | seeds | found | median trials to find | trials to find per seed | other findings |",
             "|---|---|---|---|---|---|---|"]
-    keys = list(dict.fromkeys((r["mutant"], r["mode"]) for r in runs))
-    for mutant, mode in keys:
-        mine = [r for r in runs if (r["mutant"], r["mode"]) == (mutant, mode) and not r.get("error")]
+    for mutant, base, mode in dict.fromkeys(_row(r) for r in runs):
+        mine = [r for r in runs if _row(r) == (mutant, base, mode) and not r.get("error")]
         if not mine:
             continue
         found = [r["trials_to_find"] for r in mine]
         m = median(found)
         per_seed = ", ".join(f"s{r['seed']}: {r['trials_to_find'] or f'not in {r['steps']}'}" for r in mine)
         others = sorted({"+".join(o) for r in mine for o in r["other_findings"]})
-        rows.append(f"| {mutant} | {mode} | {len(mine)} | {sum(v is not None for v in found)} | "
+        rows.append(f"| {mutant}{f' on {base}' if base else ''} | {mode} | {len(mine)} | "
+                    f"{sum(v is not None for v in found)} | "
                     f"{'-' if m is None else f'{m:g}'} | {per_seed} | "
                     f"{len(others)}{': ' + ', '.join(others) if others else ''} |")
     return "\n".join(rows)
@@ -288,14 +344,16 @@ def fault_free(mutant: Mutant, opts: argparse.Namespace) -> list[dict[str, Any]]
     from kube_fault_proxy.rig.search.trial import CANARY, Rig, run_trial
 
     state = Path(f"{opts.state_dir}-faultfree-{mutant.name}")
+    patch = planted(mutant, opts.base_patch, Path(f"{opts.state_dir}-patches"))
     out: list[dict[str, Any]] = []
-    with Rig.running(state, mutant.target, opts.nodes, shipped.profiles_dir(None), Path(mutant.patch)) as rig:
+    with Rig.running(state, mutant.target, opts.nodes, shipped.profiles_dir(None), Path(patch)) as rig:
         for seed in opts.seeds:
             for action in (None, "touchPods", "deletePods"):
                 g = Genome(rules=(), pods=opts.pods, action=action, seed=seed, origin="fault-free")
                 name = f"ff-{(action or 'none').lower()}-{seed}"  # a namespace's name: lower case
                 r = run_trial(rig, g, name, CANARY, lambda m: print(m, file=sys.stderr))
-                out.append({"mutant": mutant.name, "build": rig.build, "action": action, "seed": seed,
+                out.append({"mutant": mutant.name, "base": base_name(opts.base_patch), "build": rig.build,
+                            "action": action, "seed": seed,
                             "broken": r.broken, "error": r.error, "seconds": round(r.seconds, 1)})
                 print(f"  {mutant.name} {action or 'no action'} seed {seed}: "
                       f"{r.error or ', '.join(r.broken) or 'clean'}", file=sys.stderr, flush=True)
@@ -321,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         c.add_argument("--pods", type=int, default=40)
         c.add_argument("--state-dir", default="/tmp/mutation-state", help="prefix of each run's state directory")
         c.add_argument("--results", type=Path, required=True, help="the JSON file the records go to")
+        c.add_argument("--base-patch", metavar="FILE",
+                       help="plant each mutant on v1.9.0 with this patch (a file or a shipped patch's name, e.g. "
+                            "3355-forget-pod-reverts-with-expiry) and control with that build (build:patch=FILE); "
+                            "default: on the release, controlled by build:released")
     r = sub.choices["run"]
     r.add_argument("--modes", default=",".join(MODES))
     r.add_argument("--budget", default="10m", help="each search's budget")
@@ -351,6 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         mutants = chosen(load(args.manifest), args.mutants)
+        args.base_patch = None if args.base_patch is None else base_patch(args.base_patch)
+        for m in mutants if args.base_patch is not None else []:  # both parse: a bad one is said before any run
+            own = m.bases.get(base_name(args.base_patch) or "", m.patch)
+            patches.parse(Path(own).read_text(), own)
     except (ProfileError, ValueError) as e:
         print(f"mutation: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """bench/mutation.py's bookkeeping: the manifest of planted bugs, when a search found one, what else it found,
-the median over seeds, and the search command each run gets."""
+the median over seeds, and the search command each run gets (a mutant on the release, or planted on a fixed
+base and controlled by that base)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def test_every_planted_bug_says_what_it_breaks_why_it_is_realistic_and_what_trig
      "m.yaml:6:5: mutants[0].color: unknown field"),
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: gone.patch\n    breaks: [stranded]\n",
      "mutants[0].patch: "),
+    ("mutants:\n  - {name: a, target: yunikorn, patch: a.patch, bases: {fix: gone.patch}, breaks: [stranded]}\n",
+     "mutants[0].bases.fix: "),
     ("mutants:\n  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n"
      "  - {name: a, target: yunikorn, patch: a.patch, breaks: [stranded]}\n", "mutants[1].name: 'a' is given twice"),
 ])
@@ -132,6 +135,7 @@ def test_rescore_recomputes_a_runs_figures_from_its_search_directory(tmp_path: P
            "seconds": 240.0, "exit": 0}
     new = b.rescore(old, ["no-assumed-pod-left"])
     assert new["trials_to_find"] == 10 and new["trial_runs"] == 7 and new["seconds"] == 240.0 and new["exit"] == 0
+    assert b.rescore({**old, "base": "fix"}, ["no-assumed-pod-left"])["base"] == "fix"  # the base is kept
     assert b.rescore({**old, "out": str(tmp_path / "gone")}, ["stranded"]) == {**old, "out": str(tmp_path / "gone")}
 
 
@@ -168,7 +172,7 @@ def test_each_run_searches_the_patched_build_against_the_released_one() -> None:
     b = bench()
     m = b.load()[0]
     opts = argparse.Namespace(controls=3, kinds="all", budget="10m", nodes=10, pods=40, max_trials=None,
-                              include_known=False)
+                              include_known=False, base_patch=None)
     argv = b.search_argv(m, "random", 2, Path("/o"), Path("/s"), opts)
     assert argv[1:5] == ["search", "--scheduler", "yunikorn", "--yunikorn-patch"] and argv[5] == m.patch
     assert argv[argv.index("--control") + 1] == "build:released" and "--include-known" not in argv
@@ -178,3 +182,99 @@ def test_each_run_searches_the_patched_build_against_the_released_one() -> None:
     assert planned[-1] == "--plan" and planned[planned.index("--max-trials") + 1] == "30" and "--include-known" in planned
     with pytest.raises(ValueError, match="mode 'guess'"):
         b.search_argv(m, "guess", 2, Path("/o"), Path("/s"), opts)
+
+
+FIXED_BASE = ROOT / "patches" / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
+
+
+def test_a_mutant_on_a_base_is_both_patches_in_one_and_is_controlled_by_the_base(tmp_path: Path) -> None:
+    b = bench()
+    m = b.load()[0]
+    base = b.base_patch("3355-forget-pod-reverts-with-expiry")  # a shipped patch's name finds it
+    assert base == str(FIXED_BASE.resolve())
+    opts = argparse.Namespace(controls=3, kinds="all", budget="10m", nodes=10, pods=40, max_trials=None,
+                              include_known=False, base_patch=base)
+    patch = b.planted(m, base, tmp_path / "patches")
+    assert patch == str(tmp_path / "patches" / f"3355-forget-pod-reverts-with-expiry+{m.name}.patch")
+    text = Path(patch).read_text()
+    assert FIXED_BASE.read_text() in text and Path(m.patch).read_text() in text
+    assert text.index(FIXED_BASE.read_text()) < text.index(Path(m.patch).read_text())  # the base first
+    argv = b.search_argv(m, "plan", 1, tmp_path / "o", tmp_path / "s", opts, patch)
+    assert argv[argv.index("--yunikorn-patch") + 1] == patch
+    assert argv[argv.index("--control") + 1] == f"build:patch={base}" and argv[-1] == "--plan"
+    assert b.planted(m, None, tmp_path / "none") == m.patch and not (tmp_path / "none").exists()  # no base: as before
+    assert b.base_name(base) == "3355-forget-pod-reverts-with-expiry" and b.base_name(None) is None
+
+
+@pytest.mark.parametrize("mutant", [m.name for m in bench().load()])
+def test_each_shipped_mutant_patches_files_the_fixed_base_does_not(mutant: str, tmp_path: Path) -> None:
+    """The fixed base and the mutant touch different files, so on top of the base each of the mutant's hunks meets
+    the v1.9.0 lines it was written against (the record says each applies to v1.9.0). A mutant that touches a file
+    the base changes must be checked on the source and, if need be, rebased into a variant for the base."""
+    from kube_fault_proxy.rig.cluster import patches
+
+    b = bench()
+    m = next(x for x in b.load() if x.name == mutant)
+    base_files = {fp.path for fp in patches.parse(FIXED_BASE.read_text(), str(FIXED_BASE))}
+    mutant_files = {fp.path for fp in patches.parse(Path(m.patch).read_text(), m.patch)}
+    assert mutant_files and not mutant_files & base_files
+    combined = b.planted(m, str(FIXED_BASE), tmp_path)
+    sections = [fp.path for fp in patches.parse(Path(combined).read_text(), combined)]
+    assert sections == [fp.path for p in (FIXED_BASE, Path(m.patch)) for fp in patches.parse(p.read_text(), str(p))]
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("{tmp}/gone.patch", "--base-patch {tmp}/gone.patch: cannot read {tmp}/gone.patch"),
+    ("{tmp}/notes.patch", "--base-patch {tmp}/notes.patch: not a patch: {tmp}/notes.patch: no unified diff in it"),
+])
+def test_a_bad_base_patch_is_refused_before_any_run(given: str, said: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.patch").write_text("Only words.\n")
+    results = tmp_path / "results.json"
+    code = bench().main(["run", "--base-patch", given.format(tmp=tmp_path), "--results", str(results),
+                         "-o", str(tmp_path / "runs")])
+    assert code == 2 and said.format(tmp=tmp_path) in capsys.readouterr().err
+    assert not results.exists() and not (tmp_path / "runs").exists()
+
+
+def test_the_table_keeps_a_mutant_on_a_base_apart_from_it_on_the_release() -> None:
+    run = {"mutant": "m", "mode": "random", "error": None, "other_findings": [], "steps": 9, "seed": 1}
+    lines = bench().table([{**run, "trials_to_find": None}, {**run, "base": "fix", "trials_to_find": 3}]).splitlines()
+    assert lines[2:] == ["| m | random | 1 | 0 | - | s1: not in 9 | 0 |", "| m on fix | random | 1 | 1 | 3 | s1: 3 | 0 |"]
+
+
+CLOSING_BASE = ROOT / "patches" / "yunikorn" / "3355-closing-fix+bind-committed-without-answer.patch"
+
+
+def test_a_mutant_rebased_for_a_base_is_planted_there_and_its_own_patch_elsewhere(tmp_path: Path) -> None:
+    b = bench()
+    m = next(x for x in b.load() if x.name == "bind-conflict-taken-as-bound")
+    rebased = m.bases[CLOSING_BASE.stem]
+    assert Path(rebased).is_file() and Path(rebased).parent == Path(m.patch).parent  # beside the mutant's own
+    on_closing = Path(b.planted(m, str(CLOSING_BASE), tmp_path))
+    assert on_closing.name == f"{CLOSING_BASE.stem}+{m.name}.patch"
+    assert Path(rebased).read_text() in on_closing.read_text() and Path(m.patch).read_text() not in on_closing.read_text()
+    on_expiry = Path(b.planted(m, str(FIXED_BASE), tmp_path))
+    assert Path(m.patch).read_text() in on_expiry.read_text()  # no rebased patch for that base: its own
+
+
+def test_the_rebased_mutant_changes_the_lines_as_the_base_left_them() -> None:
+    """The base changes the Binding's error branch (boundDespite); the mutant's own hunk expects the v1.9.0 lines
+    there, so it does not apply over the base, and the rebased one expects the base's lines."""
+    from kube_fault_proxy.rig.cluster import patches
+
+    def hunks(path: Path) -> list[patches.Hunk]:
+        return [h for fp in patches.parse(path.read_text(), str(path)) if fp.path == "pkg/cache/task.go"
+                for h in fp.hunks]
+
+    def within(part: list[str], whole: list[str]) -> bool:
+        return any(whole[i:i + len(part)] == part for i in range(len(whole) - len(part) + 1))
+
+    b = bench()
+    m = next(x for x in b.load() if x.name == "bind-conflict-taken-as-bound")
+    base_branch = hunks(CLOSING_BASE)[0]
+    own, rebased = hunks(Path(m.patch))[1], hunks(Path(m.bases[CLOSING_BASE.stem]))[1]
+    removed = [x[1:] for x in base_branch.lines if x[0] == "-"]
+    assert removed and set(own.old) & set(removed)  # it expects lines the base takes away
+    assert not within(own.old, base_branch.new)
+    assert within(rebased.old, base_branch.new) and any("apierrors.IsConflict(err)" in x for x in rebased.new)

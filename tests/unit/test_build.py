@@ -111,6 +111,38 @@ def test_same_patch_same_binary_changed_patch_rebuilds(tmp_path: Path, cache: Pa
     assert build.yunikorn().version == versions.YUNIKORN and build.yunikorn().variant is None
 
 
+BUG = textwrap.dedent("""\
+    A planted bug, on top of the fix.
+
+    --- a/pkg/cache/external/scheduler_cache.go
+    +++ b/pkg/cache/external/scheduler_cache.go
+    @@ -8,3 +8,3 @@
+     \t// update the pod in cache
+     \tcache.updatePod(pod)
+    -\tdelete(cache.assumedPods, key)
+    +\t// planted: the marker stays
+    """)
+
+
+def test_a_bug_on_a_fixed_base_builds_once_as_both_patches_in_order(tmp_path: Path, cache: Path, go: FakeGo) -> None:
+    from kube_fault_proxy.rig.cluster import patches
+
+    (tmp_path / "3355-fix.patch").write_text(FIX)
+    (tmp_path / "bug.patch").write_text(BUG)
+    combined = patches.combine([tmp_path / "3355-fix.patch", tmp_path / "bug.patch"], tmp_path / "planted")
+    key = hashlib.sha256(combined.read_bytes()).hexdigest()[:12]
+    component = build.yunikorn(combined)
+    assert component.version == f"v1.9.0+3355-fix-bug-{key}" and component.variant == "3355-fix-bug"
+    assert component.version not in (build.yunikorn(tmp_path / "3355-fix.patch").version,
+                                     build.yunikorn(tmp_path / "bug.patch").version)
+    first = build.build(component, say=False, go=go)
+    source = go.compiled[0][1]  # the fix's line, then the bug's change to the lines after it
+    assert source.count("delete(cache.assumedPods, key)") == 1 and "// planted: the marker stays" in source
+    assert source.index("delete(cache.assumedPods, key)") < source.index("cache.updatePod(pod)")
+    again = patches.combine([tmp_path / "3355-fix.patch", tmp_path / "bug.patch"], tmp_path / "again")
+    assert build.build(build.yunikorn(again), say=False, go=go) == first and len(go.compiled) == 1  # same build
+
+
 def test_a_patch_that_does_not_apply_names_file_and_hunk_and_caches_nothing(tmp_path: Path, cache: Path,
                                                                             go: FakeGo) -> None:
     patch = tmp_path / "stale.patch"

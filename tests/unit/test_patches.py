@@ -144,3 +144,40 @@ def test_our_patches_parse_and_say_what_they_are(name: str) -> None:
     assert "suggest" in header and ("YUNIKORN-3355" in header or reports)
     assert all((Path(__file__).parents[2] / r).is_file() for r in reports), reports
     assert all(fp.old_path == fp.new_path and fp.path.startswith("pkg/") for fp in sections)
+
+
+SECOND = "Another fix's header.\n\n--- a/a.go\n+++ b/a.go\n@@ -8,2 +8,2 @@\n \t// two\n-\treturn 2\n+\treturn 20\n"
+
+
+def test_combined_patches_apply_in_order_and_name_both(tmp_path: Path) -> None:
+    base, mutant = patch_file(tmp_path, TWO_HUNKS, "base.patch"), patch_file(tmp_path, SECOND, "bug.diff")
+    combined = patches.combine([base, mutant], tmp_path / "out")
+    assert combined == tmp_path / "out" / "base+bug.patch"
+    assert combined.read_text().startswith("These 2 patches in one, applied in this order (each section in turn): "
+                                           "base, bug.")
+    root = tree(tmp_path, {"a.go": GO})
+    assert patches.apply(combined, root) == ["a.go"]  # the second patches the lines as the first left them
+    assert (root / "a.go").read_text() == GO.replace("return 1", "return 10").replace(
+        "func two() int {\n\treturn 2", "func two() int {\n\t// two\n\treturn 20")
+    with pytest.raises(patches.PatchError, match=r"hunk 1 of 1 for a\.go .* does not apply"):  # the other order
+        patches.apply(patches.combine([mutant, base], tmp_path / "out"), tree(tmp_path / "again", {"a.go": GO}))
+
+
+def test_a_combined_patch_is_the_same_bytes_wherever_its_parts_are(tmp_path: Path) -> None:
+    here = patches.combine([patch_file(tmp_path, TWO_HUNKS, "base.patch"), patch_file(tmp_path, SECOND, "bug.patch")],
+                           tmp_path / "one")
+    (tmp_path / "elsewhere").mkdir()
+    there = patches.combine([patch_file(tmp_path / "elsewhere", TWO_HUNKS, "base.patch"),
+                             patch_file(tmp_path / "elsewhere", SECOND, "bug.patch")], tmp_path / "two")
+    assert here.read_bytes() == there.read_bytes() and str(tmp_path) not in here.read_text()
+
+
+def test_a_combination_refuses_a_part_that_is_no_patch_and_a_single_part(tmp_path: Path) -> None:
+    base = patch_file(tmp_path, TWO_HUNKS, "base.patch")
+    with pytest.raises(patches.PatchError, match=r"notes\.patch: no unified diff in it"):
+        patches.combine([base, patch_file(tmp_path, "just words\n", "notes.patch")], tmp_path / "out")
+    with pytest.raises(patches.PatchError, match=r"gone\.patch: cannot read it"):
+        patches.combine([base, tmp_path / "gone.patch"], tmp_path / "out")
+    with pytest.raises(ValueError, match="at least two"):
+        patches.combine([base], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -59,7 +59,7 @@ def test_a_control_by_gates_changes_only_what_it_names() -> None:
      "the target already runs with these gates"),
     (["--feature-gates", "kube-controller-manager:StaleControllerConsistencyJob=false"],
      "needs --target kube-controller-manager"),
-    (["--control", "kube-schedulr"], "one of yunikorn, kube-scheduler, unfaulted, none, build:released, or gates:GATE=BOOL"),
+    (["--control", "kube-schedulr"], "one of yunikorn, kube-scheduler, unfaulted, none, build:released, build:patch=FILE, or gates:GATE=BOOL"),
 ])
 def test_bad_targets_and_controls_are_usage_errors_naming_them(argv: list[str], said: str, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:

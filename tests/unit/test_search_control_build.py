@@ -1,22 +1,30 @@
 """A search's control by build: `--control build:released` runs the target scheduler as released (no patch, no
-source tree) under the same profile, so a hit is confirmed only where the patched build alone breaks."""
+source tree) under the same profile, so a hit is confirmed only where the patched build alone breaks;
+`--control build:patch=FILE` runs it with FILE applied (a bug planted on a fixed base, controlled by the base)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import dataclasses
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kube_fault_proxy import shipped
+from kube_fault_proxy.cli import search as search_cli
 from kube_fault_proxy.cli.main import main, parser
 from kube_fault_proxy.cli.search import _settings
+from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import engine
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import Settings
+from kube_fault_proxy.rig.search.output import write
 from kube_fault_proxy.rig.search.trial import Tier, TrialResult
 
 
@@ -40,7 +48,9 @@ def test_a_patched_yunikorn_search_takes_the_released_build_as_its_control(tmp_p
     (["--scheduler", "yunikorn", "--control", "build:released"],
      "the target is the released build already; build:released controls a patched or source build"),
     (["--scheduler", "kube-scheduler", "--control", "build:released"], "the target is the released build already"),
-    (["--scheduler", "yunikorn", "--control", "build:v1.8.0"], "the build a control names is build:released"),
+    (["--scheduler", "yunikorn", "--control", "build:v1.8.0"],
+     "a control by build is build:released (the target scheduler as released, without the target's patch or source "
+     "tree) or build:patch=FILE (released with FILE applied); 'v1.8.0' is neither"),
 ])
 def test_a_control_by_build_needs_a_patched_target_and_names_the_released_one(
         argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,7 +60,8 @@ def test_a_control_by_build_needs_a_patched_target_and_names_the_released_one(
 
 def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tuple[str, str, Path | None]]:
     """Rigs that record their start (state directory, scheduler, patch) and their stop; a faulted trial on the
-    patched build breaks no-assumed-pod-left, and on the released one only when `released_breaks`."""
+    build with the planted bug (planted.patch) breaks no-assumed-pod-left, and on the control's build (released, or
+    with a base patch) only when `released_breaks`."""
     events: list[tuple[str, str, Path | None]] = []
 
     @contextlib.contextmanager
@@ -61,7 +72,7 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tu
         events.append(("start", state_dir.name, patch))
         build = f"yunikorn v1.9.0+{patch.stem}" if patch else "yunikorn v1.9.0"
         try:
-            yield SimpleNamespace(build=build, cluster=SimpleNamespace(processes={}), patched=patch is not None)
+            yield SimpleNamespace(build=build, cluster=SimpleNamespace(processes={}), patched=patch is not None and patch.stem == "planted")
         finally:
             events.append(("stop", state_dir.name, patch))
 
@@ -102,3 +113,118 @@ def test_a_hit_the_released_build_shows_too_is_not_the_patchs(tmp_path: Path, pa
     out = Search(released_control(tmp_path, patch), lambda _: None).run()
     assert [h.verdict for h in out.hits] == ["control-broken", "control-broken"] and not out.findings
     assert out.hits[0].control == ["no-assumed-pod-left"]
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    p = tmp_path / "fixed-base.patch"
+    p.write_text("A fix the bug is planted on.\n\n--- a/y.go\n+++ b/y.go\n@@ -1 +1 @@\n-c\n+d\n")
+    return p
+
+
+def search_args(tmp_path: Path, *argv: str) -> argparse.Namespace:
+    return parser().parse_args(["search", "--scheduler", "yunikorn", *argv, "--budget", "1m",
+                                "-o", str(tmp_path / "out")])
+
+
+def test_a_bug_planted_on_a_fixed_base_takes_the_base_as_its_control(tmp_path: Path, patch: Path, base: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = _settings(search_args(tmp_path, "--yunikorn-patch", str(patch), "--control", "build:patch=fixed-base.patch"))
+    assert s.control == f"build:patch={base.resolve()}" and s.yunikorn_patch == patch  # the file's absolute path
+    assert controls.is_build(s.control) and not controls.is_gates(s.control)
+    assert controls.build_patch(s.control) == base.resolve() and controls.build_patch(controls.RELEASED) is None
+    assert controls.state_name(s.control) == "build-patch-fixed-base"  # its name, not its directory
+    source = _settings(search_args(tmp_path, "--yunikorn-source", str(tmp_path), "--control", f"build:patch={base}"))
+    assert source.control == f"build:patch={base.resolve()}"  # a source build may be controlled by a patched one
+
+
+def test_a_control_by_patch_finds_a_shipped_patch_by_name(tmp_path: Path, patch: Path) -> None:
+    s = _settings(search_args(tmp_path, "--yunikorn-patch", str(patch),
+                              "--control", "build:patch=3355-forget-pod-reverts-with-expiry"))
+    shipped_fix = shipped.PATCHES / "yunikorn" / "3355-forget-pod-reverts-with-expiry.patch"
+    assert s.control == f"build:patch={shipped_fix.resolve()}"
+    assert controls.state_name(s.control) == "build-patch-3355-forget-pod-reverts-with-expiry"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--yunikorn-patch", "{patch}", "--control", "build:patch={tmp}/nowhere.patch"],
+     "--control build:patch={tmp}/nowhere.patch: {tmp}/nowhere.patch is no file (nor the name of a shipped patch)"),
+    (["--yunikorn-patch", "{patch}", "--control", "build:patch={notes}"],
+     "--control build:patch={notes}: not a patch: {notes}: no unified diff in it"),
+    (["--yunikorn-patch", "{patch}", "--control", "build:patch="],
+     "--control build:patch=: name the patch file (build:patch=FILE, or a shipped patch's name: "
+     "3355-assumed-pod-expiry, "),
+    (["--control", "build:patch={base}"],
+     "--control build:patch={base}: the target is the released build already; build:patch=FILE controls a patched "
+     "or source build (--yunikorn-patch, --yunikorn-source)"),
+    (["--yunikorn-patch", "{base}", "--control", "build:patch={base}"],
+     "the target's --yunikorn-patch is the same patch, so the control would be the target's own build"),
+])
+def test_a_control_by_patch_is_refused_naming_what_is_wrong(argv: list[str], said: str, tmp_path: Path, patch: Path,
+                                                            base: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "notes.patch"
+    notes.write_text("Only words, no diff.\n")
+    where = {"patch": patch, "base": base, "notes": notes, "tmp": tmp_path}
+    assert main(["search", "--scheduler", "yunikorn", *[a.format(**where) for a in argv], "--budget", "1m",
+                 "-o", str(tmp_path / "out")]) == 2
+    assert said.format(**where) in capsys.readouterr().err
+
+
+def test_a_control_by_patch_needs_yunikorn_as_the_target(tmp_path: Path, base: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", "--scheduler", "kube-scheduler", "--control", f"build:patch={base}", "--budget", "1m",
+                 "-o", str(tmp_path / "out")]) == 2
+    assert (f"--control build:patch={base}: a control by patch is YuniKorn v1.9.0 with that patch; it needs "
+            "--scheduler yunikorn") in capsys.readouterr().err
+
+
+def on_base(tmp_path: Path, patch: Path, base: Path) -> Settings:
+    return dataclasses.replace(released_control(tmp_path, patch), control=f"{controls.PATCH}{base.resolve()}")
+
+
+def test_a_hit_only_the_bug_on_the_base_shows_is_confirmed_and_the_report_names_the_control_build(
+        tmp_path: Path, patch: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = fake_rigs(monkeypatch, released_breaks=False)
+    s = on_base(tmp_path, patch, base)
+    out = Search(s, lambda _: None).run()
+    assert [h.verdict for h in out.hits] == ["confirmed", "confirmed"] and out.findings
+    target, control = ("yunikorn", patch), ("build-patch-fixed-base", base.resolve())
+    assert events[:4] == [("start", *target), ("stop", *target), ("start", *control), ("stop", *control)]
+    assert [e[0] for e in events] == ["start", "stop"] * (len(events) // 2)  # one YuniKorn at a time
+    assert out.builds[str(s.control)] == "yunikorn v1.9.0+fixed-base"
+    write(out, ["kube-fault-proxy", "search"])
+    doc = json.loads((s.out / "search.json").read_text())
+    assert (doc["control"], doc["build"], doc["controlBuild"]) == (
+        s.control, "yunikorn v1.9.0+planted", "yunikorn v1.9.0+fixed-base")
+    assert f"- control {s.control}: yunikorn v1.9.0+fixed-base\n" in (s.out / "report.md").read_text()
+
+
+def test_a_hit_the_base_shows_too_is_not_the_planted_bugs(tmp_path: Path, patch: Path, base: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_rigs(monkeypatch, released_breaks=True)
+    out = Search(on_base(tmp_path, patch, base), lambda _: None).run()
+    assert [h.verdict for h in out.hits] == ["control-broken", "control-broken"] and not out.findings
+
+
+def test_the_control_by_patch_is_built_before_any_trial(tmp_path: Path, patch: Path, base: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[tuple[list[str], str]] = []
+
+    class Started(Exception):
+        pass
+
+    def build_all(names: list[str], say: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Path]:
+        built.append((names, (overrides or {})["yunikorn-scheduler"].version))
+        return {}
+
+    def search(*_: Any) -> Any:
+        raise Started
+
+    monkeypatch.setattr(search_cli.build, "build_all", build_all)
+    monkeypatch.setattr(search_cli, "Search", search)
+    with pytest.raises(Started):
+        search_cli._search(search_args(tmp_path, "--yunikorn-patch", str(patch), "--control", f"build:patch={base}"))
+    assert built[0] == (["etcd", "kube-apiserver", "yunikorn-scheduler"], build.yunikorn(patch).version)
+    assert built[1] == (["yunikorn-scheduler"], build.yunikorn(base).version)
+    assert len(built) == 2

@@ -93,7 +93,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                 raise ValueError(f"--control {control}: the target already runs with these gates; the control "
                                  "must set at least one of them otherwise")
         if controls.is_build(control):
-            controls.parse_build(str(control), bool(args.yunikorn_patch or args.yunikorn_source))
+            control = controls.parse_build(str(control), args.scheduler, args.yunikorn_patch, args.yunikorn_source)
     except ValueError as e:
         raise UsageError(str(e)) from None
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
@@ -169,7 +169,7 @@ def _control(scheduler: str, asked: str | None, gates: Gates) -> str | None:
                              f"none or {controls.GATES}GATE=BOOL,...)")
         if asked not in (*SCHEDULERS, UNFAULTED) and not controls.is_gates(asked) and not controls.is_build(asked):
             raise ValueError(f"--control {asked!r}: one of {', '.join(SCHEDULERS)}, {UNFAULTED}, none, "
-                             f"{controls.RELEASED}, or {controls.GATES}GATE=BOOL,... "
+                             f"{controls.RELEASED}, {controls.PATCH}FILE, or {controls.GATES}GATE=BOOL,... "
                              f"(e.g. {controls.GATES}SchedulerAsyncAPICalls=false)")
         return asked
     return controls.flipped(gates, scheduler) or ("kube-scheduler" if scheduler == "yunikorn" else UNFAULTED)
@@ -186,6 +186,8 @@ def _search(args: argparse.Namespace) -> int:
                      *(["kube-scheduler"] if {"kube-scheduler", waist.CONTROLLER_MANAGER} & {s.scheduler, s.control}
                        else [])],
                     overrides={**build.components(s.kubernetes), "yunikorn-scheduler": yunikorn})
+    if s.control is not None and (base := controls.build_patch(s.control)):  # a control by patch: built now too
+        build.build_all(["yunikorn-scheduler"], overrides={"yunikorn-scheduler": build.yunikorn(base)})
     console = stderr_console()
     with Progress("search trials", None, console=console) as bar:
         def progress(out: Outcome) -> None:
@@ -311,6 +313,8 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         "under the same profile: a differential control, e.g. gates:SchedulerAsyncAPICalls=false); "
                         f"{controls.RELEASED} (with --yunikorn-patch or --yunikorn-source: the scheduler as released "
                         "under the same profile, so only what the patch changed is confirmed); "
+                        f"{controls.PATCH}FILE (the same, with FILE, a patch or a shipped patch's name, applied to "
+                        "the release: the control of a target built on FILE, e.g. a bug planted on a fixed build); "
                         "or none. Default: with --feature-gates, each of them the other way; else kube-scheduler "
                         f"for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
     p.add_argument("--shapes", metavar="S,...",

@@ -213,3 +213,30 @@ def apply(patch: Path, root: Path) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content)
     return list(files)
+
+
+def combine(parts: list[Path], directory: Path, name: str | None = None) -> Path:
+    """One patch that is `parts` in order, written to `directory` as `<name>.patch` (default: the parts' names joined
+    by `+`): its sections apply in order (apply), so a later part may patch a file an earlier one patched, at the
+    lines as the earlier left them.
+
+    Each part is read and parsed first (PatchError names the bad one). The file's bytes depend only on the parts'
+    names and bytes, never on where they are, so the build it makes (named by the file's name and the hash of its
+    bytes) is the same on every run and every machine."""
+    if len(parts) < 2:
+        raise ValueError("combine needs at least two patches")
+    texts = []
+    for part in parts:
+        try:
+            text = part.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise PatchError(f"{part}: cannot read it ({e})") from None
+        parse(text, str(part))
+        texts.append(text if text.endswith("\n") else text + "\n")
+    names = [part.name.removesuffix(".patch").removesuffix(".diff") for part in parts]
+    header = (f"These {len(parts)} patches in one, applied in this order (each section in turn): "
+              f"{', '.join(names)}. Written by kube-fault-proxy (patches.combine).\n\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"{name or '+'.join(names)}.patch"
+    out.write_text(header + "\n".join(texts))
+    return out

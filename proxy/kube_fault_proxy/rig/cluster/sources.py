@@ -27,10 +27,15 @@ def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
     return h.hexdigest()[:12]
 
 
+def patch_name(patch: Path) -> str:
+    """A patch's name as a build's variant names it: the file's name slugged, without .patch or .diff."""
+    return slug(patch.name.removesuffix(".patch").removesuffix(".diff"))
+
+
 def patch_key(patch: Path) -> tuple[str, str]:
-    """A patch's name (slugged, without .patch or .diff) and the short hash of its bytes; OSError if unreadable."""
+    """A patch's name (patch_name) and the short hash of its bytes; OSError if unreadable."""
     digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
-    return slug(patch.name.removesuffix(".patch").removesuffix(".diff")), digest
+    return patch_name(patch), digest
 
 
 def patched_copy(pristine: Path, copy: Path, patch: Path) -> None:

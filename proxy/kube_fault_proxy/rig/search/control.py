@@ -9,18 +9,23 @@ it); by default a search with gates is controlled by the same build with each of
 `--control build:released` is the control of a patched or source build (`--yunikorn-patch`, `--yunikorn-source`):
 the same scheduler as released, with the target's gates, under the same profile and workload. A bug the patch
 planted counts only where the released build stays clean (the mutation benchmark, bench/mutation.py).
+`--control build:patch=FILE` is the same with FILE applied to the release: the control of a build that has FILE
+and more (a bug planted on a fixed base), so only what the target adds to FILE is confirmed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
-from kube_fault_proxy.rig.cluster import feature_gates
+from kube_fault_proxy import shipped
+from kube_fault_proxy.rig.cluster import feature_gates, patches, sources
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 
 GATES = "gates:"
 BUILD = "build:"
-RELEASED = BUILD + "released"  # the only build a control names today: the target scheduler as released
+RELEASED = BUILD + "released"  # the target scheduler as released
+PATCH = BUILD + "patch="  # build:patch=FILE: YuniKorn as released with FILE applied
 SEARCHABLE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")  # components whose gates a search sets
 TARGETED = ("kube-scheduler", "kube-controller-manager")  # gates set only when the component is the target
 # kube-controller-manager v1.36.3's stale-controller consistency (KEP-5647: Beta, on by default): a search of it with
@@ -35,20 +40,52 @@ def is_gates(control: str | None) -> bool:
 
 
 def is_build(control: str | None) -> bool:
-    """Whether a control is another build of the target scheduler (`build:released`)."""
+    """Whether a control is another build of the target scheduler (`build:released`, `build:patch=FILE`)."""
     return control is not None and control.startswith(BUILD)
 
 
-def parse_build(control: str, patched: bool) -> str:
-    """`build:released` -> `released`; ValueError for another build, or when the target is no patched build."""
-    name = control.removeprefix(BUILD)
-    if control != RELEASED:
-        raise ValueError(f"--control {control!r}: the build a control names is {RELEASED} (the target scheduler as "
-                         f"released, without the target's patch or source tree); {name!r} is not one")
-    if not patched:
-        raise ValueError(f"--control {control}: the target is the released build already; {RELEASED} controls a "
+def build_patch(control: str) -> Path | None:
+    """The patch a control by build applies to the release: FILE of `build:patch=FILE`, None for `build:released`."""
+    return Path(control.removeprefix(PATCH)) if control.startswith(PATCH) else None
+
+
+def parse_build(control: str, scheduler: str, patch: Path | None = None, source: Path | None = None) -> str:
+    """A control by build checked against the target (its scheduler, `--yunikorn-patch`, `--yunikorn-source`) and
+    normalised: `build:released`, or `build:patch=` with FILE's absolute path (a shipped patch's name finds it, as
+    with --yunikorn-patch). ValueError names the control and what is wrong."""
+    body = control.removeprefix(BUILD)
+    if control != RELEASED and not control.startswith(PATCH):
+        raise ValueError(f"--control {control!r}: a control by build is {RELEASED} (the target scheduler as "
+                         f"released, without the target's patch or source tree) or {PATCH}FILE (released with "
+                         f"FILE applied); {body!r} is neither")
+    if control.startswith(PATCH) and scheduler != "yunikorn":
+        raise ValueError(f"--control {control}: a control by patch is YuniKorn v1.9.0 with that patch; it needs "
+                         "--scheduler yunikorn")
+    if patch is None and source is None:
+        what = RELEASED if control == RELEASED else f"{PATCH}FILE"
+        raise ValueError(f"--control {control}: the target is the released build already; {what} controls a "
                          "patched or source build (--yunikorn-patch, --yunikorn-source)")
-    return name
+    if control == RELEASED:
+        return RELEASED
+    given = body.removeprefix("patch=")
+    if not given:
+        raise ValueError(f"--control {control}: name the patch file ({PATCH}FILE, or a shipped patch's name: "
+                         f"{', '.join(shipped.names(shipped.PATCHES / 'yunikorn', '.patch'))})")
+    path = shipped.yunikorn_patch(Path(given))
+    if not path.is_file():
+        raise ValueError(f"--control {control}: {path} is no file (nor the name of a shipped patch)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--control {control}: cannot read {path} ({e})") from None
+    try:
+        patches.parse(text, str(path))
+    except patches.PatchError as e:
+        raise ValueError(f"--control {control}: not a patch: {e}") from None
+    if patch is not None and patch.is_file() and patch.read_bytes() == path.read_bytes():
+        raise ValueError(f"--control {control}: the target's --yunikorn-patch is the same patch, so the control "
+                         "would be the target's own build; name the patch the target's is built on")
+    return PATCH + str(path.resolve())
 
 
 def target_gates(settings: Iterable[tuple[str, str, bool]], scheduler: str) -> Gates:
@@ -102,5 +139,9 @@ def same_as_target(target: Mapping[str, Mapping[str, bool]], changes: Mapping[st
 
 
 def state_name(control: str) -> str:
-    """A control rig's state directory name: `gates-SchedulerAsyncAPICalls-false`, `build-released`."""
+    """A control rig's state directory name: `gates-SchedulerAsyncAPICalls-false`, `build-released`, and for
+    `build:patch=FILE` `build-patch-` with FILE's name (not its directory)."""
+    patch = build_patch(control)
+    if patch is not None:
+        return f"build-patch-{sources.patch_name(patch)}"
     return "".join(ch if ch.isalnum() else "-" for ch in control).strip("-")

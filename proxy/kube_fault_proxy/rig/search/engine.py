@@ -99,11 +99,12 @@ class Search:
                 stopped = down(left)
                 self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
-            released = controls.is_build(key)  # build:released: the target scheduler without its patch or tree
+            patch, source = self.s.yunikorn_patch, self.s.yunikorn_source
+            if controls.is_build(key):  # the target scheduler as released (build:released), or with a patch of its own
+                patch, source = controls.build_patch(key), None
             own = self._own[key] = self._rigs.enter_context(contextlib.ExitStack())
             self.rigs[key] = own.enter_context(Rig.running(
-                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir,
-                None if released else self.s.yunikorn_patch, None if released else self.s.yunikorn_source,
+                left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, patch, source,
                 self.gates_of(key), self.s.workloads, self.s.kubernetes,
                 devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES)),
                 gangs=bool(set(self.s.shapes) & set(GANG_SHAPES))))
@@ -113,7 +114,7 @@ class Search:
 
     def stop_other_yunikorn(self, key: str) -> None:
         """YuniKorn's REST port is fixed (9080): before a YuniKorn rig starts, stop any other (a patched target and
-        its `build:released` control take turns)."""
+        its `build:released` or `build:patch=FILE` control take turns)."""
         if self.scheduler_of(key) != "yunikorn":
             return
         for other in [k for k in self.rigs if k != key and self.scheduler_of(k) == "yunikorn"]:

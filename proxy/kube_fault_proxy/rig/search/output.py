@@ -269,6 +269,8 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
               f"best near miss (allocations - bound) {out.best_near_miss}",
               f"- every search-tier run (search trials and shrink candidates): {len(out.fast_seconds)}, median "
               f"{doc['searchTierMedianSeconds']} s", *_evidence(out), ""]
+    if doc.get("controlBuild"):  # the control's exact build: a patched one's name and hash, or its gates
+        lines.insert(3, f"- control {s.control}: {doc['controlBuild']}")
     lines = lines[:2] + _state(out) + lines[2:]
     if index:
         lines += precision_lines(out)
