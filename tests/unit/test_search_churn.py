@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from kube_fault_proxy.cli.main import main
 from kube_fault_proxy.rig.actions import trial_churn
-from kube_fault_proxy.rig.actions.trial_churn import ACTIONS, Runner, TrialChurn
+from kube_fault_proxy.rig.actions.trial_churn import ACTIONS, TrialChurn
+from kube_fault_proxy.rig.actions.trial_runner import Runner
 from kube_fault_proxy.rig.invariants.catalogue import Violation
-from kube_fault_proxy.rig.search.genome import Genome, simplicity, valid
+from kube_fault_proxy.rig.runs.triggers import FaultRecords
+from kube_fault_proxy.rig.search.genome import Genome, fault_kind, simplicity, valid
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, mutate, mutate_churn, random_genome, trial_rng
 from kube_fault_proxy.rig.search.shrink import candidates, shrink
 from kube_fault_proxy.rig.search.trial import TrialResult
@@ -90,11 +92,18 @@ def test_the_grammar_draws_trial_actions_last_so_a_stream_without_them_is_the_ol
     assert 35 <= len(churned) <= 85  # about half (CHURN_SHARE)
     drawn = {a["do"] for g in churned for a in g.churn}
     assert drawn == set(ACTIONS)
+    triggers = {t for g in churned for a in g.churn for t in trial_churn.TRIGGERS if t in a}
+    assert triggers == set(trial_churn.TRIGGERS)  # every trigger is drawn
     for g in churned:
         assert 1 <= len(g.churn) <= trial_churn.MAX_ACTIONS and valid(g)
+        kinds = {fault_kind(r) for r in g.rules}
         for i, a in enumerate(g.churn):
             assert trial_churn.validate(a, f"churn[{i}]") == a
-            assert 1 <= a["afterBinds"] <= 100  # during the load: a count of its Bindings
+            count = a.get("afterBinds", a.get("afterBindAnswers"))
+            if count is not None:  # during the load: a count of its Bindings
+                assert 1 <= count <= 100
+            else:  # while the faults act: one of the trial's own kinds, any, or (with a crash point) held
+                assert a["onFault"] in {"any", *kinds, *({"held"} if "crashPoint" in kinds else ())}, (a, kinds)
         assert Genome.from_doc(g.canonical(), "<drawn>") == g
     again = [random_genome(trial_rng(5, i), ALL_KINDS, 100, actions=ACTIONS) for i in range(120)]
     assert again == with_actions and [g.digest() for g in again] == [g.digest() for g in with_actions]
@@ -132,9 +141,10 @@ def test_shrinking_weakens_a_node_deletion_to_the_weakest_action_that_still_fail
         return any(a.get("node") == 1 for a in g.churn), [["I1"]]
 
     done = shrink(Genome(rules=(RULE,), pods=100, churn=(DELETE, FLAP)), fails, budget=60)
-    assert done.genome.churn == ({"do": "cordonNode", "node": 1, "afterBinds": 50, "after": 0.5},)
+    assert done.genome.churn == ({"do": "cordonNode", "node": 1, "afterBinds": 50},)  # its delay not needed either
     whats = [s.what for s in done.steps if s.accepted]
     assert "trial action deleteNode -> flapNode" in whats and "trial action flapNode -> cordonNode" in whats
+    assert "trial action cordonNode: no delay after its trigger" in whats
 
 
 # --- the trigger ------------------------------------------------------------------------------------------------
@@ -147,27 +157,34 @@ class Clock:
         return self.now
 
 
-def runner(actions: list[dict[str, Any]], binds: list[int], pods: int = 100) -> tuple[Runner, list[str], Clock]:
-    """A runner on a fake stats source (the proxy's bindsTotal.succeeded, read in turn) and a fake clock."""
+def totals(succeeded: int, throttled: int = 0, failed: int = 0) -> dict[str, int]:
+    """The proxy's bindsTotal."""
+    return {"succeeded": succeeded, "throttled": throttled, "failed": failed}
+
+
+def runner(actions: list[dict[str, Any]], binds: list[int | dict[str, int]], pods: int = 100,
+           faults: FaultRecords | None = None) -> tuple[Runner, list[str], Clock]:
+    """A runner on a fake stats source (the proxy's bindsTotal, read in turn; an int: that many succeeded), a fake
+    journal (`faults`) and a fake clock."""
     done: list[str] = []
     notes: list[str] = []
     clock = Clock()
-    reads = iter(binds)
+    reads = iter(totals(b) if isinstance(b, int) else b for b in binds)
 
     def perform(action: dict[str, Any], stop: threading.Event) -> str:
         done.append(action["do"])
         return f"did {action['do']}"
-    r = Runner(actions, pods, lambda: next(reads), perform, notes.append, clock)
+    r = Runner(actions, pods, lambda: next(reads), perform, notes.append, faults, clock)
     return r, notes, clock
 
 
 def test_an_action_waits_for_its_count_of_bindings_from_the_load_start() -> None:
     r, notes, clock = runner([{"do": "cordonNode", "node": 0, "afterBinds": 20}], [500, 510, 519, 520])
-    assert r.base == 500  # the count is cumulative over trials: this trial's starts here
+    assert r.base == {"afterBinds": 500, "afterBindAnswers": 500}  # cumulative over trials: this trial's start here
     r.tick()
     r.tick()
     assert notes == [] and r.done == 0 and not r.settling(4.0)
-    assert r.settling(4.0, binds=521)  # a snapshot saw the count reached: the settle waits for the runner
+    assert r.settling(4.0, binds=totals(521))  # a snapshot saw the count reached: the settle waits for the runner
     r.tick()
     assert notes == ["did cordonNode"] and r.done == 1 and r.pending == []
     assert r.settling(4.0)  # the scheduler is given the quiet time after the last action
@@ -207,8 +224,8 @@ def test_the_runner_thread_performs_during_the_load_and_finish_lets_an_action_un
         started.set()
         release.wait(5)
         return "flapped"
-    r = Runner([{"do": "flapNode", "node": 0, "downSeconds": 0.5, "afterBinds": 3}], 10, lambda: count[0], perform,
-               notes.append)
+    r = Runner([{"do": "flapNode", "node": 0, "downSeconds": 0.5, "afterBinds": 3}], 10, lambda: totals(count[0]),
+               perform, notes.append)
     r.start()
     count[0] = 3
     assert started.wait(5)

@@ -1,42 +1,52 @@
 """Node and pod churn as a search trial's actions: the one table of their names and settings (what the grammar
-draws, the genome validates and shrinking weakens), and what performs them during a trial's faulted load.
+draws, the genome validates and shrinking weakens), and what performs them (`TrialChurn`; when: trial_runner.py).
 
 An action is plain data, as a rule is: `{"do": "flapNode", "node": 3, "downSeconds": 2.0, "afterBinds": 20}`.
 `node` is an index into the trial's schedulable nodes by name (taken modulo their count, so the action still
-means a node after shrinking cuts the nodes); `afterBinds` is its trigger: once the proxy has answered this many
-Binding POSTs with success since the load began (`bindsTotal.succeeded`, as a scenario step's `afterBinds`, at
-most the load's pods), plus `after` seconds. So it lands between scheduling cycles, during the load.
+means a node after shrinking cuts the nodes). Its trigger is exactly one of (read as rig/runs/triggers.py reads
+them for a scenario's steps too), plus `after` seconds:
+- `afterBinds: N`: once the proxy has answered N Binding POSTs with success since the load began
+  (`bindsTotal.succeeded`, as a scenario step's `afterBinds`; at most the load's pods). Under Binding faults the
+  successes may never reach N.
+- `afterBindAnswers: N`: once the proxy has answered N Binding POSTs since the load began, whatever the answer (a
+  success, a throttle, an injected error, a reset; at most the load's pods). It comes under Binding faults too.
+- `onFault: K`: once the proxy journals the first firing of a fault since the load began: of kind K (`abort`,
+  `reset`, ...), of any rule (`any`), or the first answer a crash point holds (`held`). The search draws K
+  from the trial's own rules' kinds, so the action lands while the faults act.
+So an action lands between scheduling cycles, during the load, or right at the fault's moment.
 
 What a trial deleted, cordoned or resized is undone when the trial is cleaned (`TrialChurn.undo`): the next trial
 finds the nodes the rig last set (its `schedulable` and `shaped` bookkeeping stays true)."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import httpx
 from lightkube import ApiError, Client
 from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import HTTPError, Node, Pod
-from kube_fault_proxy.proxy.control.client import ControlError
+from kube_fault_proxy.proxy.faults import KINDS
 from kube_fault_proxy.rig.actions.node_churn import NodeChurn
 from kube_fault_proxy.rig.actions.pod_churn import delete_pod
 from kube_fault_proxy.rig.invariants.catalogue import Violation
 from kube_fault_proxy.rig.invariants.placement import ref
+from kube_fault_proxy.rig.runs.triggers import ANY, HELD
 
 Action = dict[str, Any]
 QUANTILES = (0.05, 0.2, 0.5, 0.8)  # of the load's pods: the Binding count an action waits for
-AFTER = (0.0, 0.5, 1.0)  # seconds more after the count
-POLL = 0.05  # seconds between reads of the proxy's bind count: a wave answers hundreds a second
+AFTER = (0.0, 0.5, 1.0)  # seconds more after the trigger
+COUNTS = ("afterBinds", "afterBindAnswers")  # the triggers that are a count of Bindings
+TRIGGERS = (*COUNTS, "onFault")  # an action has exactly one; the grammar draws one of these, evenly
+FAULT_KINDS = tuple(k.kind for k in KINDS)
+HOLDERS = frozenset(k.kind for k in KINDS if "kill" in k.traits.trial_needs)  # kinds that hold an answer (held)
+ON_FAULT = (ANY, HELD, *FAULT_KINDS)  # what `onFault` may name
 
 
 @dataclass(frozen=True)
@@ -78,13 +88,20 @@ def validate(action: Any, where: str) -> Action:
     spec = SPECS.get(str(name))
     if spec is None:
         raise ActionError(f"{where}: field 'do' is {name!r}; one of {', '.join(ACTIONS)}")
-    allowed = {"do", "afterBinds", "after", *spec.settings, *(("node",) if spec.on_node else ())}
+    allowed = {"do", *TRIGGERS, "after", *spec.settings, *(("node",) if spec.on_node else ())}
     if extra := sorted(set(action) - allowed):
         raise ActionError(f"{where}: field {extra[0]!r} is not a setting of {name} "
                           f"(allowed: {', '.join(sorted(allowed))})")
-    count = action.get("afterBinds")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ActionError(f"{where}: field 'afterBinds' must be an integer of at least 1, not {count!r}")
+    triggers = [t for t in TRIGGERS if t in action]
+    if len(triggers) != 1:
+        got = f" (got {', '.join(triggers)})" if triggers else ""
+        raise ActionError(f"{where}: an action needs exactly one trigger field of {', '.join(TRIGGERS)}{got}")
+    if triggers[0] in COUNTS:
+        count = action[triggers[0]]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ActionError(f"{where}: field {triggers[0]!r} must be an integer of at least 1, not {count!r}")
+    elif action["onFault"] not in ON_FAULT:
+        raise ActionError(f"{where}: field 'onFault' is {action['onFault']!r}; one of {', '.join(ON_FAULT)}")
     after = action.get("after", 0.0)
     if not isinstance(after, int | float) or isinstance(after, bool) or not 0 <= after <= 60:
         raise ActionError(f"{where}: field 'after' must be seconds from 0 to 60, not {after!r}")
@@ -122,8 +139,10 @@ def parse_actions(asked: str | None, takes: bool, target: str) -> tuple[str, ...
     return tuple(a for a in ACTIONS if a in names)
 
 
-def draw(rng: random.Random, name: str, pods: int) -> Action:
-    """One action of this name, its settings and trigger drawn from the stream."""
+def draw(rng: random.Random, name: str, pods: int, kinds: Collection[str] = ()) -> Action:
+    """One action of this name, its settings and trigger drawn from the stream: a count of Bindings (succeeded or
+    answered), or the first firing of a fault of one of the trial's rules' `kinds` (or of any; with a crash
+    point, `held`: its first held answer)."""
     spec = SPECS[name]
     out: Action = {"do": name}
     if spec.on_node:
@@ -132,17 +151,22 @@ def draw(rng: random.Random, name: str, pods: int) -> Action:
         if key in spec.optional and rng.random() < 0.5:
             continue
         out[key] = rng.choice(values)
-    out["afterBinds"] = max(1, round(pods * rng.choice(QUANTILES)))
+    when = rng.choice(TRIGGERS)
+    if when == "onFault":
+        named = sorted(set(kinds) & set(FAULT_KINDS))
+        out["onFault"] = rng.choice([ANY, *named, *((HELD,) if HOLDERS & set(named) else ())])
+    else:
+        out[when] = max(1, round(pods * rng.choice(QUANTILES)))
     after = rng.choice(AFTER)
     if after:
         out["after"] = after
     return out
 
 
-def draw_some(rng: random.Random, names: Sequence[str], pods: int) -> tuple[Action, ...]:
-    """One or two actions of the allowed names (the second one time in three)."""
+def draw_some(rng: random.Random, names: Sequence[str], pods: int, kinds: Collection[str] = ()) -> tuple[Action, ...]:
+    """One or two actions of the allowed names (the second one time in three); `kinds`: the trial's rules'."""
     count = 1 + (1 if MAX_ACTIONS > 1 and rng.random() < 1 / 3 else 0)
-    return tuple(draw(rng, rng.choice(list(names)), pods) for _ in range(count))
+    return tuple(draw(rng, rng.choice(list(names)), pods, kinds) for _ in range(count))
 
 
 def weaker(action: Action) -> Action | None:
@@ -155,9 +179,18 @@ def weaker(action: Action) -> Action | None:
     for key, values in weak.settings.items():
         if key not in weak.optional:
             out[key] = values[0]  # the smallest: a flap's shortest down time
-    out["afterBinds"] = action["afterBinds"]
+    out.update({k: v for k, v in action.items() if k in (*TRIGGERS, "after")})
+    return out
+
+
+def simpler_triggers(action: Action) -> list[tuple[str, Action]]:
+    """The action with a simpler trigger (what shrinking tries, each with what it changed): no `after` delay; the
+    first firing of any fault rather than of one kind (or of a held answer)."""
+    out = []
     if "after" in action:
-        out["after"] = action["after"]
+        out.append((f"{action['do']}: no delay after its trigger", {k: v for k, v in action.items() if k != "after"}))
+    if action.get("onFault", ANY) != ANY:
+        out.append((f"{action['do']}: on any fault, not {action['onFault']}", {**action, "onFault": ANY}))
     return out
 
 
@@ -166,16 +199,34 @@ def strength(actions: Sequence[Action]) -> int:
     return sum(SPECS[a["do"]].strength for a in actions)
 
 
+def trigger_weight(actions: Sequence[Action]) -> int:
+    """How particular the actions' triggers are (the simplicity order, after strength): one for a delay, one for
+    an `onFault` narrower than `any`."""
+    return sum(("after" in a) + (a.get("onFault", ANY) != ANY) for a in actions)
+
+
 def trigger(action: Action, pods: int) -> int:
-    """The Binding count an action waits for: its own, at most the load's pods (a shrunk load still reaches it)."""
-    return max(1, min(int(action["afterBinds"]), pods))
+    """The Binding count an action of a count trigger waits for: its own, at most the load's pods (a shrunk load
+    still reaches it)."""
+    key = next(k for k in COUNTS if k in action)
+    return max(1, min(int(action[key]), pods))
+
+
+def when(action: Action) -> str:
+    """The action's trigger in words."""
+    if "afterBinds" in action:
+        return f"after {action['afterBinds']} Bindings"
+    if "afterBindAnswers" in action:
+        return f"after {action['afterBindAnswers']} Binding answers"
+    name = action["onFault"]
+    return {ANY: "on the first fault", HELD: "on the first held answer"}.get(name, f"on the first {name}")
 
 
 def summary(action: Action) -> str:
     """One line naming the action and its trigger, for a step that was not done and for reports."""
-    settings = ", ".join(f"{k} {v}" for k, v in action.items() if k not in ("do", "afterBinds", "after"))
+    settings = ", ".join(f"{k} {v}" for k, v in action.items() if k not in ("do", *TRIGGERS, "after"))
     after = f" + {action['after']}s" if action.get("after") else ""
-    return f"{action['do']}{f' ({settings})' if settings else ''} after {action['afterBinds']} Bindings{after}"
+    return f"{action['do']}{f' ({settings})' if settings else ''} {when(action)}{after}"
 
 
 def _cpu(text: str) -> Decimal:
@@ -277,82 +328,6 @@ class TrialChurn:
         with self.churn.lock:
             self.churn.cordoned.clear()
         return out
-
-
-class Runner(threading.Thread):
-    """Performs a trial's actions, each once its trigger is reached: polls the proxy's bind count (`binds`), from
-    the count when it was made. `finish` stops it: an action under way ends (a flap creates its node again), an
-    action whose count was not reached is recorded as not done."""
-
-    def __init__(self, actions: Sequence[Action], pods: int, binds: Callable[[], int],
-                 perform: Callable[[Action, threading.Event], str], note: Callable[[str], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(daemon=True)
-        self.pending = list(actions)
-        self.pods, self.binds, self.perform, self.note, self.clock = pods, binds, perform, note, clock
-        self.base = binds()
-        self.reached: dict[int, float] = {}  # action index (in the genome) -> when its count was reached
-        self.index = {id(a): i for i, a in enumerate(actions)}
-        self.stop = threading.Event()  # no new action
-        self.abort = threading.Event()  # an action under way ends early (the trial is being torn down)
-        self.busy = threading.Lock()  # held while an action is under way
-        self.done = 0
-        self.last: float | None = None  # when (clock) the last action ended
-
-    def due(self, now: float) -> list[Action]:
-        """The pending actions whose trigger is reached (read the bind count once)."""
-        binds: int | None = None
-        out = []
-        for action in self.pending:
-            i = self.index[id(action)]
-            if i not in self.reached:
-                if binds is None:
-                    binds = self.binds() - self.base
-                if binds >= trigger(action, self.pods):
-                    self.reached[i] = now
-            if i in self.reached and now >= self.reached[i] + float(action.get("after", 0.0)):
-                out.append(action)
-        return out
-
-    def tick(self) -> None:
-        """Perform every action that is due, in order; a failure is recorded, not raised."""
-        for action in self.due(self.clock()):
-            self.pending.remove(action)
-            with self.busy:
-                try:
-                    what = self.perform(action, self.abort)
-                    self.done += 1
-                except (ApiError, HTTPError, httpx.HTTPError, KeyError, ValueError) as e:
-                    what = f"{action['do']} failed: {type(e).__name__}: {e}"
-                self.last = self.clock()
-            self.note(what)
-
-    def run(self) -> None:
-        while not self.stop.is_set() and self.pending:
-            with contextlib.suppress(ApiError, HTTPError, httpx.HTTPError, ControlError, KeyError, ValueError, OSError):
-                self.tick()  # the bind count unread this time: read again at the next poll
-            self.stop.wait(POLL)
-
-    def settling(self, quiet: float, binds: int | None = None) -> bool:
-        """Whether an action is under way, one is still to come whose count was reached (by the runner, or by
-        `binds`, the proxy's bind count a snapshot read since), or the last ended less than `quiet` ago: the
-        scheduler's view of the nodes has not settled."""
-        if self.busy.locked() or any(self.index[id(a)] in self.reached for a in self.pending):
-            return True
-        if binds is not None and any(binds - self.base >= trigger(a, self.pods) for a in self.pending):
-            return True
-        return self.last is not None and self.clock() < self.last + quiet
-
-    def finish(self, abort: bool = False) -> None:
-        """No new action; the one under way ends (at once, with `abort`); each left is recorded as not done."""
-        self.stop.set()
-        if abort:
-            self.abort.set()
-        if self.is_alive():
-            self.join(120)
-        for action in self.pending:
-            self.note(f"not done: {summary(action)} (its count was not reached)")
-        self.pending = []
 
 
 def excuse_missing_nodes(violations: list[Violation], pods: list[dict[str, Any]], lost: Mapping[str, float],

@@ -22,6 +22,7 @@ from kube_fault_proxy.rig.cluster.record import ClusterError
 from kube_fault_proxy.rig.runs.journal_tail import JournalTail
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
 from kube_fault_proxy.rig.runs.scenario import Step
+from kube_fault_proxy.rig.runs.triggers import FIRED, FaultRecords, binds_succeeded
 from kube_fault_proxy.rig.workloads import load
 
 # Node and pod steps (rig/actions/node_churn.py, pod_churn.py): performed on the timeline's own connection.
@@ -31,7 +32,8 @@ CHURN = frozenset(("deleteNode", "restoreNode", "flapNode", "cordonNode", "uncor
 
 # Journal events a step may wait for that the timeline reads itself, at once: a crashPoint rule's held commit,
 # and the first injection of any rule (a marker rule's, such as binds-answered-200's: the outage's moment).
-TAILED = ("crash-point", "inject")
+# The fault records a search trial's actions wait for too (rig/runs/triggers.py).
+TAILED = FIRED
 
 
 def timeline_sample(t: float, pods: Sequence[Any], stats: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +122,7 @@ class Timeline(threading.Thread):
         # proxy holds, the apiserver within a poll of the injection that marks the moment.
         tailed = any(s.onEvent in TAILED for s in steps)
         path = target.cluster.journal if target.cluster is not None else None
-        self.journal = JournalTail(target.control, sampler.cursor, path) if tailed else None
+        self.journal = FaultRecords(JournalTail(target.control, sampler.cursor, path)) if tailed else None
         self.journal_seen: dict[str, float] = {}  # event -> when (seconds since t0) the proxy wrote its first record
         self.journal_first: dict[str, dict[str, Any]] = {}  # event -> its first record (a held Binding's pod, node)
         self.scheduler_down = False  # a killScheduler step is under way
@@ -140,7 +142,7 @@ class Timeline(threading.Thread):
 
     def _binds(self) -> int:
         with ControlClient(self.target.control) as control:
-            return int(control.stats()["bindsTotal"]["succeeded"])
+            return binds_succeeded(control.stats()["bindsTotal"])
 
     def due(self, step: Step) -> bool:
         """Whether a step's time has come."""
@@ -162,10 +164,11 @@ class Timeline(threading.Thread):
         """When (seconds since t0) the proxy wrote the first record of a tailed event, if it has."""
         if event not in self.journal_seen and self.journal is not None:
             read_at = time.monotonic() - self.sampler.t0
-            for r in self.journal.read():
-                if r.get("event") in TAILED and str(r["event"]) not in self.journal_seen:
-                    self.journal_seen[str(r["event"])] = journal_event(r, read_at, self.sampler.wall0)["t"]
-                    self.journal_first[str(r["event"])] = r
+            self.journal.read()
+            for name, r in self.journal.by_event.items():
+                if name not in self.journal_seen:
+                    self.journal_seen[name] = journal_event(r, read_at, self.sampler.wall0)["t"]
+                    self.journal_first[name] = r
         return self.journal_seen.get(event)
 
     def run_due(self) -> None:

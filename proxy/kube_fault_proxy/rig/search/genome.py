@@ -115,14 +115,14 @@ def fault_kind(rule: Rule) -> str:
 
 
 def simplicity(genome: Genome) -> tuple[Any, ...]:
-    """Shortlex-like order: fewer rules, no action, fewer and weaker trial actions, the roomy shape, fewer optional
-    fields, less fault mass, fewer pods, fewer nodes, then the canonical text. A shrink step is taken only when this
-    strictly decreases."""
+    """Shortlex-like order: fewer rules, no action, fewer and weaker trial actions on plainer triggers, the roomy
+    shape, fewer optional fields, less fault mass, fewer pods, fewer nodes, then the canonical text. A shrink step is
+    taken only when this strictly decreases."""
     fields = sum(_count_fields(r) for r in genome.rules)
     mass = sum(_mass(r) for r in genome.rules)
     nodes = genome.nodes if genome.nodes is not None else 1 << 30
     return (len(genome.rules), genome.action is not None, len(genome.churn), trial_churn.strength(genome.churn),
-            genome.shape != "roomy", fields, round(mass, 3),
+            trial_churn.trigger_weight(genome.churn), genome.shape != "roomy", fields, round(mass, 3),
             genome.pods, nodes, genome.canonical())
 
 

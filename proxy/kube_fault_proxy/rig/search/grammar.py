@@ -255,7 +255,8 @@ def random_genome(rng: random.Random, kinds: Sequence[str], pods: int, shapes: S
     action = rng.choice(["touchPods", "touchPods", "deletePods"]) if rng.random() < 0.4 else None
     seed = rng.randrange(1, 2**31)
     shape = rng.choice(list(shapes)) if len(shapes) > 1 else shapes[0]
-    churn = trial_churn.draw_some(rng, actions, pods) if actions and rng.random() < CHURN_SHARE else ()
+    kinds_drawn = [fault_kind(r) for r in rules]  # an action's onFault names one of them (or any)
+    churn = trial_churn.draw_some(rng, actions, pods, kinds_drawn) if actions and rng.random() < CHURN_SHARE else ()
     return Genome(rules=_renamed(rules), pods=pods, action=action, seed=seed, shape=shape, churn=churn)
 
 
@@ -277,7 +278,8 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
         return parent.with_(shape=rng.choice([s for s in shapes if s != parent.shape] or list(shapes)),
                             origin="mutate:shape")
     if actions and rng.random() < 0.125:
-        return parent.with_(churn=mutate_churn(rng, parent.churn, actions, parent.pods), origin="mutate:churn")
+        return parent.with_(churn=mutate_churn(rng, parent.churn, actions, parent.pods,
+                                               [fault_kind(r) for r in parent.rules]), origin="mutate:churn")
     rules = list(parent.rules)
     op = rng.choice(["regen", "add", "drop", "splice", "trigger", "action", "seed"])
     if op == "regen" and rules:
@@ -306,15 +308,15 @@ def mutate(rng: random.Random, parent: Genome, kinds: Sequence[str], other: Geno
 
 
 def mutate_churn(rng: random.Random, churn: Sequence[trial_churn.Action], actions: Sequence[str],
-                 pods: int) -> tuple[trial_churn.Action, ...]:
+                 pods: int, kinds: Sequence[str] = ()) -> tuple[trial_churn.Action, ...]:
     """The trial actions changed: one redrawn, one added (at most MAX_ACTIONS), or one dropped. Only the allowed
-    actions are kept."""
+    actions are kept; `kinds` (the genome's rules') are what a drawn `onFault` may name."""
     kept = [a for a in churn if a["do"] in actions]
     op = rng.choice(["redraw", "add", "drop"]) if kept else "add"
     if op == "redraw":
-        kept[rng.randrange(len(kept))] = trial_churn.draw(rng, rng.choice(list(actions)), pods)
+        kept[rng.randrange(len(kept))] = trial_churn.draw(rng, rng.choice(list(actions)), pods, kinds)
     elif op == "add" and len(kept) < trial_churn.MAX_ACTIONS:
-        kept.append(trial_churn.draw(rng, rng.choice(list(actions)), pods))
+        kept.append(trial_churn.draw(rng, rng.choice(list(actions)), pods, kinds))
     else:
         kept.pop(rng.randrange(len(kept)))
     return tuple(kept)

@@ -140,6 +140,9 @@ def candidates(g: Genome, load_sizes: Sequence[int] = (50, 20),
         if (weak := trial_churn.weaker(action)) is not None:
             yield (f"trial action {action['do']} -> {weak['do']}",
                    g.with_(churn=(*g.churn[:i], weak, *g.churn[i + 1:])))
+    for i, action in enumerate(g.churn):  # its trigger simpler: no delay, any fault rather than one kind
+        for what, simpler in trial_churn.simpler_triggers(action):
+            yield f"trial action {what}", g.with_(churn=(*g.churn[:i], simpler, *g.churn[i + 1:]))
     if g.shape != "roomy":
         yield f"shape {g.shape} -> roomy", g.with_(shape="roomy")
     for pods in load_sizes:

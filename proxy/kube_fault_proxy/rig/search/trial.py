@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 
 from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Node, Pod, ensure_namespace
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
-from kube_fault_proxy.rig.actions import node_churn, trial_churn
+from kube_fault_proxy.rig.actions import node_churn, trial_churn, trial_runner
 from kube_fault_proxy.rig.actions.scheduler_kill import CrashPoints, restarted_within
 from kube_fault_proxy.rig.cluster import controller_manager, versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
@@ -26,8 +26,10 @@ from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.controllers.apiserver import Recorder
 from kube_fault_proxy.rig.invariants import check, devices, gangs, ledger, pod_scheduled, pod_waits
 from kube_fault_proxy.rig.invariants.history import History
+from kube_fault_proxy.rig.runs.journal_tail import JournalTail
 from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES
 from kube_fault_proxy.rig.runs.timeline import timeline_sample
+from kube_fault_proxy.rig.runs.triggers import FaultRecords
 from kube_fault_proxy.rig.search import controller_trial, differential
 from kube_fault_proxy.rig.search.controller_trial import CONTROLLER_MANAGER, WORKLOAD_KINDS, ControllerTrial
 from kube_fault_proxy.rig.search.excused import judge_trial
@@ -332,9 +334,9 @@ class _Trial:
         self.workload: shapes.Workload | None = None
         self.crashes: CrashPoints | None = None
         self.churn: trial_churn.TrialChurn | None = None  # the genome's trial actions: what they did, to undo
-        self.runner: trial_churn.Runner | None = None
+        self.runner: trial_runner.Runner | None = None
         self.late: node_churn.NodeChurn | None = None  # gang-late: the nodes gone until the load is in
-        self.binds_seen = 0  # the proxy's bindsTotal.succeeded at the last snapshot
+        self.binds_seen: dict[str, Any] = {}  # the proxy's bindsTotal at the last snapshot
 
     def step(self, what: str) -> None:
         """A step of the trial (an action done, something undone), at its time."""
@@ -436,7 +438,7 @@ class _Trial:
         binds = stats["bindsTotal"]
         sig = (binds["succeeded"], binds["throttled"], binds["failed"], stats["injectionsTotal"],
                tuple(sorted(stats.get("events", {}).items())))
-        self.binds_seen = int(binds["succeeded"])
+        self.binds_seen = dict(binds)
         lost = self.churn.lost if self.churn is not None else {}
         return TrialSnapshot(snap.pods, snap.nodes, snap.now, snap.yunikorn, dict(self.rig.cordoned), lost,
                              proxy=(*sig, len(self.result.steps)))
@@ -450,7 +452,7 @@ class _Trial:
         """Whether a crash point's kill and restart are under way, or the restarted scheduler started less than the
         tier's quiet time ago: its view (the allocations it recovers, its queues' books) has not settled yet, even
         if every pod is bound (the scenario runner's rule after a killScheduler step)."""
-        if self.runner is not None and self.runner.settling(self.tier.quiet, self.binds_seen):
+        if self.runner is not None and self.runner.settling(self.tier.quiet, self.binds_seen or None):
             return True
         if self.crashes is None:
             return False
@@ -499,19 +501,22 @@ class _Trial:
 
     @contextlib.contextmanager
     def acting(self) -> Iterator[None]:
-        """With trial actions in the genome: for the block, each performed once the proxy has answered its count of
-        Bindings (from the count at the start), on the trial's schedulable nodes (by name) and its pods; an action
-        under way when the block ends is finished (a flapped node comes back), one not reached is recorded so."""
+        """With trial actions in the genome: for the block, each performed once its trigger is reached (the proxy
+        has answered its count of Bindings since the start, or journaled the first firing of its fault since the
+        start), on the trial's schedulable nodes (by name) and its pods; an action under way when the block ends is
+        finished (a flapped node comes back), one not reached is recorded so."""
         if not self.genome.churn:
             yield
             return
         nodes = tuple(sorted(n["metadata"]["name"] for n in self.api.list(Node)
                              if not (n.get("spec") or {}).get("unschedulable")))
         self.churn = trial_churn.TrialChurn(lambda: self.rig.cluster.admin_api().client(), nodes, self.namespace)
+        # The journal read as a scenario's timeline reads it: its file on the local control plane, from now.
+        faults = FaultRecords(JournalTail(self.rig.control, self.rig.cursor, self.rig.cluster.journal))
         with ControlClient(self.rig.control, timeout=15) as stats:  # the runner's own connection
-            self.runner = trial_churn.Runner(self.genome.churn, self.genome.pods,
-                                             lambda: int(stats.stats()["bindsTotal"]["succeeded"]),
-                                             self.churn.perform, self.step)
+            self.runner = trial_runner.Runner(self.genome.churn, self.genome.pods,
+                                             lambda: dict(stats.stats()["bindsTotal"]),
+                                             self.churn.perform, self.step, faults)
             self.runner.start()
             try:
                 yield
