@@ -57,6 +57,7 @@ def test_search_counts_a_known_yunikorn_bug_shrinks_a_new_one_and_runs_a_clean_c
         # (confirmed once, counted, not shrunk), the second YUNIKORN-3128's ignored pods (searched as new ground
         # here, so it is confirmed, shrunk and replayed as a finding the catalogue does not know would be).
         r = kfp("search", "--scheduler", "yunikorn", "--control", "kube-scheduler", "--budget", "5m", "--seed", "348",
+                "--pods", "40", "--nodes", "10",
                 "--max-trials", "3", "--canary-every", "3", "--kinds", ",".join(KINDS), "--shrink-budget", "60s",
                 "--replays", "2", "--include-known", "YUNIKORN-3128", "--known", str(mine),
                 "--controls", "1",  # one control run each: three are the unit tests' (CI's time)
