@@ -264,9 +264,10 @@ def _replay(args: argparse.Namespace) -> int:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
+        built = rig.build  # the build replayed (a search.json's `build` names the one it searched)
     hits = sum(1 for r in runs if target <= set(r.broken))
     excused = sum(1 for r in runs if target <= set(r.broken) and r.own_effect)
-    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {doc.get('build') or doc['scheduler']}"
+    print(f"{hits}/{len(runs)} replays broke {', '.join(sorted(target))} on {built}"
           + (f" ({excused} of them wholly excused by the ledger: the fault's own effect)" if excused else ""))
     for r in runs:
         if r.check.get("ledger"):
