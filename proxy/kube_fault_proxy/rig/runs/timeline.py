@@ -67,6 +67,9 @@ class Sampler(threading.Thread):
         # not race the thread's first read of the journal and be missed.
         with ControlClient(self.target.control) as control:
             self.cursor = control.cursor()
+            # the bind latency histogram at the start and at the last sample: the run's binds are the difference
+            self.latency_first: dict[str, Any] | None = control.stats().get("bindLatency")
+        self.latency_last: dict[str, Any] | None = None
 
     def run(self) -> None:
         with self.target.kube.client() as api, ControlClient(self.target.control) as control:
@@ -79,6 +82,7 @@ class Sampler(threading.Thread):
         t = round(time.monotonic() - self.t0, 2)
         pods = list(api.list(Pod, namespace=self.namespace, labels={load.LOAD_LABEL: self.run_id}))
         stats = control.stats()
+        self.latency_last = stats.get("bindLatency", self.latency_last)
         page = control.journal(self.cursor)
         self.cursor = page.next
         for r in page.records:
