@@ -108,8 +108,9 @@ def _parsed(view: Mapping[str, Any]) -> list[tuple[float, int]]:
 
 def between(first: Mapping[str, Any] | None, last: Mapping[str, Any]) -> dict[str, Any]:
     """The distribution of the binds that committed between two stats readings (`as_dict`; `first` None: since
-    the proxy started): count, p50, p90, p99 (estimates from the buckets), max, and whether max is exact (the
-    largest latency was set between the readings) or the upper bound of the highest bucket reached."""
+    the proxy started): count, p50, p90, p99 (estimates from the buckets, never above an exact max), max, and
+    whether max is exact (the largest latency was set between the readings) or the upper bound of the highest
+    bucket reached."""
     end = _parsed(last)
     start = _parsed(first) if first is not None else [(b, 0) for b, _ in end]
     if [b for b, _ in start] != [b for b, _ in end]:
@@ -128,5 +129,9 @@ def between(first: Mapping[str, Any] | None, last: Mapping[str, Any]) -> dict[st
         per_bucket = [(b, n - below) for (b, n), below in zip(diff, [0] + [n for _, n in diff], strict=False)]
         top = max(b for b, n in per_bucket if n > 0)
         out.update(maxSeconds=min(top, float(last["maxSeconds"])), maxExact=False)
+    if out["maxExact"] and out["maxSeconds"] is not None:  # an estimate past the largest there was is no estimate
+        for q in QUANTILES:
+            key = f"p{round(q * 100):d}Seconds"
+            out[key] = min(out[key], round(out["maxSeconds"], 4))
     out["sumSeconds"] = round(float(last["sumSeconds"]) - float(first["sumSeconds"] if first else 0.0), 6)
     return out

@@ -1,9 +1,9 @@
 """Bind commits: the moment the proxy learns a Binding committed, which ends its pod's bind latency.
 
-The apiserver's 2xx answer to a Binding POST, read in `response` before the fault addon (so before a
-commitThenFail replaces it with an error, a crash point holds it or a delay keeps it back: the bind committed when
-the apiserver answered). A fault's own answer is never a 2xx (abort's status is 400-599, throttle's 429), so a 2xx
-here is the apiserver's. A late commit (failThenCommit) ends it too: `LateCommits` calls `committed` with the
+The apiserver's 2xx answer to a Binding POST, read in `response` before the fault addon (so before a fault
+replaces it with an error, holds it at a crash point or keeps it back: the bind committed when the apiserver
+answered). A fault's own answer is never a 2xx (an error's status is 400-599, a throttle's 429), so a 2xx here is
+the apiserver's. A write the proxy sends later itself ends it too: `LateCommits` calls `committed` with the
 write's path once the apiserver answers 2xx. A commit whose answer never reached the proxy (the apiserver died
 after writing) is not learned: its pod waits in the table until it is evicted.
 """
