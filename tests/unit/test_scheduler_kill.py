@@ -241,6 +241,10 @@ def test_the_timeline_shows_the_scheduler_killed() -> None:
                       {"t": 5.0, "event": "scheduler-restarted"}],
            "steps": [], "check": {"verdict": "clean", "counts": {"pods": 10, "bound": 10}, "invariants": {}}}
     assert "scheduler killed" in report.timeline_svg(run)
+    assert "controller manager killed" not in report.timeline_svg(run)
+    run["events"] += [{"t": 2.0, "event": "controller-manager-killed"},
+                      {"t": 6.0, "event": "controller-manager-restarted"}]
+    assert "controller manager killed" in report.timeline_svg(run), "a correlated crash's second window"
 
 
 def test_the_settle_waits_for_a_kill_still_to_come_at_a_time_or_a_bind_count_not_for_an_event() -> None:
