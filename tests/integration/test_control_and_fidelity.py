@@ -142,3 +142,22 @@ def test_binding_outcomes_are_counted_as_the_client_saw_them(h2: httpx.Client, c
     assert after["succeeded"] - before["succeeded"] == 2
     assert after["throttled"] - before["throttled"] == 2  # the throttle fault's and the apiserver's
     assert after["failed"] - before["failed"] == 4  # a 429 without Retry-After is a failure client-go reports
+
+
+def test_bind_latency_runs_from_a_pods_first_binding_post_to_its_commit(h2: httpx.Client,
+                                                                        control: httpx.Client) -> None:
+    before = control.get("/v1/stats").json()["bindLatency"]
+    activate(control, "first-fails", [
+        {"name": "fail", "match": BIND, "when": {"maxInjections": 1}, "fault": {"abort": {"status": 500}}}])
+    name = pod()
+    first = time.monotonic()
+    assert bind(h2, name).status_code == 500, "refused by the proxy: no commit"
+    time.sleep(0.3)
+    assert bind(h2, name).status_code == 201, "the retry commits"
+    took = time.monotonic() - first
+    after = control.get("/v1/stats").json()["bindLatency"]
+    assert after["count"] - before["count"] == 1 and after["waiting"] == before["waiting"]
+    assert 0.3 <= after["sumSeconds"] - before["sumSeconds"] <= took + 0.05, "timed from the first attempt"
+    exposed = control.get("/metrics").text
+    assert f"kfp_bind_latency_seconds_count {float(after['count'])}\n" in exposed
+    assert f'kfp_bind_latency_seconds_bucket{{le="+Inf"}} {float(after["count"])}\n' in exposed

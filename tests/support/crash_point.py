@@ -35,15 +35,16 @@ class CrashRun:
     held_pod_node: str | None  # the held Binding's pod's node, read from the apiserver after the run
 
 
-def crash_at_a_point(c: Cluster, scheduler: str) -> CrashRun:
+def crash_at_a_point(c: Cluster, scheduler: str, kill: list[dict[str, Any]] | None = None) -> CrashRun:
     """Run a 60-pod load through the proxy with a crash point at the 30th Binding of its namespace:
-    on the crash-point record the scheduler is killed (SIGKILL to its process group) and restarted 1 s later."""
+    on the crash-point record the scheduler is killed (SIGKILL to its process group) and restarted 1 s later, or
+    (`kill`: the rule's list, a correlated crash) the components it names, each restarted after its own delay."""
     namespace = f"crash-{uuid.uuid4().hex[:6]}"
     bind = {**BIND, "namespaces": [namespace]}
     profile = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": "crash-at-bind-30"},
                "spec": {"rules": [{"name": "bind-30", "match": bind,
                                    "when": {"trigger": {"match": bind, "count": AT}},
-                                   "fault": {"crashPoint": {"holdSeconds": 30}}}]}}
+                                   "fault": {"crashPoint": {"holdSeconds": 30, **({"kill": kill} if kill else {})}}}]}}
     control = ControlClient(c.control_url)
     control.upload(profile)
     cursor = control.cursor()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from kube_fault_proxy.proxy.engine import Engine
 from kube_fault_proxy.proxy.faults.crash_point import CrashPoint
+from kube_fault_proxy.proxy.faults.plan import HoldAnswer
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
@@ -68,6 +70,40 @@ def test_the_loader_rejects_a_bad_hold_naming_the_field(fault: str, expected: st
     with pytest.raises(ProfileError) as e:
         load_text(rule_yaml(fault), "p.yaml")
     assert expected in [str(p) for p in e.value.problems], [str(p) for p in e.value.problems]
+
+
+def test_a_correlated_crash_names_its_components_each_with_its_restart() -> None:
+    spec = load_text(rule_yaml("{holdSeconds: 5, kill: [{component: scheduler, restartAfterSeconds: 1}, "
+                               "{component: kube-controller-manager, restartAfterSeconds: 7.5}]}")).spec.rules[0].fault.spec
+    assert isinstance(spec, CrashPoint)
+    assert [(k.component, k.restartAfterSeconds) for k in spec.kill] == [("scheduler", 1.0),
+                                                                         ("kube-controller-manager", 7.5)]
+    [hold] = spec.plan(bind("p"), random.Random(1)).after
+    assert hold == HoldAnswer(5.0, (("scheduler", 1.0), ("kube-controller-manager", 7.5)))
+    plan = spec.plan(bind("p"), random.Random(1))
+    assert plan.describe() == "forward, then hold the committed answer 5s (kill scheduler, kube-controller-manager)"
+    default = CrashPoint()
+    assert default.kill == [] and default.plan(bind("p"), random.Random(1)).after == (HoldAnswer(30.0),), \
+        "no kill: the scheduler alone, as before"
+
+
+@pytest.mark.parametrize(("kill", "expected"), [
+    ("[{component: kube-apiserver, restartAfterSeconds: 1}]",
+     "spec.rules[0].fault.crashPoint.kill[0].component: Input should be 'scheduler' or 'kube-controller-manager'"),
+    ("[{component: scheduler}]", "spec.rules[0].fault.crashPoint.kill[0].restartAfterSeconds: required field is missing"),
+    ("[{component: scheduler, restartAfterSeconds: 601}]",
+     "spec.rules[0].fault.crashPoint.kill[0].restartAfterSeconds: Input should be less than or equal to 600"),
+    ("[{component: scheduler, restartAfterSeconds: -1}]",
+     "spec.rules[0].fault.crashPoint.kill[0].restartAfterSeconds: Input should be greater than or equal to 0"),
+    ("[{component: scheduler, restartAfterSeconds: 1, signal: TERM}]",
+     "spec.rules[0].fault.crashPoint.kill[0].signal: unknown field"),
+    ("[{component: scheduler, restartAfterSeconds: 1}, {component: scheduler, restartAfterSeconds: 2}]",
+     "p.yaml:7:34: spec.rules[0].fault.crashPoint.kill: a component is named twice: scheduler, scheduler"),
+], ids=["unknown-component", "no-restart", "restart-too-late", "negative", "unknown-key", "twice"])
+def test_a_bad_kill_is_refused_naming_the_field(kill: str, expected: str) -> None:
+    with pytest.raises(ProfileError) as e:
+        load_text(rule_yaml(f"{{kill: {kill}}}"), "p.yaml")
+    assert any(expected in str(p) for p in e.value.problems), [str(p) for p in e.value.problems]
 
 
 def engine(*rules: dict[str, Any]) -> Engine:

@@ -54,3 +54,23 @@ def test_only_a_stamped_crash_point_is_held(tmp_path: Path) -> None:
         assert released["outcome"] == "relayed" and released["upstreamStatus"] == 201
 
     asyncio.run(main())
+
+
+def test_a_correlated_crash_points_record_names_what_to_kill() -> None:
+    notes: list[tuple[str, dict[str, Any]]] = []
+    points = CrashPoints(lambda event, **fields: notes.append((event, fields)), HeldAnswers())
+
+    async def main() -> None:
+        f = binding("c")
+        f.response = answer(201)
+        kill = (("scheduler", 1.0), ("kube-controller-manager", 5.0))
+        f.metadata.update({AFTER: (HoldAnswer(0.01, kill),), DECISION: Decided(), IDENT: bind("c")})
+        hold = points.response(f)
+        assert hold is not None
+        await hold
+
+    asyncio.run(main())
+    point = dict(notes)["crash-point"]
+    assert point["kill"] == [{"component": "scheduler", "restartAfterSeconds": 1.0},
+                             {"component": "kube-controller-manager", "restartAfterSeconds": 5.0}]
+    assert "kill" not in dict(notes)["crash-point-released"]

@@ -22,6 +22,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.builders import BIND_MATCH, bind, get_pod, profile
+from tests.support.mitm import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -53,8 +54,16 @@ def families(text: str) -> dict[str, str]:
 
 def drive(runtime: Runtime, binds: int = 3) -> None:
     """Some traffic: binds failed by the active profile, a GET, Binding outcomes (one succeeded, two
-    throttled) and an event."""
+    throttled), an event, and bind latencies (0.3 s and 4 s committed, one pod waiting)."""
     runtime.activations.activate("mine", seed=1)
+    lat, clock = runtime.counters.bind_latency, Clock()
+    lat.clock = clock
+    for pod in ("a", "b", "c"):
+        lat.attempt(pod)
+    clock.now += 0.3
+    lat.committed("a")
+    clock.now += 3.7
+    lat.committed("b")
     for i in range(binds):
         ident = bind(f"p{i}")
         d = runtime.decide(ident)
@@ -83,6 +92,15 @@ def drive(runtime: Runtime, binds: int = 3) -> None:
     ("kfp_binds_total", {"outcome": "succeeded"}, 1),
     ("kfp_binds_total", {"outcome": "throttled"}, 2),
     ("kfp_binds_total", {"outcome": "failed"}, 3),
+    ("kfp_bind_latency_seconds_bucket", {"le": "0.25"}, 0),
+    ("kfp_bind_latency_seconds_bucket", {"le": "0.5"}, 1),
+    ("kfp_bind_latency_seconds_bucket", {"le": "2.5"}, 1),
+    ("kfp_bind_latency_seconds_bucket", {"le": "5.0"}, 2),
+    ("kfp_bind_latency_seconds_bucket", {"le": "+Inf"}, 2),
+    ("kfp_bind_latency_seconds_count", {}, 2),
+    ("kfp_bind_latency_seconds_sum", {}, 4.3),
+    ("kfp_bind_latency_waiting_pods", {}, 1),
+    ("kfp_bind_latency_evicted_total", {}, 0),
     ("kfp_activation_epoch", {}, 1),
     ("kfp_active_profile", {"profile": "mine"}, 1),
     ("kfp_journal_records_total", {}, 5),  # activate, three injections, upstream-lost
@@ -97,11 +115,13 @@ def test_runtime_counters_are_exported_under_todays_names(
 ) -> None:
     drive(runtime)
     got = samples(client.get("/metrics").text)
-    assert got[(name, tuple(sorted(labels.items())))] == value
+    assert got[(name, tuple(sorted(labels.items())))] == pytest.approx(value)
 
 
 @pytest.mark.parametrize(("family", "kind"), [
     ("kfp_requests", "counter"), ("kfp_injections", "counter"), ("kfp_events", "counter"), ("kfp_binds", "counter"),
+    ("kfp_bind_latency_seconds", "histogram"), ("kfp_bind_latency_waiting_pods", "gauge"),
+    ("kfp_bind_latency_evicted", "counter"),
     ("kfp_activation_epoch", "gauge"), ("kfp_active_profile", "gauge"), ("kfp_journal_records", "counter"),
     ("process_cpu_seconds", "counter"), ("process_resident_memory_bytes", "gauge"), ("process_open_fds", "gauge"),
     ("python_info", "gauge"), ("kfp_client_connections_accepted", "counter"), ("kfp_client_connections_open", "gauge"),
@@ -191,20 +211,23 @@ def test_the_per_request_path_never_touches_prometheus(
 
     monkeypatch.setattr(CollectorRegistry, "collect", counting("registry", CollectorRegistry.collect))
     monkeypatch.setattr(metrics.RuntimeCollector, "collect", counting("collector", metrics.RuntimeCollector.collect))
-    for kind in ("CounterMetricFamily", "GaugeMetricFamily"):
+    for kind in ("CounterMetricFamily", "GaugeMetricFamily", "HistogramMetricFamily"):
         monkeypatch.setattr(metrics, kind, counting(kind, getattr(metrics, kind)))
 
     drive(runtime, binds=500)
     for i in range(500):
         runtime.decide(get_pod(f"g{i}"))
         runtime.counters.bind_outcome(201)
+        runtime.counters.bind_latency.attempt(f"p{i}")
+        runtime.counters.bind_latency.committed(f"p{i}")
         runtime.counters.note("watch-event", n=i)
     assert calls == []
 
     assert samples(client.get("/metrics").text)[("kfp_requests_total", ())] == 1001
     assert calls.count("registry") == 1 and calls.count("collector") == 1
     # the runtime's families, and the library changes' (built from what serve applied, not from the runtime)
-    assert calls.count("CounterMetricFamily") + calls.count("GaugeMetricFamily") == len(metrics.FAMILIES) + 1
+    assert calls.count("CounterMetricFamily") + calls.count("GaugeMetricFamily") + \
+        calls.count("HistogramMetricFamily") == len(metrics.FAMILIES) + 1
 
 
 def test_library_changes_are_listed_as_applied_or_skipped_with_the_reason(runtime: Runtime) -> None:

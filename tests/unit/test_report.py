@@ -120,3 +120,29 @@ def test_bind_outcomes_say_what_the_scheduler_heard_before_and_after_the_outage(
     old = {k: v for k, v in binds.items() if k != "throttled"}
     assert "| 80 (40) / 120 / 50 / - |" in report.write_summary_text([{**a_run(), "binds": old}])
     assert "50 committed without an answer; 2 client" in report.run_markdown({**a_run(), "binds": old}, "TABLE")
+
+
+LATENCY = {"count": 40, "p50Seconds": 0.18, "p90Seconds": 2.9, "p99Seconds": 4.75, "maxSeconds": 5.0,
+           "maxExact": False, "sumSeconds": 30.1}
+
+
+def test_bind_latency_is_in_the_run_summary_and_both_tables() -> None:
+    run = {**a_run(), "bindLatency": LATENCY}
+    md = report.run_markdown(run, "TABLE")
+    assert ("- bind latency (a pod's first Binding POST to its commit): 40 binds; p50 0.18s, p90 2.9s, p99 4.75s "
+            "(estimated from the proxy's buckets), max ≤ 5s") in md
+    exact = report.run_markdown({**run, "bindLatency": {**LATENCY, "maxSeconds": 4.91, "maxExact": True}}, "TABLE")
+    assert "max 4.91s" in exact
+    off = {**run, "build": "kube-scheduler v1.38.0-beta.0 SchedulerAsyncAPICalls=false", "scheduler": "kube-scheduler"}
+    on = {**off, "build": "kube-scheduler v1.38.0-beta.0 SchedulerAsyncAPICalls=true",
+          "bindLatency": {**LATENCY, "p50Seconds": 0.02}}
+    table = report.compare_table([off, on])
+    assert "| bind latency p50 / p99 / max | 0.18s / 4.75s / ≤5s | 0.02s / 4.75s / ≤5s |" in table
+
+
+def test_a_run_with_no_commit_or_no_reading_says_so() -> None:
+    assert "no bind committed" in report.run_markdown({**a_run(), "bindLatency": {**LATENCY, "count": 0}}, "T")
+    assert "bind latency" not in report.run_markdown(a_run(), "T")
+    assert "bind latency" not in report.compare_table([a_run(), {**a_run(), "seed": 4}]), "runs from before it"
+    assert "| bind latency p50 / p99 / max | - | - |" in report.compare_table(
+        [a_run(), {**a_run(), "seed": 4, "bindLatency": {**LATENCY, "count": 0}}])

@@ -85,6 +85,90 @@ def test_the_kill_waits_restarts_and_records_both(monkeypatch: pytest.MonkeyPatc
         scheduler_kill.kill_and_restart_scheduler(None, 1.0, lambda: 0.0, events, stop)
 
 
+KILL = [{"component": "scheduler", "restartAfterSeconds": 0.3},
+        {"component": "kube-controller-manager", "restartAfterSeconds": 0.1}]
+
+
+@pytest.mark.parametrize(("record", "expected"), [
+    (None, [("scheduler", 2.0)]),
+    ({"event": "crash-point", "holdSeconds": 30}, [("scheduler", 2.0)]),
+    ({"event": "crash-point", "kill": []}, [("scheduler", 2.0)]),
+    ({"event": "crash-point", "kill": KILL}, [("scheduler", 0.3), ("kube-controller-manager", 0.1)]),
+    ({"event": "crash-point", "kill": KILL[1:]}, [("kube-controller-manager", 0.1)]),
+], ids=["no-record", "no-kill", "empty-kill", "both", "controller-manager-alone"])
+def test_the_kill_plan_is_the_records_or_the_scheduler_alone(record: dict[str, Any] | None,
+                                                             expected: list[tuple[str, float]]) -> None:
+    assert [(k.component, k.restart_after) for k in scheduler_kill.kill_plan(record, 2.0)] == expected
+
+
+@pytest.mark.parametrize("kill", [[{"component": "etcd", "restartAfterSeconds": 1}], KILL[:1] * 2],
+                         ids=["unknown", "twice"])
+def test_a_kill_plan_that_no_profile_could_give_is_refused(kill: list[dict[str, Any]]) -> None:
+    with pytest.raises(ValueError, match="at most once"):
+        scheduler_kill.kill_plan({"event": "crash-point", "kill": kill}, 1.0)
+
+
+def with_controller_manager(calls: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    cluster = fake_cluster(calls, monkeypatch)
+
+    def kill(c: Any) -> int:
+        calls.append("kill kcm")
+        return 333
+
+    def start(c: Any) -> float:
+        calls.append("start kcm")
+        c.processes["kube-controller-manager"] = SimpleNamespace(pid=444)
+        return 0.25
+
+    monkeypatch.setattr(scheduler_kill, "kill_controller_manager", kill)
+    monkeypatch.setattr(scheduler_kill, "start_controller_manager", start)
+    return cluster
+
+
+def test_a_correlated_crash_kills_both_at_once_and_restarts_each_after_its_own_delay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = with_controller_manager(calls, monkeypatch)
+    events: list[dict[str, Any]] = []
+    clock = time.monotonic
+    t0 = clock()
+    plan = scheduler_kill.kill_plan({"kill": KILL}, 9.0)
+    did = scheduler_kill.kill_and_restart_all(cluster, plan, lambda: round(clock() - t0, 1), events, threading.Event())
+    assert calls == ["kill", "kill kcm", "start kcm", "start"], "both killed first; the shorter delay restarts first"
+    assert [(e["event"], e["component"], e["pid"]) for e in events] == [
+        ("scheduler-killed", "yunikorn", 111), ("controller-manager-killed", "kube-controller-manager", 333),
+        ("controller-manager-restarted", "kube-controller-manager", 444), ("scheduler-restarted", "yunikorn", 222)]
+    killed, restarted = {e["event"]: e for e in events}, {e["component"]: e["downSeconds"] for e in events[2:]}
+    assert killed["scheduler-killed"]["t"] == killed["controller-manager-killed"]["t"] == 0.0
+    assert 0.09 <= restarted["kube-controller-manager"] < 0.3 <= restarted["yunikorn"] < 2
+    assert did.startswith("killed yunikorn (pid 111), kube-controller-manager (pid 333) at once (kill -9); "
+                          "restarted kube-controller-manager as pid 444")
+    assert "restarted yunikorn as pid 222" in did
+
+
+def test_a_correlated_crash_restarts_at_once_when_the_run_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = with_controller_manager(calls, monkeypatch)
+    stop = threading.Event()
+    stop.set()
+    t = time.monotonic()
+    slow = [scheduler_kill.Kill("scheduler", 600.0), scheduler_kill.Kill("kube-controller-manager", 600.0)]
+    scheduler_kill.kill_and_restart_all(cluster, slow, lambda: 0.0, [], stop)
+    assert time.monotonic() - t < 5 and calls == ["kill", "kill kcm", "start", "start kcm"]
+    with pytest.raises(ValueError, match="needs the local control plane"):
+        scheduler_kill.kill_and_restart_all(None, slow, lambda: 0.0, [], stop)
+
+
+def test_the_scheduler_alone_is_the_old_kill(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = with_controller_manager(calls, monkeypatch)
+    events: list[dict[str, Any]] = []
+    did = scheduler_kill.kill_and_restart_all(cluster, scheduler_kill.kill_plan(None, 0.0), lambda: 1.0, events,
+                                              threading.Event())
+    assert calls == ["kill", "start"] and did.startswith("killed yunikorn (pid 111, kill -9); restarted it as pid 222")
+    assert [e["event"] for e in events] == ["scheduler-killed", "scheduler-restarted"]
+
+
 class Journal:
     """The control client's journal paging, over records a test appends."""
 
@@ -129,6 +213,25 @@ def test_the_watch_kills_and_restarts_on_each_crash_point_only(monkeypatch: pyte
     assert step["t"] == 3.0 and "kill -9" in step["did"]
 
 
+def test_the_watch_kills_what_a_correlated_crash_point_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    cluster = with_controller_manager(calls, monkeypatch)
+    Journal.records = []
+    monkeypatch.setattr(scheduler_kill, "ControlClient", Journal)
+    events: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    with scheduler_kill.CrashPoints(cluster, "http://control", 5.0, lambda: 3.0, events, steps) as watch:
+        Journal.records += [{"seq": 1, "event": "crash-point", "rule": "r", "kill": KILL}]
+        deadline = time.monotonic() + 5
+        while not steps and time.monotonic() < deadline:
+            time.sleep(0.02)
+        watch.idle()
+    assert calls == ["kill", "kill kcm", "start kcm", "start"]
+    assert watch.pids == [(111, 222)], "the scheduler's pids, as before"
+    assert [e["event"] for e in events] == ["crash-point", "scheduler-killed", "controller-manager-killed",
+                                            "controller-manager-restarted", "scheduler-restarted"]
+
+
 def test_the_timeline_shows_the_scheduler_killed() -> None:
     run = {"scenario": "s", "scheduler": "yunikorn", "seed": 1, "met": True, "seconds": 9.0,
            "load": {"requested": 10, "created": 10, "ratePerSecond": 10.0},
@@ -138,6 +241,10 @@ def test_the_timeline_shows_the_scheduler_killed() -> None:
                       {"t": 5.0, "event": "scheduler-restarted"}],
            "steps": [], "check": {"verdict": "clean", "counts": {"pods": 10, "bound": 10}, "invariants": {}}}
     assert "scheduler killed" in report.timeline_svg(run)
+    assert "controller manager killed" not in report.timeline_svg(run)
+    run["events"] += [{"t": 2.0, "event": "controller-manager-killed"},
+                      {"t": 6.0, "event": "controller-manager-restarted"}]
+    assert "controller manager killed" in report.timeline_svg(run), "a correlated crash's second window"
 
 
 def test_the_settle_waits_for_a_kill_still_to_come_at_a_time_or_a_bind_count_not_for_an_event() -> None:

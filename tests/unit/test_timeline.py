@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from kube_fault_proxy.rig.actions import scheduler_kill
+from kube_fault_proxy.rig.runs import timeline as timeline_module
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.runs.timeline import Timeline, journal_event
 
@@ -41,3 +43,29 @@ def test_a_step_on_inject_is_due_when_the_proxy_wrote_the_injection_to_its_journ
     assert not t.due(touch)  # its record 4.5 s in, plus 2 s
     time.sleep(1.6)
     assert t.due(touch)
+
+
+def test_a_kill_on_a_correlated_crash_point_follows_its_records_plan(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = tmp_path / "journal.jsonl"
+    kill = [{"component": "scheduler", "restartAfterSeconds": 1.0},
+            {"component": "kube-controller-manager", "restartAfterSeconds": 4.0}]
+    sampler = SimpleNamespace(cursor=1, t0=time.monotonic() - 5.0, wall0=time.time() - 5.0, events=[])  # 5 s in
+    journal.write_text(json.dumps({"seq": 1, "time": 1.0, "event": "proxy-start"}) + "\n")
+    target = SimpleNamespace(control="http://control", cluster=SimpleNamespace(journal=journal))
+    scenario = load_scenario(timeline(tmp_path, "    - {onEvent: crash-point, killScheduler: {restartAfter: 9s}}\n"
+                                                "    - {at: 0s, killScheduler: {restartAfter: 2s}}\n"))
+    plans: list[list[tuple[str, float]]] = []
+
+    def performed(cluster: object, plan: list[scheduler_kill.Kill], *rest: object) -> str:
+        plans.append([(k.component, k.restart_after) for k in plan])
+        return "killed"
+
+    monkeypatch.setattr(timeline_module, "kill_and_restart_all", performed)
+    result = SimpleNamespace(steps=[])
+    t = Timeline(list(scenario.spec.timeline), target, 1, None, sampler, result, False)  # type: ignore[arg-type]
+    with journal.open("a") as f:  # the crash point, 1 s into the run
+        f.write(json.dumps({"seq": 2, "time": sampler.wall0 + 1.0, "event": "crash-point", "kill": kill}) + "\n")
+    t.run_due()
+    assert plans == [[("scheduler", 1.0), ("kube-controller-manager", 4.0)], [("scheduler", 2.0)]], \
+        "the record's plan on crash-point; the scheduler alone, after the step's delay, at a time"

@@ -4,9 +4,12 @@ and the stats view with its reset baselines."""
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+from kube_fault_proxy.proxy.bind_latency import BindLatencies
 from kube_fault_proxy.proxy.connections import ConnectionCounts
 from kube_fault_proxy.proxy.engine import Decision, Engine
 from kube_fault_proxy.proxy.journal import Journal
@@ -19,7 +22,7 @@ RETRY_AFTER = re.compile(r"[+-]?[0-9]+")
 class Counters:
     """Plain integers bumped on the request path; stats() and the /metrics families read them."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, clock: Callable[[], float] = time.monotonic) -> None:
         self.journal = journal
         self.requests = 0
         self.injections: Counter[tuple[str, str, str]] = Counter()
@@ -30,6 +33,8 @@ class Counters:
         self.binds_succeeded = 0
         self.binds_throttled = 0
         self.binds_failed = 0
+        # Each pod's first Binding POST to its commit (never reset: a run diffs two readings).
+        self.bind_latency = BindLatencies(clock)
         # Never reset: what /metrics exports as Prometheus counters.
         self.injections_total: Counter[tuple[str, str, str]] = Counter()
         self.events_total: Counter[str] = Counter()
@@ -105,6 +110,7 @@ class Counters:
             "events": dict(sorted(self.events.items())),
             "bindsTotal": {"succeeded": self.binds_succeeded, "throttled": self.binds_throttled,
                            "failed": self.binds_failed},
+            "bindLatency": self.bind_latency.as_dict(),
             "connections": self.connections.as_dict(),
         }
 

@@ -40,7 +40,7 @@ class Runtime:
         self.clock = clock
         self.scheduler_build = scheduler_build
         self.activations = Activations(library, journal, clock, wall, schedule, new_seed, scheduler_build)
-        self.counters = Counters(journal)
+        self.counters = Counters(journal, clock)
 
     def decide(self, ident: RequestIdentity) -> Decision | None:
         """Count one request, then the active profile's decision for it (None: pass through): the fault addon's

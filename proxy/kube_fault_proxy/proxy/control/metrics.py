@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from kube_fault_proxy.proxy.runtime import Runtime
 
@@ -51,6 +51,28 @@ def binds(rt: Runtime) -> Metric:
     return m
 
 
+def bind_latency(rt: Runtime) -> Metric:
+    """kfp_bind_latency_seconds: each pod's first Binding POST to its commit, as a histogram."""
+    lat = rt.counters.bind_latency
+    return HistogramMetricFamily(
+        "kfp_bind_latency_seconds", "Seconds from a pod's first Binding POST the proxy saw to the commit it learned of "
+        "(the apiserver's 2xx answer, or a late commit's).",
+        buckets=[("+Inf" if bound == float("inf") else repr(bound), n) for bound, n in lat.cumulative()],
+        sum_value=lat.sum)
+
+
+def binds_waiting(rt: Runtime) -> Metric:
+    """kfp_bind_latency_waiting_pods."""
+    return GaugeMetricFamily("kfp_bind_latency_waiting_pods", "Pods with a Binding POST seen and no commit yet.",
+                             value=rt.counters.bind_latency.waiting)
+
+
+def binds_evicted(rt: Runtime) -> Metric:
+    """kfp_bind_latency_evicted_total."""
+    return CounterMetricFamily("kfp_bind_latency_evicted", "Pods dropped from the bind latency table before their "
+                               "commit (the table is full).", value=rt.counters.bind_latency.evicted)
+
+
 def activation_epoch(rt: Runtime) -> Metric:
     """kfp_activation_epoch."""
     return GaugeMetricFamily("kfp_activation_epoch", "Activation epoch (increments on every activation).",
@@ -92,7 +114,8 @@ def connection_family(name: str, kind: str, help_text: str, attribute: str) -> F
     return family
 
 
-FAMILIES: tuple[Family, ...] = (requests, injections, events, binds, activation_epoch, active_profile,
+FAMILIES: tuple[Family, ...] = (requests, injections, events, binds, bind_latency, binds_waiting, binds_evicted,
+                                activation_epoch, active_profile,
                                 *(connection_family(*row) for row in CONNECTIONS), journal_records)
 
 

@@ -6,21 +6,39 @@ proxy journals a `crash-point` record and holds the answer for `holdSeconds` bef
 drops it, if the client has gone meanwhile). The rig `kill -9`s the scheduler under test on that
 record and starts it again; outside the rig the record and the held answer are what a user acts on.
 A non-2xx answer committed nothing: it passes at once and the rule's turn is given back.
+
+`kill` makes the crash correlated (Welder's tests kill every interacting controller at once): each named
+component dies at the same committed write, and each is started again after its own delay. The record carries
+the list; the rig kills them all within one poll of it. Unset: the rig's default, the scheduler alone.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from kube_fault_proxy.proxy.faults.base import Draw, FaultSpec
 from kube_fault_proxy.proxy.faults.plan import HoldAnswer, Plan
 from kube_fault_proxy.proxy.faults.traits import Traits
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
+from kube_fault_proxy.proxy.schema.strict import StrictModel
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+# What a crash point may kill: the scheduler under test (kube-scheduler or YuniKorn), kube-controller-manager.
+COMPONENTS = ("scheduler", "kube-controller-manager")
+
+
+class CrashKill(StrictModel):
+    """One component killed at the crash point, and when it starts again."""
+
+    component: Literal["scheduler", "kube-controller-manager"] = Field(
+        description="scheduler (the scheduler under test) or kube-controller-manager")
+    restartAfterSeconds: Annotated[float, Field(ge=0, le=600)] = Field(
+        description="start the same build again this long after the kill (0-600 s)")
 
 
 class CrashPoint(FaultSpec):
@@ -36,6 +54,18 @@ class CrashPoint(FaultSpec):
     default_max_injections: ClassVar[int | None] = 1
     holdSeconds: Annotated[float, Field(gt=0, le=600)] = Field(
         30.0, description="how long the committed answer is held before it is relayed (0-600 s)")
+    kill: list[CrashKill] = Field(
+        default_factory=list, max_length=len(COMPONENTS),
+        description="components killed together at the crash point, each restarted after its own delay (unset: "
+                    "the rig kills the scheduler alone, restarted as its step or trial says)")
+
+    @field_validator("kill")
+    @classmethod
+    def _each_component_once(cls, kill: list[CrashKill]) -> list[CrashKill]:
+        names = [k.component for k in kill]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a component is named twice: {', '.join(names)}")
+        return kill
 
     @classmethod
     def draw(cls, rng: random.Random, where: Draw) -> dict[str, Any]:
@@ -51,5 +81,6 @@ class CrashPoint(FaultSpec):
         return ident.is_resource and ident.verb in WRITE_VERBS
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
-        return Plan(after=(HoldAnswer(self.holdSeconds),), after_only_if_committed=True,
+        kill = tuple((k.component, k.restartAfterSeconds) for k in self.kill)
+        return Plan(after=(HoldAnswer(self.holdSeconds, kill),), after_only_if_committed=True,
                     refund_if_not_committed=True)

@@ -72,9 +72,11 @@ class ServeStale:
 
 @dataclass(frozen=True, slots=True)
 class HoldAnswer:
-    """Hold the apiserver's (committed) answer for `seconds`, then relay it; dropped if the client is gone."""
+    """Hold the apiserver's (committed) answer for `seconds`, then relay it; dropped if the client is gone. `kill`:
+    the components a crash point names, each with its restart delay (journaled for the rig; empty: its default)."""
 
     seconds: float
+    kill: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +131,9 @@ class Plan:
                     return f"outage {seconds:g}s ({refuse} new connections)"
                 case ServeStale():
                     return step.describe()
-                case HoldAnswer(seconds):
-                    return f"hold the committed answer {seconds:g}s"
+                case HoldAnswer(seconds, kill):
+                    return f"hold the committed answer {seconds:g}s" + (
+                        f" (kill {', '.join(c for c, _ in kill)})" if kill else "")
                 case CommitLater(seconds):
                     return f"send the write upstream in {seconds:g}s"
             raise AssertionError(step)

@@ -47,10 +47,13 @@ class BindOutcomes:
 
 class BindReads:
     """The bind accounting's first half, early in the chain (before an outage drops requests and before any fault
-    holds one): a Binding POST is in flight once the proxy has read it whole, so an outage meanwhile fails it."""
+    holds one): a Binding POST is in flight once the proxy has read it whole, so an outage meanwhile fails it. Its
+    pod's first Binding POST starts that pod's bind latency (`attempt`, keyed by the path without its query; its
+    commit is `BindCommits`')."""
 
-    def __init__(self, outcomes: BindOutcomes) -> None:
+    def __init__(self, outcomes: BindOutcomes, attempt: Callable[[str], None] = lambda pod: None) -> None:
         self.outcomes = outcomes
+        self.attempt = attempt
 
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response or flow.error or not flow.live:
@@ -58,6 +61,7 @@ class BindReads:
         req = flow.request
         if is_binding_post(req.method, req.path):
             self.outcomes.read(flow.id, flow)
+            self.attempt(req.path.partition("?")[0])
 
 
 class BindAccounting:

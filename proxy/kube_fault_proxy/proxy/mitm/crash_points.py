@@ -1,4 +1,5 @@
-"""Crash points: a committed answer held, then relayed or dropped (`crashPoint`), as an addon of its own.
+"""Crash points: a committed answer held, then relayed or dropped (`crashPoint`), as an addon of its own; the
+`crash-point` record names the components to kill when the rule lists them (`kill`).
 
 The fault addon decides and journals the crash point, and once the apiserver's answer allows its after-steps
 (a 2xx: something was committed) stamps them under `flow_keys.AFTER`; this addon, next in the chain, holds the
@@ -36,10 +37,11 @@ class CrashPoints:
             return None
         decision: Decision = flow.metadata[DECISION]
         ident: RequestIdentity = flow.metadata[IDENT]
-        return self.held.holding_for(flow, self._hold(flow, after[0].seconds, **decision.stamp(),
+        return self.held.holding_for(flow, self._hold(flow, after[0].seconds, after[0].kill, **decision.stamp(),
                                                       request=ident.as_dict()))
 
-    async def _hold(self, flow: http.HTTPFlow, seconds: float, **stamp: Any) -> None:
+    async def _hold(self, flow: http.HTTPFlow, seconds: float, kill: tuple[tuple[str, float], ...],
+                    **stamp: Any) -> None:
         """The committed answer held for `seconds` (`crash-point`, when it is held), then relayed, or dropped if
         its client went meanwhile (`crash-point-released`, either way)."""
         response = flow.response
@@ -48,7 +50,8 @@ class CrashPoints:
         body = response.raw_content or b""
         revision = None if "content-encoding" in response.headers else first_revision(body)
         self.note("crash-point", **stamp, upstreamStatus=status,
-                  resourceVersion=None if revision is None else str(revision), holdSeconds=seconds)
+                  resourceVersion=None if revision is None else str(revision), holdSeconds=seconds,
+                  **({"kill": [{"component": c, "restartAfterSeconds": s} for c, s in kill]} if kill else {}))
         loop = asyncio.get_running_loop()
         began = loop.time()
         relayed = await wait(flow, seconds, until_client_gone=True)

@@ -6,7 +6,8 @@ chain, reads the decision from `flow.metadata` in the same `request` hook and sc
 `seconds` after its client got its error, with the client's method, path, headers and body, over a client of the
 proxy's own (`own_client`: the upstream identity every forwarded request uses), and journaled as `late-commit`
 with the apiserver's status: committed (2xx) or refused. Its answer goes to `observed` (the revision log counts
-the write, as it counts any answer the proxy sees).
+the write, as it counts any answer the proxy sees), and a committed write's path to `committed` (a Binding's ends
+its pod's bind latency).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ class LateCommits:
     """The writes waiting to be sent; each one's task is kept until it ends."""
 
     def __init__(self, counters: Counters, observed: Observed,
-                 client: Callable[[], httpx.AsyncClient] = own_client) -> None:
+                 client: Callable[[], httpx.AsyncClient] = own_client,
+                 committed: Callable[[str], object] = lambda path: None) -> None:
         self.counters = counters
         self.observed = observed
+        self.committed = committed  # a committed write's path, without its query (a Binding's ends its latency)
         self._client_factory = client
         self._client: httpx.AsyncClient | None = None
         self.tasks: set[asyncio.Task[None]] = set()
@@ -82,6 +85,8 @@ class LateCommits:
                            resourceVersion=None if revision is None else str(revision),
                            **({"written": obj} if obj else {}))
         self.observed(ident, answer.status_code, ctype, answer.content)
+        if committed:
+            self.committed(path.partition("?")[0])
 
     async def done(self) -> None:
         """Cancel what has not been sent; close the client of its own."""

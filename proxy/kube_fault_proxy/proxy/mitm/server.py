@@ -16,6 +16,7 @@ from kube_fault_proxy import paths
 from kube_fault_proxy.proxy.mitm import listen, patches
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
+from kube_fault_proxy.proxy.mitm.bind_commits import BindCommits
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
@@ -120,19 +121,25 @@ def _options(s: ProxySettings) -> options.Options:
     )
 
 
+def _stream_limits(settings: ProxySettings) -> list[object]:
+    """The stream limit through hyper-h2's own settings, where the library change is not applied (else none)."""
+    if patches.applied(stream_limit) or settings.max_concurrent_streams == stream_limit.H2_DEFAULT:
+        return []
+    log.info("kube-fault-proxy: the HTTP/2 stream limit %d is set by a SETTINGS frame at each connection's "
+             "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
+    return [StreamSettings(settings.max_concurrent_streams)]
+
+
 async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object) -> RunningProxy:
     """Start the proxy on the running loop and return once it listens."""
     stream_limit.check(settings.max_concurrent_streams)
     m = master.Master(_options(settings))
     # The library changes, each where its verified source is installed (before any addon is added).
     patches.install(patches.Target(m, settings.max_concurrent_streams), enabled=not settings.stock_mitmproxy)
-    limits: list[object] = []  # the stream limit through hyper-h2's own settings, where the change is not applied
-    if not patches.applied(stream_limit) and settings.max_concurrent_streams != stream_limit.H2_DEFAULT:
-        limits.append(StreamSettings(settings.max_concurrent_streams))
-        log.info("kube-fault-proxy: the HTTP/2 stream limit %d is set by a SETTINGS frame at each connection's "
-                 "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
+    limits = _stream_limits(settings)
     ready = _Ready()
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
+    latency = runtime.counters.bind_latency  # each pod's first Binding POST to its commit (reads, commits, late)
     outage = OutageState(runtime, binds)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
@@ -147,15 +154,16 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         ConnectionCounter(runtime.counters.connections),
         *limits,
         ConnectionTimeouts(runtime, settings.read_header_timeout, settings.idle_timeout),  # ends at the answer
-        BindReads(binds),  # a Binding read whole is in flight: before an outage drops it or a fault holds it
+        BindReads(binds, latency.attempt),  # in flight once read: before an outage drops it or a fault holds it
         OutageController(outage),  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
+        BindCommits(latency.committed),  # a Binding's 2xx from the apiserver, before a fault replaces or holds it
         StaleAnswers(stale),  # reads each answer into the revision log before a fault replaces or holds it
         FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
         WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
-        LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
+        LateCommits(runtime.counters, stale.answered_late, committed=latency.committed),  # later than its error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
         *extra_addons,

@@ -1,19 +1,25 @@
 """A crash at a point: `kill -9` the scheduler under test and start it again, from what the cluster holds.
 
 A scenario does it as a step (`killScheduler`, usually `onEvent: crash-point`); a search trial whose
-profile has a crashPoint rule does it on every `crash-point` record the proxy journals (`CrashPoints`)."""
+profile has a crashPoint rule does it on every `crash-point` record the proxy journals (`CrashPoints`).
+A crashPoint rule with `kill` makes it correlated: its record names the components (the scheduler,
+kube-controller-manager), all killed at once, each started again after its own delay (`kill_plan`,
+`kill_and_restart_all`)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
+from kube_fault_proxy.proxy.faults.crash_point import COMPONENTS
+from kube_fault_proxy.rig.cluster.controller_manager import kill_controller_manager, start_controller_manager
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.cluster.schedulers import kill_scheduler, start_scheduler
 
@@ -44,12 +50,81 @@ def kill_and_restart_scheduler(cluster: Cluster | None, restart_after: float, no
             f"ready {ready:.1f}s later, down {down:.1f}s")
 
 
+@dataclass(frozen=True)
+class Kill:
+    """One component of a crash: `scheduler` (the scheduler under test) or `kube-controller-manager`, and how long
+    after the kill it starts again."""
+
+    component: str
+    restart_after: float
+
+
+def kill_plan(record: Mapping[str, Any] | None, restart_after: float) -> list[Kill]:
+    """What a crash point kills: the components its `crash-point` record names (`kill`, from the rule), each with
+    its own restart delay; a record without them (a rule without `kill`, or none), the scheduler alone, restarted
+    `restart_after` later (the step's or the trial's)."""
+    listed = (record or {}).get("kill") or []
+    if not listed:
+        return [Kill("scheduler", restart_after)]
+    plan = [Kill(str(k.get("component")), float(k.get("restartAfterSeconds", 0.0))) for k in listed]
+    unknown = [k.component for k in plan if k.component not in COMPONENTS]
+    if unknown or len({k.component for k in plan}) != len(plan):
+        raise ValueError(f"a crash point's kill names {', '.join(k.component for k in plan)}: each of "
+                         f"{', '.join(COMPONENTS)} at most once")
+    return plan
+
+
+def kill_and_restart_all(cluster: Cluster | None, plan: list[Kill], now: Callable[[], float],
+                         events: list[dict[str, Any]], stop: threading.Event) -> str:
+    """The plan's components SIGKILLed one after the other at once (in its order), then each started again its own
+    `restart_after` after the kills (sooner if the run ends), in the order of those delays. The scheduler alone is
+    `kill_and_restart_scheduler`; kube-controller-manager's events are `controller-manager-killed` and
+    `controller-manager-restarted`. Returns what it did."""
+    if len(plan) == 1 and plan[0].component == "scheduler":
+        return kill_and_restart_scheduler(cluster, plan[0].restart_after, now, events, stop)
+    if not plan:
+        raise ValueError("a crash point's kill plan is empty")
+    if cluster is None:
+        raise ValueError("a crash point's kill needs the local control plane (scenario run without --kubeconfig)")
+    names = {"scheduler": cluster.scheduler, "kube-controller-manager": "kube-controller-manager"}
+    killed_at = time.monotonic()
+    did = []
+    for k in plan:
+        pid = kill_scheduler(cluster) if k.component == "scheduler" else kill_controller_manager(cluster)
+        events.append({"t": round(now(), 2), "event": _event(k.component, "killed"), "component": names[k.component],
+                       "pid": pid, "time": time.time()})
+        did.append(f"{names[k.component]} (pid {pid})")
+    text = f"killed {', '.join(did)} at once (kill -9)"
+    for k in sorted(plan, key=lambda k: k.restart_after):
+        stop.wait(max(0.0, killed_at + k.restart_after - time.monotonic()))
+        if k.component == "scheduler":
+            ready = start_scheduler(cluster)
+            if cluster.yunikorn_url is not None:
+                ready += _partition_answers(cluster.yunikorn_url)
+        else:
+            ready = start_controller_manager(cluster)
+        new_pid = cluster.processes[names[k.component]].pid
+        down = time.monotonic() - killed_at
+        events.append({"t": round(now(), 2), "event": _event(k.component, "restarted"), "component": names[k.component],
+                       "pid": new_pid, "time": time.time(), "readySeconds": round(ready, 2),
+                       "downSeconds": round(down, 2)})
+        text += f"; restarted {names[k.component]} as pid {new_pid}, ready {ready:.1f}s later, down {down:.1f}s"
+    return text
+
+
+def _event(component: str, what: str) -> str:
+    """scheduler-killed, controller-manager-restarted, …"""
+    return f"{'scheduler' if component == 'scheduler' else 'controller-manager'}-{what}"
+
+
 def restarted_within(events: Iterable[dict[str, Any]], now: float, quiet: float) -> bool:
-    """The settle rule after a crash: whether the last `scheduler-restarted` of a run's events (times since its
-    start, as `now` is) came less than `quiet` seconds ago. A restarted scheduler's view (the allocations it
+    """The settle rule after a crash: whether the last `scheduler-restarted` (or, after a correlated crash,
+    `controller-manager-restarted`) of a run's events (times since its start, as `now` is) came less than `quiet`
+    seconds ago. A restarted scheduler's view (the allocations it
     recovers, its queues' books) has not settled by then, even if every pod is bound; a scenario and a search
     trial both wait it out."""
-    last = max((float(e["t"]) for e in list(events) if e["event"] == "scheduler-restarted"), default=None)
+    last = max((float(e["t"]) for e in list(events)
+                if e["event"] in ("scheduler-restarted", "controller-manager-restarted")), default=None)
     return last is not None and now < last + quiet
 
 
@@ -67,7 +142,8 @@ def _partition_answers(url: str, timeout: float = 60.0) -> float:
 
 class CrashPoints(threading.Thread):
     """While it runs: on each `crash-point` record in the proxy's journal, the scheduler killed and restarted
-    (`restart_after` later). The record goes into `events`, what was done into `steps` (each at `now()`)."""
+    (`restart_after` later), or the components the record names, each restarted after its own delay. The record
+    goes into `events`, what was done into `steps` (each at `now()`)."""
 
     def __init__(self, cluster: Cluster, control: str, restart_after: float, now: Callable[[], float],
                  events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
@@ -100,9 +176,13 @@ class CrashPoints(threading.Thread):
         with self.busy:
             t = self.now()
             try:
-                what = kill_and_restart_scheduler(self.cluster, self.restart_after, self.now, self.events, self.stop)
-                self.pids.append((int(self.events[-2]["pid"]), int(self.events[-1]["pid"])))
-            except (ClusterError, OSError, httpx.HTTPError) as e:  # the trial reports it; the watch goes on
+                before = len(self.events)
+                what = kill_and_restart_all(self.cluster, kill_plan(record, self.restart_after), self.now,
+                                            self.events, self.stop)
+                pids = {e["event"]: int(e["pid"]) for e in self.events[before:]}
+                if "scheduler-killed" in pids and "scheduler-restarted" in pids:
+                    self.pids.append((pids["scheduler-killed"], pids["scheduler-restarted"]))
+            except (ClusterError, OSError, httpx.HTTPError, ValueError) as e:  # the trial reports it; the watch goes on
                 what = f"crash point: kill and restart failed: {type(e).__name__}: {e}"
             self.steps.append({"t": round(t, 2), "did": what})
 

@@ -1,5 +1,5 @@
-"""kube-controller-manager on the local control plane: which controllers, its command line, its start, and its
-restart with other feature gates.
+"""kube-controller-manager on the local control plane: which controllers, its command line, its start, its
+restart with other feature gates, and its `kill -9` and start again (a correlated crash point).
 
 The controllers are the ones a scheduler test leans on: namespaces are deleted with their content,
 owned objects are collected, every namespace gets its `default` ServiceAccount (so the
@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from kube_fault_proxy.rig.cluster import build, feature_gates
+from kube_fault_proxy.rig.cluster.processes import kill_group
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.cluster.startup import on_a_free_port, say
 
@@ -89,6 +90,34 @@ def regate_controller_manager(c: Cluster, gates: Mapping[str, bool], timeout: fl
     binary = build.build(build.kubernetes("kube-controller-manager", c.state.builds["kube-controller-manager"]),
                          say=False)
     start(c, binary, tuple(controllers), feature_gates.flag(all_gates, "kube-controller-manager"),
+          c.via_proxy("kube-controller-manager"), timeout)
+    c.save()
+    return time.monotonic() - t0
+
+
+def kill_controller_manager(c: Cluster) -> int:
+    """`kill -9` kube-controller-manager's process group (no SIGTERM: a crash); returns its pid.
+    `start_controller_manager` starts the same build again."""
+    proc = c.state.processes.get("kube-controller-manager")
+    if proc is None:
+        raise ClusterError(f"no kube-controller-manager to kill in {c.dir}")
+    if not kill_group(proc.pid):
+        raise ClusterError(f"kube-controller-manager (pid {proc.pid}) still runs after SIGKILL")
+    c.state.processes.pop("kube-controller-manager")
+    c.save()
+    return proc.pid
+
+
+def start_controller_manager(c: Cluster, timeout: float = 120.0) -> float:
+    """Start the same kube-controller-manager build again, with the controllers and gates `up` gave it (through the
+    proxy if it was), and wait until it is healthy; returns the seconds it took."""
+    t0 = time.monotonic()
+    controllers = c.state.controllers
+    if "kube-controller-manager" in c.state.processes or controllers is None:
+        raise ClusterError(f"kube-controller-manager is running, or was never started, in {c.dir}")
+    binary = build.build(build.kubernetes("kube-controller-manager", c.state.builds["kube-controller-manager"]),
+                         say=False)
+    start(c, binary, tuple(controllers), feature_gates.flag(c.feature_gates, "kube-controller-manager"),
           c.via_proxy("kube-controller-manager"), timeout)
     c.save()
     return time.monotonic() - t0

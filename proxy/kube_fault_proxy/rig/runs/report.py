@@ -92,6 +92,10 @@ def _windows_drawn(events: list[dict[str, Any]], plot: _Plot) -> list[str]:
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
                      f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 68}" fill="#9c4221">'
                      'scheduler killed</text>')
+    for a, b, _ in _windows(events, "controller-manager-killed", "controller-manager-restarted", t_end):  # correlated
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP + ph - 24}" width="{max(x(b) - x(a), 1):.1f}" height="24" '
+                     f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + ph - 8}" fill="#9c4221">'
+                     'controller manager killed</text>')
     for e in (e for e in events if e["event"] == "wave-released"):
         wx = x(e["t"])
         parts.append(f'<line x1="{wx:.1f}" x2="{wx:.1f}" y1="{TOP}" y2="{TOP + ph}" stroke="{COLORS["wave"]}" '
@@ -188,6 +192,27 @@ def _binds(b: dict[str, Any]) -> str:
     return text
 
 
+def _seconds(value: object) -> str:
+    return "-" if value is None else f"{float(str(value)):.3g}s"
+
+
+def bind_latency_text(b: dict[str, Any]) -> str:
+    """A run's bind latency in a line: count, quantiles (estimated from the proxy's buckets) and the largest."""
+    if not b.get("count"):
+        return "no bind committed"
+    largest = _seconds(b["maxSeconds"]) if b.get("maxExact") else f"≤ {_seconds(b['maxSeconds'])}"
+    return (f"{b['count']} binds; p50 {_seconds(b['p50Seconds'])}, p90 {_seconds(b['p90Seconds'])}, "
+            f"p99 {_seconds(b['p99Seconds'])} (estimated from the proxy's buckets), max {largest}")
+
+
+def _latency_cell(b: dict[str, Any] | None) -> str:
+    """p50 / p99 / max, or "-"."""
+    if not b or not b.get("count"):
+        return "-"
+    largest = _seconds(b["maxSeconds"]) if b.get("maxExact") else f"≤{_seconds(b['maxSeconds'])}"
+    return f"{_seconds(b['p50Seconds'])} / {_seconds(b['p99Seconds'])} / {largest}"
+
+
 def _wave(w: dict[str, Any]) -> str:
     how = {"schedulingGates": "scheduling gates lifted", "beforeScheduler": "scheduler started"}.get(
         str(w.get("holdBack")), str(w.get("holdBack")))
@@ -208,6 +233,8 @@ def run_markdown(run: dict[str, Any], table: str) -> str:
              "- counts: " + ", ".join(f"{k} {v}" for k, v in c["counts"].items()),
              "- steps: " + "; ".join(f"{s['t']}s {s['did']}" for s in run.get("steps", [])),
              *([f"- binds (as the scheduler saw them): {_binds(run['binds'])}"] if run.get("binds") else []),
+             *([f"- bind latency (a pod's first Binding POST to its commit): {bind_latency_text(run['bindLatency'])}"]
+               if run.get("bindLatency") else []),
              *([f"- wave (held back: {run['wave']['holdBack']}): {_wave(run['wave'])}"] if run.get("wave") else []),
              f"- took {run['seconds']}s; timeline: [timeline.html](timeline.html)", "", "```", table, "```", ""]
     return "\n".join(lines)
@@ -301,12 +328,14 @@ def compare_table(runs: list[dict[str, Any]]) -> str:
                 return ", ".join(k for k, v in inv.items() if not v["holds"]) or "-"
             case "seconds":
                 return str(r["seconds"])
+            case "bind latency p50 / p99 / max":
+                return _latency_cell(r.get("bindLatency"))
             case "build":
                 return f"`{r['build'].partition(' ')[2]}`" if r.get("build") else "-"
         return str(c["counts"].get(key, "-"))
 
     keys = ["verdict", "as expected", "pods", "bound", "stranded", "phantom allocations", "broken invariants",
-            "seconds", "build"]
+            *(["bind latency p50 / p99 / max"] if any(r.get("bindLatency") for r in runs) else []), "seconds", "build"]
     head = "| | " + " | ".join(f"{column_name(r)} (seed {r['seed']})" for r in runs) + " |"
     rule = "|---|" + "---|" * len(runs)
     return "\n".join([head, rule, *(f"| {k} | " + " | ".join(cell(r, k) for r in runs) + " |" for k in keys)])

@@ -41,6 +41,8 @@ class RunResult:
     build: str | None = None
     featureGates: dict[str, dict[str, bool]] = field(default_factory=dict)  # component -> gate -> on, as run
     binds: dict[str, Any] = field(default_factory=dict)
+    # Binds committed during the run: count, p50/p90/p99 (estimated), max (proxy.bind_latency.between)
+    bindLatency: dict[str, Any] = field(default_factory=dict)
     wave: dict[str, Any] | None = None  # a held-back load's release (wave.summary)
     met: bool | None = None
     seconds: float = 0.0

@@ -12,6 +12,7 @@ from typing import Any
 from lightkube import Client
 
 from kube_fault_proxy.kube.kubeapi import SYSTEM_NAMESPACES
+from kube_fault_proxy.proxy import bind_latency
 from kube_fault_proxy.rig.actions import pod_churn
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
@@ -55,6 +56,14 @@ def bind_outcomes(result: RunResult, checked: dict[str, Any]) -> dict[str, Any]:
             "failed": last["bindsFailed"] - first["bindsFailed"],
             "committedWithoutAnswer": max(0, int(checked["counts"].get("bound", 0)) - succeeded),
             "beforeOutage": before, "clientConnectionsAccepted": accepted[-1] - accepted[0] if accepted else None}
+
+
+def run_bind_latency(first: dict[str, Any] | None, last: dict[str, Any] | None) -> dict[str, Any]:
+    """The binds that committed during the run (the proxy's histogram at its start and its last sample): count,
+    p50/p90/p99 estimated from the buckets, max; empty when the proxy gave none (an older proxy)."""
+    if last is None or first is None:
+        return {}
+    return bind_latency.between(first, last)
 
 
 def meets(report: check.Report, expect: Expectation | None) -> bool | None:
@@ -193,6 +202,7 @@ def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expecta
     # the timeline's own events (apiserver-killed, wave-released) arrive beside the sampler's: in time order
     result.samples, result.events = sampler.samples, sorted(sampler.events, key=lambda e: float(e["t"]))
     result.binds = bind_outcomes(result, report.as_dict())
+    result.bindLatency = run_bind_latency(sampler.latency_first, sampler.latency_last)
     result.met = meets(report, expect)
 
 

@@ -81,7 +81,8 @@ class KillApiserver(StrictModel):
 class KillScheduler(StrictModel):
     """`kill -9` the scheduler under test (a crash), and start the same build again later: it restarts from
     what the cluster holds. With `onEvent: crash-point`, right after the apiserver committed the write a
-    crashPoint rule holds the answer of."""
+    crashPoint rule holds the answer of; when that rule lists `kill` (a correlated crash), the components it
+    names die together instead, each started again after its own `restartAfterSeconds`."""
 
     restartAfter: Annotated[Duration, Field(ge=0, le=600)] = Field(
         description="start the same build again this long after the kill (sooner if the run ends)")

@@ -17,7 +17,7 @@ from kube_fault_proxy.kube.kubeapi import ApiError, HTTPError, Pod, TransportErr
 from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions import node_churn, pod_churn
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
-from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_scheduler, restarted_within
+from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_all, kill_plan, restarted_within
 from kube_fault_proxy.rig.cluster.record import ClusterError
 from kube_fault_proxy.rig.runs.journal_tail import JournalTail
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
@@ -67,6 +67,9 @@ class Sampler(threading.Thread):
         # not race the thread's first read of the journal and be missed.
         with ControlClient(self.target.control) as control:
             self.cursor = control.cursor()
+            # the bind latency histogram at the start and at the last sample: the run's binds are the difference
+            self.latency_first: dict[str, Any] | None = control.stats().get("bindLatency")
+        self.latency_last: dict[str, Any] | None = None
 
     def run(self) -> None:
         with self.target.kube.client() as api, ControlClient(self.target.control) as control:
@@ -79,6 +82,7 @@ class Sampler(threading.Thread):
         t = round(time.monotonic() - self.t0, 2)
         pods = list(api.list(Pod, namespace=self.namespace, labels={load.LOAD_LABEL: self.run_id}))
         stats = control.stats()
+        self.latency_last = stats.get("bindLatency", self.latency_last)
         page = control.journal(self.cursor)
         self.cursor = page.next
         for r in page.records:
@@ -183,9 +187,11 @@ class Timeline(threading.Thread):
                                             self.sampler.t0, self.sampler.events, self.stop)
                 elif step.killScheduler is not None:
                     self.killing = self.scheduler_down = True
-                    what = kill_and_restart_scheduler(self.target.cluster, step.killScheduler.restartAfter,
-                                                      lambda: time.monotonic() - self.sampler.t0, self.sampler.events,
-                                                      self.stop)
+                    # onEvent crash-point: the components its record names (a correlated crash), else the scheduler
+                    plan = kill_plan(self.journal_first.get("crash-point") if step.onEvent == "crash-point" else None,
+                                     step.killScheduler.restartAfter)
+                    what = kill_and_restart_all(self.target.cluster, plan, lambda: time.monotonic() - self.sampler.t0,
+                                                self.sampler.events, self.stop)
                 elif set(step.actions()) & CHURN:
                     self.churning = True
                     what = self.perform_churn(step)
