@@ -348,8 +348,8 @@ def test_a_crash_point_is_drawn_after_a_committed_bind_once_and_shrinks_to_a_lat
     assert not [w for w, _ in candidates(last) if "later crash point" in w], "never past the load's last pod"
 
 
-def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`search replay` gives kube-scheduler the patient tier (it gave every scheduler 8 s of quiet, which counts a
     pod kube-scheduler would still retry as stranded), YuniKorn the confirmation tier."""
     import contextlib
@@ -364,7 +364,7 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tm
     @contextlib.contextmanager
     def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
         assert not devices and not gangs  # a roomy finding needs no DRA controller, no gang API
-        yield object()
+        yield argparse.Namespace(build="yunikorn v1.9.0+a-fix-0123456789ab")  # the build the rig runs
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:
         tiers.append(tier)
@@ -378,6 +378,8 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(tm
         tiers.clear()
         assert main(["search", "replay", str(tmp_path), "--times", "2", "--state-dir", str(tmp_path / "s")]) == 1
         assert tiers == [tier, tier]
+        # the build replayed is the rig's, not the `build` the search recorded
+        assert "2/2 replays broke stranded on yunikorn v1.9.0+a-fix-0123456789ab" in capsys.readouterr().out
 
 
 WATCH_DRAWN = ("duplicateEvents", "dropEvents", "delayEvents", "holdEvents", "staleList", "coalesceEvents")

@@ -8,6 +8,7 @@ import contextlib
 import json
 import random
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -387,7 +388,7 @@ def test_replay_runs_the_minimal_cases_trial_actions(tmp_path: Path, monkeypatch
 
     @contextlib.contextmanager
     def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
-        yield object()
+        yield types.SimpleNamespace(build="yunikorn v1.9.0")
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:
         replayed.append(genome)
