@@ -188,11 +188,12 @@ def test_the_findings_of_a_record_survive_or_not() -> None:
     one = rejudge.read(DATA / "kcm-2026-12-04.json", rejudge.Rules(known.shipped(), controls=1))
     assert [g.verdict(one.hits) for g in one.groups] == ["survives", "survives"]
     scheduler = rejudge.read(DATA / "kube-scheduler-async-2026-12-04.json", RULES)
-    assert [g.verdict(scheduler.hits) for g in scheduler.groups] == ["does not survive: known",
-                                                                     "pending: a replay with the journal"]
+    assert [g.verdict(scheduler.hits) for g in scheduler.groups] == [
+        "does not survive: known (kube-scheduler-committed-bind-left-unscheduled)",
+        "pending: a replay with the journal"]
     lines = rejudged_report.group_lines(scheduler)
     assert lines[2] == ("| 1 | bound-pod-scheduled; resetUpstream on binding; staleList on pod-watch | 4 | 1/5 | "
-                        "does not survive: known |")
+                        "does not survive: known (kube-scheduler-committed-bind-left-unscheduled) |")
 
 
 def test_the_record_holds_what_the_command_prints_over_the_records() -> None:

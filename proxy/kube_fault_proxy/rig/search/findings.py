@@ -36,6 +36,18 @@ def kinds_on_matches(genome: Genome) -> set[str]:
     return {f"{fault_kind(r)} on {match_name(r)}" for r in genome.rules}
 
 
+def trial_actions(genome: Genome) -> set[str]:
+    """Each distinct trial action (node and pod churn: its `do`) of a genome."""
+    return {str(a["do"]) for a in genome.churn}
+
+
+def with_actions(kinds: str, genome: Genome) -> str:
+    """A `kind on match` text with the genome's trial actions after it (`; actions: flapNode`), as the reports
+    show what a known finding's `provokedBy` and `actions` are read from."""
+    names = sorted(trial_actions(genome))
+    return f"{kinds}; actions: {', '.join(names)}" if names else kinds
+
+
 def signature(target: list[str], genome: Genome) -> Signature:
     """The invariants broken, then each distinct `kind on match` of the profile, sorted."""
     return (",".join(sorted(target)), *sorted(kinds_on_matches(genome)))

@@ -314,9 +314,9 @@ def mutate_churn(rng: random.Random, churn: Sequence[trial_churn.Action], action
     kept = [a for a in churn if a["do"] in actions]
     op = rng.choice(["redraw", "add", "drop"]) if kept else "add"
     if op == "redraw":
-        kept[rng.randrange(len(kept))] = trial_churn.draw(rng, rng.choice(list(actions)), pods, kinds)
+        kept[rng.randrange(len(kept))] = trial_churn.draw(rng, trial_churn.pick(rng, actions), pods, kinds)
     elif op == "add" and len(kept) < trial_churn.MAX_ACTIONS:
-        kept.append(trial_churn.draw(rng, rng.choice(list(actions)), pods, kinds))
+        kept.append(trial_churn.draw(rng, trial_churn.pick(rng, actions), pods, kinds))
     else:
         kept.pop(rng.randrange(len(kept)))
     return tuple(kept)

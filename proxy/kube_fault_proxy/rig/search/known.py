@@ -4,22 +4,26 @@ fault's own effect is told apart by the ledger: search/excused.py).
 
 A hit matches an entry when the scheduler is the entry's, its build matches one of `builds` and none of
 `fixedIn` (shell patterns over the build as `cluster status` names it), it breaks every invariant of `breaks`
-and none outside `within`, and its profile holds a `kind on match` that one of `provokedBy`'s patterns names."""
+and none outside `within`, its profile holds a `kind on match` that one of `provokedBy`'s patterns names, and its
+trial actions (`search --actions`: node and pod churn) hold one that one of `actions`'s patterns names. An entry
+gives `provokedBy`, `actions` or both; what it leaves out is not asked (a bug an action alone provokes, under
+any fault or none, gives only `actions`)."""
 
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kube_fault_proxy.proxy.profiles.loader import load_model
 from kube_fault_proxy.proxy.profiles.problems import Problem, ProfileError
 from kube_fault_proxy.proxy.schema.strict import StrictModel
+from kube_fault_proxy.rig.actions.trial_churn import ACTIONS
 from kube_fault_proxy.rig.invariants.catalogue import lookup
-from kube_fault_proxy.rig.search.findings import kinds_on_matches
+from kube_fault_proxy.rig.search.findings import kinds_on_matches, trial_actions
 from kube_fault_proxy.rig.search.genome import Genome
 
 SHIPPED = Path(__file__).with_name("known-findings.yaml")
@@ -30,19 +34,57 @@ def _invariants(words: list[str]) -> list[str]:
     return [lookup(w).key for w in words]
 
 
+def _action_pattern(pattern: str) -> str:
+    """A trial action's name, or a shell pattern naming at least one (`*Node`); anything else is refused, so a
+    misspelt action is an error, not an entry that never matches."""
+    if not any(fnmatchcase(a, pattern) for a in ACTIONS):
+        raise ValueError(f"unknown trial action {pattern!r} (one of {', '.join(ACTIONS)}, or a shell pattern "
+                         "naming some)")
+    return pattern
+
+
+ActionPattern = Annotated[str, AfterValidator(_action_pattern)]
+
+
 class Signature(StrictModel):
     """What a hit of a known bug looks like."""
 
     breaks: list[str] = Field(min_length=1, description="invariants every hit breaks (names or aliases)")
     within: list[str] | None = Field(None, description="invariants a hit may break at most (default: any)")
-    provoked_by: list[str] = Field(min_length=1, alias="provokedBy",
-                                   description="`kind on match` patterns (e.g. `resetUpstream on binding`, "
-                                               "`* on binding`); the profile holds one of them")
+    provoked_by: list[str] | None = Field(None, min_length=1, alias="provokedBy",
+                                          description="`kind on match` patterns (e.g. `resetUpstream on binding`, "
+                                                      "`* on binding`); the profile holds one of them (left out: "
+                                                      "any faults)")
+    actions: list[ActionPattern] | None = Field(
+        None, min_length=1, description="trial actions (`search --actions`: `flapNode`, `deleteNode`, `deletePod`, "
+                                        "...; shell patterns such as `*Node`); the trial's actions hold one of them "
+                                        "(left out: any actions, or none)")
 
     @field_validator("breaks", "within")
     @classmethod
     def _known_invariants(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _invariants(v)
+
+    @model_validator(mode="after")
+    def _provoked(self) -> Self:
+        if self.provoked_by is None and self.actions is None:
+            raise ValueError("a signature needs `provokedBy` (fault kinds on matches), `actions` (trial actions) "
+                             "or both")
+        return self
+
+    def provokes(self, genome: Genome) -> bool:
+        """Whether a profile and its trial actions have what this signature names (each part it gives)."""
+        return (self.provoked_by is None or any(fnmatchcase(km, p) for km in kinds_on_matches(genome)
+                                                for p in self.provoked_by)) and \
+            (self.actions is None or any(fnmatchcase(a, p) for a in trial_actions(genome) for p in self.actions))
+
+    def provocation(self) -> str:
+        """What provokes it, in words (the reports)."""
+        actions = f"a trial action of {', '.join(f'`{a}`' for a in self.actions)}" if self.actions else ""
+        if not self.provoked_by:
+            return f"{actions}, under any faults or none"
+        faults = ", ".join(f"`{p}`" for p in self.provoked_by)
+        return f"{faults} with {actions}" if actions else faults
 
 
 class KnownFinding(StrictModel):
@@ -70,7 +112,7 @@ class KnownFinding(StrictModel):
         sig, got = self.signature, set(broken)
         if not set(sig.breaks) <= got or (sig.within is not None and not got <= set(sig.within)):
             return False
-        return any(fnmatchcase(km, p) for km in kinds_on_matches(genome) for p in sig.provoked_by)
+        return sig.provokes(genome)
 
 
 class Catalogue(StrictModel):

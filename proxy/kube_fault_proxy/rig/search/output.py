@@ -25,7 +25,7 @@ from kube_fault_proxy.rig.runs.report import timeline_svg
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 from kube_fault_proxy.rig.search import coverage, plans
 from kube_fault_proxy.rig.search.differential import DIVERGED
-from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches
+from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches, with_actions
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
 from kube_fault_proxy.rig.search.report_known import known_lines
@@ -250,7 +250,8 @@ def _index(out: Outcome) -> list[str]:
              "| control | report |", "|---|---|---|---|---|---|---|"]
     for i, f in enumerate(out.findings, 1):
         known = f" (known: {f.known})" if f.known else ""
-        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)}{known} | {'; '.join(f.signature[1:]) or '-'} | "
+        kinds = with_actions("; ".join(f.signature[1:]) or "-", f.minimal)
+        lines.append(f"| {i} | {', '.join(label(t) for t in f.target)}{known} | {kinds} | "
                      f"{', '.join(str(h.trial) for h in f.hits)} | {f.rate()} | "
                      f"{control_text(out.settings.control, f.minimal_control)} | "
                      f"[findings/{f.slug(i)}](findings/{f.slug(i)}/report.md) |")
@@ -355,7 +356,8 @@ def trial_lines(out: Outcome) -> list[str]:
              "|---|---|---|---|---|---|"]
     for r in runs:
         number = int(r.name[1:]) if r.name[1:].isdigit() else -1
-        lines.append(f"| {r.name} | {'; '.join(sorted(kinds_on_matches(r.genome))) or 'none (canary)'} | "
+        kinds = with_actions("; ".join(sorted(kinds_on_matches(r.genome))) or "none (canary)", r.genome)
+        lines.append(f"| {r.name} | {kinds} | "
                      f"{', '.join(r.broken) or ('error' if r.error else 'clean')} | {r.injections} | "
                      f"{r.seconds:.0f} | {verdicts.get(number, '-') if r.name.startswith('t') else 'canary'} |")
     return [*lines, ""]

@@ -87,11 +87,12 @@ class Rejudged:
     why: str
     blind: bool = False  # not excusable, yet its profile cut connections a lost create may have been on (CUTTING)
     kinds: frozenset[str] = frozenset()  # each `kind on match` of its profile (findings.kinds_on_matches)
+    known: str | None = None  # the known finding it is a hit of (when `after` is `known`)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"trial": self.trial, "broken": list(self.broken), "before": self.before, "after": self.after,
-                "why": self.why, "ledgerBlind": self.blind}
+                "why": self.why, "ledgerBlind": self.blind, "known": self.known}
 
 
 @dataclass
@@ -146,6 +147,8 @@ class Group:
             return f"pending: more control runs{blind}{alike}"
         if "undecided" in classes:
             return "pending: a replay with the journal"
+        if classes == {"known"}:
+            return f"does not survive: known ({', '.join(sorted({str(h.known) for h in after}))})"
         return "does not survive: " + ", ".join(sorted(classes)) if classes else "no hit of it kept"
 
     def alike(self, hits: Sequence[Rejudged]) -> list[Rejudged]:
@@ -238,12 +241,13 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
     broken, before = tuple(str(b) for b in hit["broken"]), str(hit["verdict"])
     genome = genome_of(hit["genome"], where)
 
-    def out(after: str, why: str) -> Rejudged:
+    def out(after: str, why: str, known: str | None = None) -> Rejudged:
         cut = not judged and after not in ("excused", "undecided", "no-injection") and blind(broken, genome)
         if cut:
             why += (f"; the profile cuts connections ({', '.join(sorted(CUTTING))}): a pod create in flight on one may "
                     "have committed unanswered, which the journal does not record, so the ledger is blind to it")
-        return Rejudged(int(hit["trial"]), broken, before, after, why, cut, frozenset(kinds_on_matches(genome)))
+        return Rejudged(int(hit["trial"]), broken, before, after, why, cut, frozenset(kinds_on_matches(genome)),
+                        known)
 
     judged = hit.get("ledger")
 
@@ -259,7 +263,7 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
     else:
         ledger = f"judged from the journal when the search ran: {judged}"
     if before == "known":
-        return out("known", f"{hit.get('known')}; {ledger}")
+        return out("known", f"{hit.get('known')}; {ledger}", str(hit.get("known")))
     if before in ("control-broken", "not-reproduced"):
         return out(before, ledger)
     if before != "confirmed":
@@ -268,7 +272,8 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
     entry = rules.catalogue.match_confirmed(sorted(set(broken) & set(replay or [])), list(broken), replay, genome,
                                             stored.scheduler, stored.build)
     if entry is not None:
-        return out("known", f"{entry.id} (known-findings.yaml, {entry.upstream}); {ledger}")
+        return out("known", f"{entry.id} (known-findings.yaml: provoked by {entry.signature.provocation()}; "
+                            f"{entry.upstream}); {ledger}", entry.id)
     ran = 0 if hit.get("control") is None else 1  # a stored hit keeps one control run's breaks
     if ran < rules.controls:
         return out("under-controlled", f"confirmed on {ran} clean control run{'' if ran == 1 else 's'} of the "

@@ -24,7 +24,8 @@ def known_lines(out: Outcome) -> list[str]:
         confirmed = f"confirmed once at trial {k.confirmed_at}" if k.confirmed_at is not None else "not confirmed"
         hits = f"{len(k.trials)} hit{'s' if len(k.trials) != 1 else ''}"
         lines.append(f"- **known: {e.id}** ({e.title}): {hits} (trials "
-                     f"{', '.join(map(str, k.trials))}), {confirmed}, not shrunk; upstream: {e.upstream}"
+                     f"{', '.join(map(str, k.trials))}), {confirmed}, not shrunk; provoked by "
+                     f"{e.signature.provocation()}; upstream: {e.upstream}"
                      + (f"; report: {e.report}" if e.report else ""))
     for h in effects:
         lines.append(f"- trial {h.trial}: {', '.join(h.broken)} is the fault's own effect, not a bug (the ledger "
