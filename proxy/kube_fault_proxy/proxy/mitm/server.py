@@ -20,6 +20,7 @@ from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, Bind
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.in_flight import WritesInFlight
 from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
@@ -133,7 +134,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
                  "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
     ready = _Ready()
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
-    outage = OutageState(runtime, binds)
+    in_flight = WritesInFlight()  # writes forwarded upstream and not yet answered: what a cut fails in flight
+    outage = OutageState(runtime, binds, in_flight)
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
     stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
@@ -151,13 +153,14 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         OutageController(outage),  # drops what arrives during an outage, before any fault sees it
         UpstreamLoss(runtime, held),
         StaleAnswers(stale),  # reads each answer into the revision log before a fault replaces or holds it
-        FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
+        FaultAddon(runtime, held, in_flight),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
         WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
+        in_flight,  # last of the faults' chain: a write still live after every request hook is forwarded
         *extra_addons,
         ready,
     )
