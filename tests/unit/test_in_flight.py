@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
-from kube_fault_proxy.proxy.mitm.in_flight import WritesInFlight
+from kube_fault_proxy.proxy.mitm.in_flight import InFlightTracking, WritesInFlight
 from kube_fault_proxy.proxy.written import requested, written
 from mitmproxy import http
 from mitmproxy.addons import proxyserver
@@ -57,7 +57,7 @@ def run_chain(tmp_path: Path, test: Any) -> None:
     async def main() -> None:
         with taddons.context(proxyserver.Proxyserver()):
             in_flight = WritesInFlight()
-            await test(rt, [FaultAddon(rt, None, in_flight), in_flight], in_flight)
+            await test(rt, [FaultAddon(rt, None, in_flight), InFlightTracking(in_flight)], in_flight)
 
     asyncio.run(main())
 

@@ -1,9 +1,11 @@
-"""The writes the proxy forwarded to the apiserver and whose answer their client has not yet had: what a cut
-(`resetUpstream`, an outage) fails in flight, though each may already have committed. Journaled as `inFlight` on
-the cut's record, so the ledger can count a pod create cut in flight like one that committed unanswered.
+"""The writes the proxy forwarded to the apiserver and whose answer their client has not yet had: what a cut (a
+reset of a client's upstream connections, an outage) fails in flight, though each may already have committed.
+Journaled as `inFlight` on the cut's record, so the ledger can count a pod create cut in flight like one that
+committed unanswered.
 
 Per request, only a write pays: one dict insert when the last `request` hook lets it go upstream, one removal at its
-answer or its error. Bodies are read only at a cut, from the flows still held here."""
+answer or its error. Bodies are read only at a cut, from the flows still held here. `WritesInFlight` is the state
+(shared with the fault addon and the outage, which read it as they cut); `InFlightTracking` the addon that feeds it."""
 
 from __future__ import annotations
 
@@ -58,23 +60,19 @@ def describe(flow: http.HTTPFlow) -> dict[str, Any] | None:
 
 
 class WritesInFlight:
-    """Last in serve's chain: a write whose `request` hook ends with it still live is forwarded upstream, and in
-    flight until its `response` hook (its client's answer, after every fault step) or its `error`. A write whose
-    committed answer a fault holds (its after-steps journaled, `AFTER`) is left out of a cut's list: its own
-    `inject` record already counts it."""
+    """The writes forwarded upstream and not yet answered to their client. A write whose committed answer a fault
+    holds (its after-steps journaled, `AFTER`) is left out of a cut's list: its own `inject` record counts it."""
 
     def __init__(self) -> None:
         # flow id -> flow (weak: a flow mitmproxy drops without a last hook leaves nothing behind)
         self._flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
 
-    def request(self, flow: http.HTTPFlow) -> None:
-        if flow.request.method in WRITE_METHODS and flow.live and flow.response is None and flow.error is None:
-            self._flows[flow.id] = flow
+    def sent(self, flow: http.HTTPFlow) -> None:
+        """The proxy let this write go upstream."""
+        self._flows[flow.id] = flow
 
-    def response(self, flow: http.HTTPFlow) -> None:
-        self._flows.pop(flow.id, None)
-
-    def error(self, flow: http.HTTPFlow) -> None:
+    def ended(self, flow: http.HTTPFlow) -> None:
+        """Its client had its answer, or its error."""
         self._flows.pop(flow.id, None)
 
     def cut(self, client_ids: set[str] | None = None) -> list[dict[str, Any]]:
@@ -91,3 +89,21 @@ class WritesInFlight:
     def __len__(self) -> int:
         """How many writes are in flight."""
         return len(self._flows)
+
+
+class InFlightTracking:
+    """Last in serve's chain: a write whose `request` hook ends with it still live is forwarded upstream, and in
+    flight until its `response` hook (its client's answer, after every fault step) or its `error`."""
+
+    def __init__(self, writes: WritesInFlight) -> None:
+        self.writes = writes
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.request.method in WRITE_METHODS and flow.live and flow.response is None and flow.error is None:
+            self.writes.sent(flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self.writes.ended(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.writes.ended(flow)

@@ -20,7 +20,7 @@ from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, Bind
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
-from kube_fault_proxy.proxy.mitm.in_flight import WritesInFlight
+from kube_fault_proxy.proxy.mitm.in_flight import InFlightTracking, WritesInFlight
 from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
@@ -134,8 +134,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
                  "first request (the library change stream_limit is not applied)", settings.max_concurrent_streams)
     ready = _Ready()
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
-    in_flight = WritesInFlight()  # writes forwarded upstream and not yet answered: what a cut fails in flight
-    outage = OutageState(runtime, binds, in_flight)
+    outage = OutageState(runtime, binds, in_flight := WritesInFlight())  # with the writes a cut fails in flight
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
     stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
@@ -160,7 +159,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
-        in_flight,  # last of the faults' chain: a write still live after every request hook is forwarded
+        InFlightTracking(in_flight),  # last of the faults' chain: a write still live after every hook is forwarded
         *extra_addons,
         ready,
     )
