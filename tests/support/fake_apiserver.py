@@ -3,7 +3,8 @@
 Run: python -m tests.support.fake_apiserver --certs DIR --ready-file FILE [--require-client-cert]
 It serves just enough of the API (bindings, a pod list, a watch, byte payloads, whoami) to
 observe on the wire what the proxy did; a Binding POST with `?delay=S` is committed only if its
-client is still there S seconds later, as the apiserver drops a request whose connection died; one
+client is still there S seconds later, as the apiserver drops a request whose connection died (another create with
+`?delay=S` is answered S seconds later, if its client is still there); one
 with `?throttle=S` is not committed but answered 429 with `Retry-After: S`, as API Priority and
 Fairness rejects it; a WatchList (`sendInitialEvents=true`) to a client that accepts gzip is gzipped a member per
 event, as kube-apiserver 1.37 does. The real apiserver is used by the cluster tests.
@@ -101,6 +102,8 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         return await _send(send, 201, json.dumps(
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}).encode())
     if method == "POST" and path.startswith("/api/v1/namespaces/"):  # a create: the object back, as it came
+        if "delay" in query and await _disconnected_within(receive, float(query["delay"])):
+            return None  # ?delay=S: answered S s later, if its client is still there
         return await _send(send, 201, body)
     if method == "DELETE" and path.startswith("/api/v1/namespaces/"):  # as for a ConfigMap: a Status, no revision
         return await _send(send, 200, json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},

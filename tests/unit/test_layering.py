@@ -86,7 +86,8 @@ def test_framework_imports_stay_home(path: Path) -> None:
 # own holds what its addon's hooks share with a neighbour (the answers held, which the upstream loss rule reads).
 FLOW_ADDONS = {"mitm/addon.py": {"FaultAddon"}, "mitm/binds.py": {"BindReads", "BindAccounting"},
                "mitm/bind_commits.py": {"BindCommits"},
-               "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/late_commits.py": {"LateCommits"},
+               "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/in_flight.py": {"InFlightTracking"},
+               "mitm/late_commits.py": {"LateCommits"},
                "mitm/outage.py": {"OutageController", "OutageStarts"},
                "mitm/stale_reads.py": {"StaleAnswers", "StaleReads"}, "mitm/stream_settings.py": {"StreamSettings"},
                "mitm/timeouts.py": {"ConnectionTimeouts"}, "mitm/watch_edits.py": {"WatchEdits"}}

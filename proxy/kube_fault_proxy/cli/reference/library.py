@@ -26,7 +26,10 @@ JOURNAL_RECORDS = {
               "injection), the action, the request's identity and what the fault adds (`upstreamStatus` for "
               "commitThenFail, and `written` when the committed answer names its object: name, namespace, uid, "
               "resourceVersion and the controller `owner` (kind, name, uid); `servedResourceVersion`, "
-              "`seenSecondsAgo`, `writesSince` for staleList)",
+              "`seenSecondsAgo`, `writesSince` for staleList; `inFlight` for resetUpstream: the writes its "
+              "connection had forwarded upstream and not yet answered, which the reset failed, each with verb, "
+              "resource, subresource, namespace, name or a create's generateName and controller `owner`, the "
+              "deciding rule and fault if any, and `upstreamStatus` if the apiserver's answer had arrived)",
     "commit-skipped": "a commitThenFail or crashPoint rule matched but the apiserver answered non-2xx: nothing was "
                       "committed, the answer passed through and the rule's turn was given back",
     "crash-point": "a crashPoint rule holds a committed write's answer: the stamp, request, upstreamStatus, the "
@@ -55,7 +58,8 @@ JOURNAL_RECORDS = {
     "upstream-lost-drained": "a drained client connection closed after its held answers were relayed: whether it "
                              "was sent an HTTP/2 GOAWAY, and how many of its streams were still open (streamsCut)",
     "outage-start": "an outage began: seconds, how new connections are refused, the triggering rule, the "
-                    "connections closed and the Binding counts at that moment",
+                    "connections closed, the Binding counts at that moment and `inFlight`: the writes forwarded "
+                    "upstream and not yet answered on every connection, which the outage failed (as for `inject`)",
     "outage-end": "an outage ended: connections refused, upstream connects failed, upstream connections aborted "
                   "and client connections still lingering",
     "client-timeout": "a client connection closed by `--read-header-timeout` or `--idle-timeout`",

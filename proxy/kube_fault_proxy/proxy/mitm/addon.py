@@ -12,6 +12,7 @@ from kube_fault_proxy.proxy.faults.plan import CloseUpstream, LimitWatch, ResetS
 from kube_fault_proxy.proxy.mitm.flow_keys import AFTER, DECISION, IDENT
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers, wait
 from kube_fault_proxy.proxy.mitm.http_parts import header_values, response_of
+from kube_fault_proxy.proxy.mitm.in_flight import WritesInFlight
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.requests import identity
 from kube_fault_proxy.proxy.requests.binding import is_binding_post
@@ -45,9 +46,11 @@ class FaultAddon:
     what they act on, it stamps under the keys of `flow_keys`.
     """
 
-    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None) -> None:
+    def __init__(self, runtime: Runtime, held: HeldAnswers | None = None,
+                 in_flight: WritesInFlight | None = None) -> None:
         self.runtime = runtime
         self.held = held if held is not None else HeldAnswers()
+        self.in_flight = in_flight  # a reset names the writes it fails in flight
         self.counters = runtime.counters
         self.activations = runtime.activations
 
@@ -65,7 +68,9 @@ class FaultAddon:
             return None  # only after-steps: performed and journaled once upstream answers
         if decision.plan.journaled_when_served:  # a stale view: its revision is chosen, and journaled, as it leaves
             return None
-        self.counters.performed(decision, ident, action=decision.plan.describe())
+        cut = {"inFlight": self.in_flight.cut({flow.client_conn.id})} if self.in_flight is not None and any(
+            isinstance(s, CloseUpstream) for s in before) else {}  # read before the reset below fails them
+        self.counters.performed(decision, ident, action=decision.plan.describe(), **cut)
         if any(isinstance(s, Wait) for s in before):
             return self._perform(flow, before)
         self._apply(flow, before)

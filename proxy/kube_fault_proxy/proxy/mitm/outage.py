@@ -15,6 +15,7 @@ from kube_fault_proxy.proxy.faults.plan import StartOutage
 from kube_fault_proxy.proxy.mitm import listen
 from kube_fault_proxy.proxy.mitm.binds import BindOutcomes
 from kube_fault_proxy.proxy.mitm.flow_keys import DECISION
+from kube_fault_proxy.proxy.mitm.in_flight import WritesInFlight
 from kube_fault_proxy.proxy.mitm.patches import internals
 from kube_fault_proxy.proxy.runtime import Runtime
 
@@ -27,9 +28,11 @@ class OutageState:
     closed, and so is every upstream connection: requests the proxy had already forwarded die with the "apiserver"
     rather than being committed behind the scheduler's back (a kill -9 does not finish them either)."""
 
-    def __init__(self, runtime: Runtime, binds: BindOutcomes | None = None) -> None:
+    def __init__(self, runtime: Runtime, binds: BindOutcomes | None = None,
+                 in_flight: WritesInFlight | None = None) -> None:
         self.runtime = runtime
         self.binds = binds  # the Bindings in flight, failed as the outage begins
+        self.in_flight = in_flight  # the writes forwarded and not yet answered, journaled as it begins
         self.until = 0.0
         self.mode = "close"
         self.counts: dict[str, int | str] = {}
@@ -59,9 +62,10 @@ class OutageState:
         loop.call_later(seconds, lambda: self._spawn(self._end()))
         # What the scheduler had been told of its binds when the apiserver "died".
         counters = self.runtime.counters
+        cut = {"inFlight": self.in_flight.cut()} if self.in_flight is not None else {}
         counters.note("outage-start", seconds=seconds, refuse=mode, **cause,
                       clientConnectionsClosed=len(handlers), bindsSucceeded=counters.binds_succeeded,
-                      bindsThrottled=counters.binds_throttled, bindsFailed=counters.binds_failed)
+                      bindsThrottled=counters.binds_throttled, bindsFailed=counters.binds_failed, **cut)
         aborted = 0
         for h in handlers:
             internals.close_client(h)  # first: the upstream losses below then close no client a second time

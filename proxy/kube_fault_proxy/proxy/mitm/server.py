@@ -21,6 +21,7 @@ from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, Bind
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
+from kube_fault_proxy.proxy.mitm.in_flight import InFlightTracking, WritesInFlight
 from kube_fault_proxy.proxy.mitm.late_commits import LateCommits
 from kube_fault_proxy.proxy.mitm.links import UpstreamLoss
 from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, OutageState
@@ -140,7 +141,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     ready = _Ready()
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
     latency = runtime.counters.bind_latency  # each pod's first Binding POST to its commit (reads, commits, late)
-    outage = OutageState(runtime, binds)
+    outage = OutageState(runtime, binds, in_flight := WritesInFlight())  # with the writes a cut fails in flight
     held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
     signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
     stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
@@ -159,13 +160,14 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         UpstreamLoss(runtime, held),
         BindCommits(latency.committed),  # a Binding's 2xx from the apiserver, before a fault replaces or holds it
         StaleAnswers(stale),  # reads each answer into the revision log before a fault replaces or holds it
-        FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
+        FaultAddon(runtime, held, in_flight),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
         WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late, committed=latency.committed),  # later than its error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
         BindAccounting(binds),  # after: a Binding's answer as the faults left it
+        InFlightTracking(in_flight),  # last of the faults' chain: a write still live after every hook is forwarded
         *extra_addons,
         ready,
     )

@@ -8,7 +8,9 @@ a Judgement out. One rule per invariant (RULES); an invariant with no rule is ne
 - **A surplus of live pods** (`replicaset-never-over-replicas` of a ReplicaSet, `job-active-within-parallelism`,
   `daemonset-one-pod-per-node`): a pod create the client saw fail although it committed (committed-unanswered,
   or committed-after-error) makes the controller create the pod again; upstream allows that ("the same program
-  may sometimes be started twice", Job docs). Each such create of the owner excuses one surplus pod, until the
+  may sometimes be started twice", Job docs). A pod create a cut failed in flight (cut-in-flight: forwarded, not
+  yet answered when resetUpstream or an outage closed its connection) may have committed too, and counts the
+  same: the excuse is an upper bound. Each such create of the owner excuses one surplus pod, until the
   controller removes it: the stretches of surplus in the history, in order, must peak at no more pods together
   than the owner's lost creates so far (each create excuses one pod once), and each must end within `bound`
   seconds of its start (of the faults' end, if that is later: the delete
@@ -51,6 +53,9 @@ from kube_fault_proxy.rig.invariants.ledger import Effect, EffectKind, Ledger
 TEXT_SHOWN = 2  # reasons of one invariant a Judgement's text shows before it counts the rest
 SYNC_BOUND = 30.0  # seconds a controller has to remove an excused surplus pod (its next sync, plus its backoff)
 LOST_CREATES: tuple[EffectKind, ...] = ("committed-unanswered", "committed-after-error")
+# A pod create the controller saw fail that may have committed: a lost create, or one cut in flight (its commit
+# unknown; counting it is the upper bound the journal proves). Bindings cut in flight are not counted (no-overcommit).
+LOST_POD_CREATES: tuple[EffectKind, ...] = (*LOST_CREATES, "cut-in-flight")
 STRANDING = frozenset({"stranded", "I3", "no-pod-waits-past-bound", "scheduler-not-stuck"})
 # client-go's reflector asks each watch for timeoutSeconds = minWatchTimeout (5 min) * (1 + rand): a watch younger
 # than this has not ended on its own, so its client has not listed again (tools/cache/reflector.go).
@@ -124,10 +129,11 @@ Rule = Callable[[Mapping[str, Any], Context], Excuse]
 
 
 def _lost_creates(ctx: Context, owner_kind: str, owner_ref: str, owner_uid: str) -> list[Effect]:
-    """Pod creates of this owner that committed while their client saw an error: by the owner the journal's
-    `written` names (its uid, or its kind and name), else by the pod's owner in the history."""
+    """Pod creates of this owner that committed while their client saw an error, or a cut failed in flight: by the
+    owner the journal's `written` (or `inFlight`) names (its uid, or its kind and name), else by the pod's owner in
+    the history."""
     out = []
-    for e in ctx.ledger.of(*LOST_CREATES, resource="pods", verb="create"):
+    for e in ctx.ledger.of(*LOST_POD_CREATES, resource="pods", verb="create"):
         t = e.touched
         pod = ctx.facts.pods.get((t.namespace, t.name)) if ctx.facts is not None else None
         o = owner(pod) if pod is not None else None
@@ -138,10 +144,16 @@ def _lost_creates(ctx: Context, owner_kind: str, owner_ref: str, owner_uid: str)
 
 
 def _creates(effects: Sequence[Effect], ctx: Context) -> str:
-    names = ", ".join(f"{e.touched.namespace}/{e.touched.name or '(unnamed)'} at {e.time - ctx.t0:.1f}s"
-                      for e in effects[:3])
+    def one(e: Effect) -> str:
+        t = e.touched
+        name = t.name or (f"{t.generate_name}*" if t.generate_name else "(unnamed)")
+        cut = f", cut in flight by {e.fault}" if e.kind == "cut-in-flight" else ""
+        return f"{t.namespace}/{name} at {e.time - ctx.t0:.1f}s{cut}"
+    names = ", ".join(one(e) for e in effects[:3])
     more = f" and {len(effects) - 3} more" if len(effects) > 3 else ""
-    return f"{_n(len(effects), 'pod create')} committed unanswered ({names}{more})" if effects else \
+    how = "committed unanswered or cut in flight" if any(e.kind == "cut-in-flight" for e in effects) else \
+        "committed unanswered"
+    return f"{_n(len(effects), 'pod create')} {how} ({names}{more})" if effects else \
         "no pod create committed unanswered"
 
 

@@ -13,7 +13,12 @@ journal file. What each journal event becomes:
   watch's events (count and seconds), on the resource of the watch its `inject` opened (same rule and injection);
   cut: a **connection cut**;
 - `inject` of staleList: a **stale revision served** (servedResourceVersion) for that resource;
-- `inject` of resetUpstream, `upstream-lost`: a **connection cut**; `outage-start`: an **outage** (seconds).
+- `inject` of resetUpstream, `upstream-lost`: a **connection cut**; `outage-start`: an **outage** (seconds);
+- each write in the `inFlight` list of a resetUpstream `inject` or an `outage-start` (forwarded to the apiserver,
+  not yet answered when the cut failed it): a write **cut in flight**, naming its object from the request (a
+  create's generateName and controller from its body). It may or may not have committed: the ledger counts it as
+  one that may have. One the apiserver had already refused (a non-2xx `upstreamStatus`) is none. A journal
+  written before the proxy listed them has no `inFlight`: it names none.
 
 Records of other events (activations, proxy starts, skipped rules) are no effect and are passed over.
 """
@@ -29,10 +34,10 @@ from typing import Any, Literal
 
 EffectKind = Literal["committed-unanswered", "failed-before-apiserver", "committed-after-error", "event-dropped",
                      "event-duplicated", "events-delayed", "events-held", "events-coalesced", "stale-served",
-                     "connection-cut", "outage"]
+                     "connection-cut", "outage", "cut-in-flight"]
 KINDS: tuple[EffectKind, ...] = ("committed-unanswered", "failed-before-apiserver", "committed-after-error",
                                  "event-dropped", "event-duplicated", "events-delayed", "events-held",
-                                 "events-coalesced", "stale-served", "connection-cut", "outage")
+                                 "events-coalesced", "stale-served", "connection-cut", "outage", "cut-in-flight")
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 UNANSWERED = frozenset({"commitThenFail", "crashPoint"})  # the write committed, the client never saw it succeed
 WATCH_ACTIONS: dict[str, EffectKind] = {"dropped": "event-dropped", "duplicated": "event-duplicated",
@@ -54,13 +59,15 @@ class Touched:
     namespace: str = ""
     name: str = ""
     uid: str = ""
+    generate_name: str = ""  # a create cut in flight with no name: the prefix it asked for
     owner_kind: str = ""  # the controller ownerReference the committed object carried (`written.owner`)
     owner_name: str = ""
     owner_uid: str = ""
 
     def show(self) -> str:
         """resource ns/name (owner Kind/name), as far as known."""
-        where = "/".join(p for p in (self.namespace, self.name) if p) or "(unnamed)"
+        name = self.name or (f"{self.generate_name}*" if self.generate_name else "")
+        where = "/".join(p for p in (self.namespace, name) if p) or "(unnamed)"
         owner = f" of {self.owner_kind} {self.owner_name or self.owner_uid}" if self.owner_kind else ""
         return f"{self.resource or '?'} {where}{owner}"
 
@@ -143,6 +150,35 @@ def _verb(request: Record) -> str:
 
 def _forwarded(action: str) -> bool:
     return "forward" in action.split(", then ")
+
+
+def _in_flight(record: Record, where: str, fault: str) -> list[Effect]:
+    """The writes a cut failed in flight (`inFlight`), each a `cut-in-flight` effect; none for a record without
+    the field (a journal older than it) or a write the apiserver had already refused."""
+    listed = record.get("inFlight")
+    if listed is None:
+        return []
+    if not isinstance(listed, list):
+        raise LedgerError(f"{where}: field 'inFlight' is {listed!r}, not a list")
+    time, seq = _number(record, "time", where), int(_number(record, "seq", where))
+    out = []
+    for i, entry in enumerate(listed):
+        if not isinstance(entry, Mapping) or entry.get("verb") not in WRITES or not isinstance(entry.get("resource"),
+                                                                                                str):
+            raise LedgerError(f"{where}: field 'inFlight[{i}]' is {entry!r}, not a write with a verb and a resource")
+        owner = entry.get("owner")
+        if owner is not None and not isinstance(owner, Mapping):
+            raise LedgerError(f"{where}: field 'inFlight[{i}].owner' is {owner!r}, not an object")
+        status = entry.get("upstreamStatus")
+        if isinstance(status, int) and not 200 <= status < 300:
+            continue  # the apiserver refused it before the cut: nothing committed
+        touched = Touched(resource=str(entry["resource"]), namespace=str(entry.get("namespace") or ""),
+                          name=str(entry.get("name") or ""), generate_name=str(entry.get("generateName") or ""),
+                          owner_kind=str((owner or {}).get("kind") or ""),
+                          owner_name=str((owner or {}).get("name") or ""),
+                          owner_uid=str((owner or {}).get("uid") or ""))
+        out.append(Effect("cut-in-flight", time, seq, fault, str(record.get("rule") or ""), _verb(entry), touched))
+    return out
 
 
 def _inject(record: Record, where: str) -> Effect | None:
@@ -241,6 +277,9 @@ def _read(records: Iterable[tuple[str, Record]]) -> Ledger:
                 watches[(record.get("profile"), record.get("epoch"), record.get("rule"),
                          record.get("injection"))] = (request, _number(record, "time", where))
             effect = _inject(record, where)
+            if effect is not None and effect.kind == "connection-cut":
+                effects += [effect, *_in_flight(record, where, effect.fault)]
+                continue
         elif event == "late-commit":
             effect = _late(record, where)
         elif event == "watch-event":
@@ -252,6 +291,8 @@ def _read(records: Iterable[tuple[str, Record]]) -> Ledger:
             effect = Effect("outage", _number(record, "time", where), int(_number(record, "seq", where)),
                             "outage", str(record.get("rule") or ""), "", Touched(),
                             seconds=float(record.get("seconds") or 0.0))
+            effects += [effect, *_in_flight(record, where, "outage")]
+            continue
         if effect is not None:
             effects.append(effect)
     return Ledger(tuple(effects))
