@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from kube_fault_proxy.proxy.faults.base import Draw
 from kube_fault_proxy.proxy.faults.plan import PinView, ServeStale
@@ -18,6 +19,7 @@ from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.two_views import MAX_CONNECTIONS, Pinned, TwoViews, ViewPins
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.requests.identity import parse
+from kube_fault_proxy.proxy.requests.watch import TICK
 from kube_fault_proxy.proxy.runtime import Runtime
 from mitmproxy import connection, http
 from mitmproxy.addons import proxyserver
@@ -27,6 +29,7 @@ from tests.support.builders import profile
 from tests.support.mitm import JSON, Clock, Faults, answer, events, exchange, runtime
 
 LISTS = {"verbs": ["list"], "resources": ["configmaps"]}
+STREAM = [(b"content-type", b"application/json;stream=watch")]
 SEED = 2  # the first client gets view 0 (Random("2/r/views")), the current state
 
 
@@ -122,8 +125,9 @@ async def write(faults: Faults, rv: int) -> None:
     await exchange(faults.chain, tflow.tflow(req=req), answer(201, body))
 
 
-def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, Faults], Awaitable[None]]) -> None:
-    rt = runtime(tmp_path, profile({"name": "r", "match": LISTS, "fault": {"twoViews": fault}}, name="p",
+def run(tmp_path: Path, fault: dict[str, Any], test: Callable[[Runtime, Faults], Awaitable[None]],
+        match: dict[str, Any] = LISTS) -> None:
+    rt = runtime(tmp_path, profile({"name": "r", "match": match, "fault": {"twoViews": fault}}, name="p",
                                    seed=SEED), clock=Clock(1000.0))
     rt.activations.activate("p")
 
@@ -180,3 +184,39 @@ def test_a_lagging_view_with_no_revision_old_enough_passes_and_says_which_view(t
         assert [r["viewLag"] for r in events(rt, "view-pinned")].count({}) == 1
 
     run(tmp_path, {"lagWrites": 3}, test)
+
+
+def test_a_watch_list_on_the_lagging_view_starts_from_the_past_and_on_the_current_view_passes(tmp_path: Path) -> None:
+    """A WatchList relist after a reconnect: on view 1 its initial events are the LIST 1 write back, then the watch
+    from that revision; on view 0 it goes to the apiserver as sent."""
+    watch_list = "/api/v1/namespaces/ns/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+    asked: list[dict[str, str]] = []
+
+    def apiserver(request: httpx.Request) -> httpx.Response:
+        asked.append(dict(request.url.params))
+        return httpx.Response(200, json={"kind": "ConfigMapList", "apiVersion": "v1",
+                                         "metadata": {"resourceVersion": "11"},
+                                         "items": [{"metadata": {"name": "c10", "resourceVersion": "10"}}]})
+
+    async def test(rt: Runtime, faults: Faults) -> None:
+        faults.reads._client = httpx.AsyncClient(base_url="https://apiserver", transport=httpx.MockTransport(apiserver))
+        for rv in (10, 11, 12):
+            await write(faults, rv)
+        sent = []
+        for client in (conn(), conn()):  # view 0, then view 1
+            req = tutils.treq(method=b"GET", path=watch_list.encode(), headers=http.Headers([(b"user-agent", b"c")]))
+            f = tflow.tflow(req=req, client_conn=client)
+            await exchange(faults.chain, f, answer(200, b"", STREAM))
+            sent.append(dict(f.request.query.items(multi=True)))
+            if len(sent) == 2:
+                assert f.response is not None and callable(f.response.stream)
+                initial = [json.loads(x) for x in b"".join(f.response.stream(TICK)).splitlines()]
+                assert [(e["type"], e["object"]["metadata"]["resourceVersion"]) for e in initial] == [
+                    ("ADDED", "10"), ("BOOKMARK", "11")]
+        assert sent[0] == {"watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+        assert sent[1] == {"watch": "1", "resourceVersion": "11"}, "the watch from the past revision"
+        assert asked == [{"limit": "500", "resourceVersion": "11", "resourceVersionMatch": "Exact"}]
+        [served] = [r for r in events(rt, "inject") if r["fault"] == "twoViews"]
+        assert (served["servedAs"], served["view"], served["servedResourceVersion"]) == ("watchlist", 1, "11")
+
+    run(tmp_path, {"lagWrites": 1}, test, match={"verbs": ["watch"], "resources": ["configmaps"]})
