@@ -1,5 +1,6 @@
-"""Views that reach today's clients, on the real apiserver: a write that commits after its error, and
-time travel for a WatchList (kube-scheduler's pod informer relisting through a stale rule)."""
+"""Views that reach today's clients, on the real apiserver: a write that commits after its error, time
+travel for a WatchList (kube-scheduler's pod informer relisting through a stale rule), and two views served to
+two connections (twoViews), a reconnect moving a client to the older one."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kube_fault_proxy.proxy.control.client import ControlClient
 from kube_fault_proxy.rig.cluster.record import Cluster
+from kubernetes.client import CoreV1Api
 from kubernetes.client.rest import ApiException
 
 from tests.support.cluster import (
@@ -93,6 +96,58 @@ def test_a_stale_watch_list_is_the_list_at_the_revision_then_the_writes_after_it
         int(r) for _, _, r in after), "the hidden writes replay in order"
     [served] = control.injections(since)
     assert (served["servedAs"], served["servedResourceVersion"], served["writesSince"]) == ("watchlist", before, 2)
+
+
+def client_as(kubeconfig: Path, agent: str) -> CoreV1Api:
+    """A client of its own (its own connection pool: its own connection to the proxy) with this user agent."""
+    api = api_client(kubeconfig)
+    api.api_client.user_agent = agent
+    return api
+
+
+def test_two_views_two_connections_see_two_apiservers_and_a_reconnect_goes_back_in_time(
+        kube_scheduler_cluster: Cluster, namespace: str) -> None:
+    """Two clients, one connection each, pinned to the two views (the current state, 2 writes back); the client on
+    the current view reconnects, lands on the lagging view and lists an older revision than it had seen."""
+    c = kube_scheduler_cluster
+    via = c.kubeconfig("admin-via-proxy")
+    make_namespace(api_client(c.kubeconfig("admin")), namespace)
+    control = ControlClient(c.control_url)
+    since = control.cursor()
+    control.activate("two-apiservers", rules=[{
+        "name": "two-views", "match": {"verbs": ["list"], "resources": ["configmaps"], "namespaces": [namespace]},
+        "fault": {"twoViews": {"lagWrites": 2}}}])
+    try:
+        writer = api_client(via)  # its writes pass the proxy, which counts them; the rule matches no write
+        for i in range(3):
+            writer.create_namespaced_config_map(namespace, configmap(f"cm-{i}"))
+        agents = ("twoviews-a", "twoviews-b")
+        lists = {agent: client_as(via, agent).list_namespaced_config_map(namespace) for agent in agents}
+        pinned = [r for r in control.journal_after(since).records if r["event"] == "view-pinned"]
+        assert [(r["client"], r["clientConnection"]) for r in pinned] == [(a, 1) for a in agents]
+        assert sorted(r["view"] for r in pinned) == [0, 1], "two clients: one on each view"
+        fresh = next(r["client"] for r in pinned if r["view"] == 0)
+        lagging = next(r["client"] for r in pinned if r["view"] == 1)
+        seen = int(lists[fresh].metadata.resource_version)
+        assert {m.metadata.name for m in lists[fresh].items} >= {"cm-0", "cm-1", "cm-2"}
+        assert int(lists[lagging].metadata.resource_version) < seen
+        assert "cm-2" not in {m.metadata.name for m in lists[lagging].items}
+        # The client on the current view reconnects (a new connection), lands on the other apiserver: back in time.
+        back = client_as(via, fresh).list_namespaced_config_map(namespace)
+    finally:
+        control.deactivate()
+    assert int(back.metadata.resource_version) < seen, "a reconnect went back in time"
+    names = {m.metadata.name for m in back.items}
+    assert "cm-0" in names and "cm-2" not in names
+    records = control.journal_after(since).records
+    reconnect = [r for r in records if r["event"] == "view-pinned"][2]
+    assert (reconnect["client"], reconnect["view"], reconnect["clientConnection"]) == (fresh, 1, 2)
+    assert len({r["connection"] for r in records if r["event"] == "view-pinned"}) == 3
+    served = [r for r in records if r["event"] == "inject" and r["fault"] == "twoViews"]
+    assert [(r["request"]["userAgent"], r["view"], r["viewLag"]) for r in served] == [
+        (lagging, 1, {"lagWrites": 2}), (fresh, 1, {"lagWrites": 2})]
+    assert [r["servedResourceVersion"] for r in served] == [lists[lagging].metadata.resource_version,
+                                                             back.metadata.resource_version]
 
 
 @pytest.fixture(scope="module")

@@ -441,6 +441,37 @@ def test_stale_list_counts_a_delete_answered_without_a_revision_so_hide_2_hides_
     assert (served["servedResourceVersion"], served["writesSince"], served["newestResourceVersion"]) == ("61", 2, "62")
 
 
+def test_two_views_pin_each_connection_and_a_reconnect_moves_to_the_other(proxy: Started, h2: httpx.Client,
+                                                                         control: httpx.Client) -> None:
+    """Two clients, a connection each, get the two views (the stand-in's current list at 99, the one 2 writes back);
+    the client on the current view reconnects and gets the older one."""
+    activate(control, "two", [{"name": "t", "match": {"verbs": ["list"], "resources": ["configmaps"]},
+                               "fault": {"twoViews": {"lagWrites": 2}}}])
+    for rv in (60, 61, 62):
+        body = json.dumps({"kind": "ConfigMap", "apiVersion": "v1",
+                           "metadata": {"name": f"c{rv}", "resourceVersion": str(rv)}}, separators=(",", ":"))
+        assert h2.post("/api/v1/namespaces/default/configmaps", content=body,
+                       headers={"content-type": "application/json"}).status_code == 201
+
+    def listed(agent: str) -> tuple[str, str]:
+        """A LIST over a connection of its own: the list's revision and the query the stand-in got."""
+        with httpx.Client(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"], timeout=10,
+                          headers={"user-agent": agent}) as c:
+            answer = c.get("/api/v1/configmaps")
+            assert answer.status_code == 200
+            return answer.json()["metadata"]["resourceVersion"], answer.headers["x-query"]
+
+    first = {agent: listed(agent) for agent in ("a", "b")}
+    assert sorted(first.values()) == [("60", "resourceVersion=60&resourceVersionMatch=Exact"), ("99", "")]
+    fresh = next(agent for agent, (rv, _) in first.items() if rv == "99")
+    assert listed(fresh)[0] == "60", "the reconnect lands on the other view: back from 99 to 60"
+    records = control.get("/v1/journal", params={"since": control.headers["x-test-journal-cursor"]}).json()["records"]
+    pinned = [(r["client"], r["view"], r["clientConnection"]) for r in records if r["event"] == "view-pinned"]
+    assert pinned[2] == (fresh, 1, 2) and sorted(v for _, v, _ in pinned[:2]) == [0, 1]
+    assert [(r["view"], r["servedResourceVersion"], r["writesSince"]) for r in injections(control)] == [
+        (1, "60", 2), (1, "60", 2)]
+
+
 @pytest.mark.parametrize("http2", [True, False], ids=["h2", "http1"])
 def test_delayed_events_arrive_late_in_order_on_a_quiet_stream_by_the_proxys_own_timer(
         proxy: Started, control: httpx.Client, http2: bool) -> None:

@@ -310,7 +310,7 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
             assert "maxInjections" in when or "for" in when, rule
             assert rule["match"]["verbs"] in {"staleList": [["watch"]], "coalesceEvents": [["watch"]],
                                               "crashPoint": [["create"], ["patch", "update"]],
-                                              "delayEvents": [["watch"]], "holdEvents": [["watch"]],
+                                              "delayEvents": [["watch"]], "holdEvents": [["watch"]], "twoViews": [["watch"]],
                                               "failThenCommit": [["create"], ["patch", "update"]]}[kind]
         for what, cand in candidates(g):
             assert valid(cand), (what, cand.canonical())
@@ -382,7 +382,7 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(
         assert "2/2 replays broke stranded on yunikorn v1.9.0+a-fix-0123456789ab" in capsys.readouterr().out
 
 
-WATCH_DRAWN = ("duplicateEvents", "dropEvents", "delayEvents", "holdEvents", "staleList", "coalesceEvents")
+WATCH_DRAWN = ("duplicateEvents", "dropEvents", "delayEvents", "holdEvents", "staleList", "coalesceEvents", "twoViews")
 
 
 @pytest.mark.parametrize("kind", WATCH_DRAWN)

@@ -118,15 +118,17 @@ def test_the_plan_lands_each_perturbation_at_its_point() -> None:
     at_count = [p for p in second if traits(rule_kinds(p)[0]).at_a_count]
     resent = [p for p in second if traits(rule_kinds(p)[0]).acts_on == "resent-write"]
     stale = [p for p in second if traits(rule_kinds(p)[0]).watch_requests == "relist"]
-    assert len(at_count) == len(resent) == len(stale) == 1 and len(second) == 3
+    assert len(at_count) == len(resent) == 1 and len(second) == 2 + len(stale)
+    assert sorted(rule_kinds(p)[0] for p in stale) == ["staleList", "twoViews"]  # a stale view each
     for p in (at_count[0], resent[0]):  # the second Binding, once
         [r] = p.rules
         assert r["match"] == BINDING and r["when"] == {"trigger": {"match": BINDING, "count": 2}, "maxInjections": 1}
-    view, reopen = stale[0].rules
-    assert view["match"] == {"verbs": ["watch"], "resources": ["pods"]}
-    assert next(iter(view["fault"].values())) == {"lagWrites": 1}  # the write just made is hidden
-    assert traits(fault_kind(reopen)).reopens == "relist" and traits(fault_kind(reopen)).at_a_count
-    assert reopen["when"]["trigger"] == {"match": BINDING, "count": 2}
+    for p in stale:
+        view, reopen = p.rules
+        assert view["match"] == {"verbs": ["watch"], "resources": ["pods"]}
+        assert next(iter(view["fault"].values())) == {"lagWrites": 1}  # the write just made is hidden
+        assert traits(fault_kind(reopen)).reopens == "relist" and traits(fault_kind(reopen)).at_a_count
+        assert reopen["when"]["trigger"] == {"match": BINDING, "count": 2}
     edited = [p for p in plan.perturbations if p.point == "e3-pods"]
     assert {k for p in edited for k in rule_kinds(p)[:1]} == {k for k in KNOWN_KINDS if traits(k).edits_events}
     for p in edited:
@@ -335,7 +337,7 @@ def test_a_captured_kube_scheduler_reference_gives_its_bindings_and_their_events
     assert all(e.names == w.names for e, w in zip(events, bindings, strict=True))  # each pod's ADDED, then its bind
     plan = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=1, per_group=2)
     assert [p.id for p in plan.points] == ["w1-binding", "e1-pods", "w20-binding", "e20-pods"]
-    assert len(plan.perturbations) == 16 and plan.skipped == []
+    assert len(plan.perturbations) == 18 and plan.skipped == []  # twoViews' stale view at each of the 2 Bindings
     assert all(valid(Genome(rules=p.rules)) for p in plan.perturbations)
 
 

@@ -1,11 +1,12 @@
-"""Stale views: the revisions the proxy sees pass, and what `staleList` sends instead of a request.
+"""Stale views: the revisions the proxy sees pass, and what `staleList` (and `twoViews`) sends instead of a request.
 
 Every answer of a resource request (JSON, or protobuf as far as its metadata) and every watch stream (JSON, or
 protobuf event by event as far as the object's metadata; a gzip-encoded one from a decoded copy) is read, never
 changed: the first `resourceVersion`
 of an answer (a list's own, or the object's) and of each watch event goes into the revision log; a 2xx write
 whose answer has none (a `Status`) is counted as a write all the same. A `staleList` decision picks its
-revision there as the request leaves: the stale views' addons (`proxy/mitm/stale_reads.py`) send the rewritten
+revision there as the request leaves (a `twoViews` decision first pins the client connection to a view, in
+`ViewPins`, and takes that view's lag): the stale views' addons (`proxy/mitm/stale_reads.py`) send the rewritten
 request this returns, and for a GET put the object this reads back in place of the LIST. A JSON watch's events
 are offered, as they are read, to the watches that wait for one (`WatchSignals`, which the watch edits' addon
 hands their editors). Plain data in and out; one per proxy, made by `mitm/server.py` and handed to the addons
@@ -21,7 +22,8 @@ from urllib.parse import urlencode
 
 from kube_fault_proxy.proxy.counters import Counters
 from kube_fault_proxy.proxy.engine import Decision
-from kube_fault_proxy.proxy.faults.plan import ServeStale
+from kube_fault_proxy.proxy.faults.plan import PinView, ServeStale
+from kube_fault_proxy.proxy.faults.two_views import ViewPins
 from kube_fault_proxy.proxy.gzip_members import GzipMembers, gzip_head
 from kube_fault_proxy.proxy.requests.identity import WRITES, RequestIdentity
 from kube_fault_proxy.proxy.requests.status import Reply
@@ -113,9 +115,23 @@ class StaleViews:
         self.counters = counters
         self.clock = clock
         self.log = RevisionLog()
+        self.pins = ViewPins()  # twoViews: which view each client connection has
         self.signals = signals if signals is not None else WatchSignals()  # events other watches wait for
 
-    def _choose(self, ident: RequestIdentity, decision: Decision, step: ServeStale
+    def pin(self, ident: RequestIdentity, decision: Decision, step: PinView, connection: str,
+            peer: str) -> tuple[ServeStale | None, dict[str, object]]:
+        """A `twoViews` read: the lag of the view its client connection is pinned to (None: the current state,
+        the read passes unchanged) and what the journal says of the view; a connection's pin journaled once."""
+        pinned = self.pins.pin(decision.profile, decision.epoch, decision.seed, decision.rule, ident.user_agent,
+                               connection)
+        view: dict[str, object] = {"view": pinned.view, "viewLag": step.asked[pinned.view], "connection": connection}
+        if pinned.new:
+            self.counters.note("view-pinned", **decision.stamp(), request=ident.as_dict(), **view, peer=peer,
+                               client=ident.user_agent, clientConnection=pinned.connections,
+                               otherViewLag=step.asked[1 - pinned.view])
+        return step.views[pinned.view], view
+
+    def _choose(self, ident: RequestIdentity, decision: Decision, step: ServeStale, view: dict[str, object]
                 ) -> tuple[Choice, dict[str, object]] | None:
         """The past revision to serve and what was asked; None (journaled why) if none is old enough."""
         key: Key = (ident.group, ident.resource)
@@ -130,7 +146,7 @@ class StaleViews:
             asked = {"lagSeconds": step.lag_seconds}
         if isinstance(choice, str):
             self.counters.note("stale-skipped", **decision.stamp(), request=ident.as_dict(), asked=asked,
-                               reason=choice)
+                               reason=choice, **view)
             return None
         return choice, asked
 
@@ -145,15 +161,19 @@ class StaleViews:
         }
 
     async def serve_watch(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
-                          query: list[tuple[str, str]], get: Get) -> StaleWatch | Reply | None:
+                          query: list[tuple[str, str]], get: Get, view: dict[str, object] | None = None
+                          ) -> StaleWatch | Reply | None:
         """A WatchList at the chosen past revision: its initial events read with `get` from the LIST at that
         revision (paged) and the watch to send instead; the apiserver's refusal of that LIST (a 410 for a
-        compacted revision) as the reply; None (journaled why) when the request should pass unchanged."""
-        chosen = self._choose(ident, decision, step)
+        compacted revision) as the reply; None (journaled why) when the request should pass unchanged. `view`:
+        what the journal says of a `twoViews` view."""
+        view = view or {}
+        chosen = self._choose(ident, decision, step, view)
         if chosen is None:
             return None
         choice, asked = chosen
-        where = {**decision.stamp(), "request": ident.as_dict(), "servedResourceVersion": str(choice.revision)}
+        where = {**decision.stamp(), "request": ident.as_dict(), "servedResourceVersion": str(choice.revision),
+                 **view}
         lines: list[bytes] = []
         token: str | None = None
         pages = 0
@@ -174,27 +194,30 @@ class StaleViews:
         lines.append(initial_events_end(kind, api_version, choice.revision))
         self.counters.performed(decision, ident, action="serve the initial events from the revision, then watch "
                                 "from it", **self._outcome(choice, asked), servedAs="watchlist",
-                                initialEvents=len(lines) - 1, pages=pages)
+                                initialEvents=len(lines) - 1, pages=pages, **view)
         return StaleWatch(f"{path}?{urlencode(stale_watch_query(query, choice.revision))}", b"".join(lines))
 
     def serve(self, ident: RequestIdentity, decision: Decision, step: ServeStale, path: str,
-              query: list[tuple[str, str]]) -> Served | None:
-        """The request at the chosen past revision, journaled; None (journaled why) if none is old enough."""
-        chosen = self._choose(ident, decision, step)
+              query: list[tuple[str, str]], view: dict[str, object] | None = None) -> Served | None:
+        """The request at the chosen past revision, journaled; None (journaled why) if none is old enough.
+        `view`: what the journal says of a `twoViews` view."""
+        view = view or {}
+        chosen = self._choose(ident, decision, step, view)
         if chosen is None:
             return None
         choice, asked = chosen
         as_get = ident.verb == "get"
         if as_get:  # the answer is read back into the object: JSON, whatever the client accepts
             served = Served(get_as_list(path, ident.name, choice.revision), "application/json", choice.revision,
-                            True, decision.stamp())
+                            True, {**decision.stamp(), **view})
         else:
             pairs = stale_query(query, choice.revision)
-            served = Served(f"{path}?{urlencode(pairs)}", None, choice.revision, False, decision.stamp())
+            served = Served(f"{path}?{urlencode(pairs)}", None, choice.revision, False, {**decision.stamp(), **view})
         outcome = self._outcome(choice, asked)
         if as_get:
             outcome["servedAs"] = "list"
-        self.counters.performed(decision, ident, action=decision.plan.describe(), **outcome)
+        action = f"{step.describe()}, then forward" if view else decision.plan.describe()
+        self.counters.performed(decision, ident, action=action, **outcome, **view)
         return served
 
     def answered(self, ident: RequestIdentity, answer: Answer, served: Served | None) -> Reply | None:

@@ -100,6 +100,12 @@ RULES: dict[str, str] = {
   fault:
     staleList: {lagSeconds: 10}
 """,
+    "twoViews": """\
+- name: two-apiservers-one-3s-behind
+  match: {verbs: [list, get, watch], resources: [pods, nodes]}
+  fault:
+    twoViews: {lagSeconds: 3}
+""",
     "coalesceEvents": """\
 - name: pod-watches-in-2s-batches
   match: {verbs: [watch], resources: [pods]}

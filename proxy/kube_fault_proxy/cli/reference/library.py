@@ -26,7 +26,8 @@ JOURNAL_RECORDS = {
               "injection), the action, the request's identity and what the fault adds (`upstreamStatus` for "
               "commitThenFail, and `written` when the committed answer names its object: name, namespace, uid, "
               "resourceVersion and the controller `owner` (kind, name, uid); `servedResourceVersion`, "
-              "`seenSecondsAgo`, `writesSince` for staleList; `inFlight` for resetUpstream: the writes its "
+              "`seenSecondsAgo`, `writesSince` for staleList, and for twoViews also `view`, `viewLag` and "
+              "`connection`; `inFlight` for resetUpstream: the writes its "
               "connection had forwarded upstream and not yet answered, which the reset failed, each with verb, "
               "resource, subresource, namespace, name or a create's generateName and controller `owner`, the "
               "deciding rule and fault if any, and `upstreamStatus` if the apiserver's answer had arrived)",
@@ -66,6 +67,10 @@ JOURNAL_RECORDS = {
     "feed-client-dropped": "a dashboard feed client that stopped reading for 5 s was dropped (its connection "
                            "aborted), with the bytes it had not taken",
     "stale-skipped": "a staleList rule matched but no revision old enough was known: the request passed unchanged",
+    "view-pinned": "a twoViews rule pinned a client connection to a view, at the connection's first read it "
+                   "matched: the stamp, `view` (0 or 1), `viewLag` and `otherViewLag` (each view's lag, `{}` for "
+                   "view 0, the current state), `connection` (the proxy's id for it), `peer`, `client` (the user "
+                   "agent) and `clientConnection` (the client's Nth connection this rule pinned)",
     "late-commit": "a failThenCommit write sent upstream after its client got the error: whether it committed, the "
                    "apiserver's status and the object's resourceVersion (and `written`, as for `inject`), or the error "
                    "that stopped it",

@@ -12,7 +12,7 @@ and journals the apiserver's answer (`late-commit`): committed, or refused (a 40
 from __future__ import annotations
 
 import random
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -38,7 +38,8 @@ class FailThenCommit(FaultSpec):
     status: Annotated[int, Field(ge=400, le=599)] | None = Field(
         None, description="the error the client gets first, as a Status with the apiserver's reason for it "
                           "(504: Timeout, as kube-apiserver's own request timeout)")
-    reset: bool | None = Field(None, description="true: the client's stream is reset instead of answered")
+    # Only `true` (or unset): the schema then refuses `reset: false` without a status, as the validator does.
+    reset: Literal[True] | None = Field(None, description="true: the client's stream is reset instead of answered")
     commitAfterSeconds: Annotated[float, Field(ge=0, le=300)] = Field(
         description="how long after the client's error the proxy sends the write to the apiserver")
 

@@ -71,6 +71,20 @@ class ServeStale:
 
 
 @dataclass(frozen=True, slots=True)
+class PinView:
+    """Serve the read from the view its client connection is pinned to: a lag (a `ServeStale`), or None for the
+    apiserver's current state; `asked` is each view's lag as written, for the journal."""
+
+    views: tuple[ServeStale | None, ServeStale | None]
+    asked: tuple[dict[str, float | int], dict[str, float | int]]
+
+    def describe(self) -> str:
+        """Both views, for the journal."""
+        return "serve the connection's view: " + " or ".join(
+            "the current state" if v is None else v.describe().removeprefix("serve ") for v in self.views)
+
+
+@dataclass(frozen=True, slots=True)
 class HoldAnswer:
     """Hold the apiserver's (committed) answer for `seconds`, then relay it; dropped if the client is gone. `kill`:
     the components a crash point names, each with its restart delay (journaled for the rig; empty: its default)."""
@@ -87,8 +101,8 @@ class CommitLater:
     seconds: float
 
 
-Step = (Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | HoldAnswer
-        | CommitLater)
+Step = (Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | PinView
+        | HoldAnswer | CommitLater)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +123,7 @@ class Plan:
     def journaled_when_served(self) -> bool:
         """Whether the addon that serves the decision journals it, once it knows what it served (a stale view's
         revision is chosen as the request leaves), rather than the fault addon as it decides."""
-        return any(isinstance(s, ServeStale) for s in self.before)
+        return any(isinstance(s, ServeStale | PinView) for s in self.before)
 
     def describe(self) -> str:
         """A short human reading of the plan, for the journal."""
@@ -129,7 +143,7 @@ class Plan:
                     return "close the upstream connection"
                 case StartOutage(seconds, refuse):
                     return f"outage {seconds:g}s ({refuse} new connections)"
-                case ServeStale():
+                case ServeStale() | PinView():
                     return step.describe()
                 case HoldAnswer(seconds, kill):
                     return f"hold the committed answer {seconds:g}s" + (

@@ -25,6 +25,17 @@ from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.schema.strict import exactly_one_of
 
 
+def stale_readable(ident: RequestIdentity) -> bool:
+    """A read a past revision can answer: a LIST (its first page), a GET of one object, a WatchList."""
+    if not ident.is_resource or ident.subresource:
+        return False
+    if ident.watch:  # a WatchList (sendInitialEvents=true): its initial state from the past revision
+        return ident.initial_events
+    if ident.verb == "list":
+        return not ident.continued  # a later page is read at its token's revision already
+    return ident.verb == "get" and bool(ident.name)
+
+
 class StaleList(FaultSpec):
     """Exactly one of lagSeconds (the revision the proxy saw that long ago) or lagWrites (the revision
     that many writes of the resource back). With none old enough known, the request passes unchanged."""
@@ -53,13 +64,7 @@ class StaleList(FaultSpec):
         return self
 
     def applies_to(self, ident: RequestIdentity) -> bool:
-        if not ident.is_resource or ident.subresource:
-            return False
-        if ident.watch:  # a WatchList (sendInitialEvents=true): its initial state from the past revision
-            return ident.initial_events
-        if ident.verb == "list":
-            return not ident.continued  # a later page is read at its token's revision already
-        return ident.verb == "get" and bool(ident.name)
+        return stale_readable(ident)
 
     def plan(self, ident: RequestIdentity, rng: random.Random) -> Plan:
         return Plan(before=(ServeStale(self.lagSeconds, self.lagWrites),))

@@ -1,8 +1,9 @@
-"""Stale views (`staleList`) as addons of their own: reads served at a past revision, and the revision log they
-are chosen from, fed by every answer and watch the proxy relays.
+"""Stale views (`staleList`, `twoViews`) as addons of their own: reads served at a past revision, and the revision
+log they are chosen from, fed by every answer and watch the proxy relays.
 
 The fault addon decides and stamps the decision (`flow_keys.DECISION`). `StaleReads`, after it in the chain, reads
-a `ServeStale` step there in its own `request` hook: a LIST or GET is sent on at the revision the log chooses
+a `ServeStale` step there in its own `request` hook (or a `PinView`: the client connection pinned to one of two
+views, whose lag, if it has one, is served the same way): a LIST or GET is sent on at the revision the log chooses
 (journaled as it leaves, with the revision served), a WatchList gets its initial events read first over the
 proxy's own client. In `responseheaders` it wraps every watch's stream, after the watch edits wrapped theirs, with
 the scan that feeds the log (the apiserver's bytes, before any edit), and sends a stale WatchList's initial events
@@ -20,7 +21,7 @@ import httpx
 from mitmproxy import http
 
 from kube_fault_proxy.proxy.engine import Decision
-from kube_fault_proxy.proxy.faults.plan import ServeStale
+from kube_fault_proxy.proxy.faults.plan import PinView, ServeStale
 from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, EDITOR, IDENT, INITIAL, STALE
 from kube_fault_proxy.proxy.mitm.http_parts import header_values, response_of
 from kube_fault_proxy.proxy.mitm.own_client import own_client
@@ -99,15 +100,24 @@ class StaleReads:
         decision: Decision | None = flow.metadata.get(DECISION)
         if decision is None or flow.response or flow.error or not flow.live:
             return None
-        step = next((s for s in decision.plan.before if isinstance(s, ServeStale)), None)
-        if step is None:
+        found = next((s for s in decision.plan.before if isinstance(s, ServeStale | PinView)), None)
+        if found is None:
             return None
         ident: RequestIdentity = flow.metadata[IDENT]
+        view: dict[str, object] | None = None
+        if isinstance(found, PinView):  # twoViews: the lag of the view this client connection is pinned to
+            conn = flow.client_conn
+            peer = f"{conn.peername[0]}:{conn.peername[1]}" if conn.peername else ""
+            step, view = self.views.pin(ident, decision, found, conn.id, peer)
+            if step is None:
+                return None  # the current view: the apiserver's own answer
+        else:
+            step = found
         path = flow.request.path.partition("?")[0]
         if ident.watch:
-            return self._serve_watch(flow, ident, decision, step, path)
+            return self._serve_watch(flow, ident, decision, step, path, view)
         req = flow.request
-        served = self.views.serve(ident, decision, step, path, list(req.query.items(multi=True)))
+        served = self.views.serve(ident, decision, step, path, list(req.query.items(multi=True)), view)
         if served is not None:
             req.path = served.path
             if served.accept is not None:
@@ -116,7 +126,7 @@ class StaleReads:
         return None
 
     async def _serve_watch(self, flow: http.HTTPFlow, ident: RequestIdentity, decision: Decision, step: ServeStale,
-                           path: str) -> None:
+                           path: str, view: dict[str, object] | None) -> None:
         """A WatchList from a past revision: its initial events read now, the watch from that revision sent."""
         req = flow.request
         auth = req.headers.get("authorization")
@@ -129,10 +139,11 @@ class StaleReads:
             return answer.status_code, answer.headers.get("content-type", ""), answer.content
 
         try:
-            served = await self.views.serve_watch(ident, decision, step, path, list(req.query.items(multi=True)), get)
+            served = await self.views.serve_watch(ident, decision, step, path, list(req.query.items(multi=True)), get,
+                                                  view)
         except httpx.HTTPError as e:
             self.views.counters.note("stale-refused", **decision.stamp(), request=ident.as_dict(),
-                                     error=f"{type(e).__name__}: {e}")
+                                     error=f"{type(e).__name__}: {e}", **(view or {}))
             return
         if isinstance(served, Reply):
             flow.response = response_of(served)  # the apiserver's own refusal (410: compacted)

@@ -12,7 +12,7 @@ journal file. What each journal event becomes:
 - `watch-event` dropped / duplicated: that event of that object; delayed / held / coalesced: a batch of the
   watch's events (count and seconds), on the resource of the watch its `inject` opened (same rule and injection);
   cut: a **connection cut**;
-- `inject` of staleList: a **stale revision served** (servedResourceVersion) for that resource;
+- `inject` of staleList or twoViews: a **stale revision served** (servedResourceVersion) for that resource;
 - `inject` of resetUpstream, `upstream-lost`: a **connection cut**; `outage-start`: an **outage** (seconds);
 - each write in the `inFlight` list of a resetUpstream `inject` or an `outage-start` (forwarded to the apiserver,
   not yet answered when the cut failed it): a write **cut in flight**, naming its object from the request (a
@@ -39,6 +39,7 @@ KINDS: tuple[EffectKind, ...] = ("committed-unanswered", "failed-before-apiserve
                                  "event-dropped", "event-duplicated", "events-delayed", "events-held",
                                  "events-coalesced", "stale-served", "connection-cut", "outage", "cut-in-flight")
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+STALE = frozenset({"staleList", "twoViews"})  # a read served at a past revision (twoViews: on its lagging view)
 UNANSWERED = frozenset({"commitThenFail", "crashPoint"})  # the write committed, the client never saw it succeed
 WATCH_ACTIONS: dict[str, EffectKind] = {"dropped": "event-dropped", "duplicated": "event-duplicated",
                                         "delayed": "events-delayed", "held": "events-held",
@@ -197,7 +198,7 @@ def _inject(record: Record, where: str) -> Effect | None:
             return None  # nothing committed (the journal writes such a turn as commit-skipped)
         written = record.get("written")
         return effect("committed-unanswered", _touched(request, written if isinstance(written, Mapping) else None))
-    if fault == "staleList":
+    if fault in STALE:
         return effect("stale-served", _touched(request))
     if fault == "resetUpstream":
         return effect("connection-cut", _touched(request))
