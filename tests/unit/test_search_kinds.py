@@ -164,11 +164,17 @@ def _digest(waist: Waist, asked: tuple[str, ...], seed: int, n: int = 200) -> st
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
+# Kinds registered after the digests were pinned: a search asked for the kinds it was asked for then (every kind
+# known then, or the default kinds) draws what it drew; one asked for every kind now draws the new ones too.
+ADDED_SINCE = frozenset({"watchList"})
+KNOWN_THEN = tuple(k for k in KNOWN_KINDS if k not in ADDED_SINCE)
+
+
 # Drawn by the search as it was before it read traits (main at 73bd904): a change here changes every seeded search.
 @pytest.mark.parametrize(("waist", "asked", "digest"), [
-    (SCHEDULER, KNOWN_KINDS, "b27c5e7606b4aa31"),
+    (SCHEDULER, KNOWN_THEN, "b27c5e7606b4aa31"),
     (SCHEDULER, ALL_KINDS, "714ad7ea7eae835d"),
-    (CONTROLLERS, tuple(k for k in KNOWN_KINDS if k not in CONTROLLERS.no_kinds), "ccca7c3c7f6e02a1"),
+    (CONTROLLERS, tuple(k for k in KNOWN_THEN if k not in CONTROLLERS.no_kinds), "ccca7c3c7f6e02a1"),
 ], ids=["scheduler-known", "scheduler-default", "controllers-known"])
 def test_a_seeded_search_draws_the_genomes_it_drew(waist: Waist, asked: tuple[str, ...], digest: str) -> None:
     assert _digest(waist, asked, 3) == digest

@@ -25,6 +25,7 @@ from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
 from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.throttle import Throttle
+from kube_fault_proxy.proxy.faults.watch_list import WatchList
 from kube_fault_proxy.proxy.schema.strict import StrictModel, exactly_one_of
 
 # In the order of their search groups (FaultSpec.search_group): the fault search draws kinds in this order, so
@@ -34,6 +35,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
     StaleList, CoalesceEvents, CrashPoint, DelayEvents, FailThenCommit, HoldEvents,  # views
+    WatchList,  # watches, searched only when named: at the end, so the earlier draws stay as they were
 )
 
 
