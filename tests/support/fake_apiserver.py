@@ -140,6 +140,7 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
                                 *([(b"content-encoding", b"gzip")] if gzipped else [])]})
         objects = int(query.get("objects", "0"))  # events about this many pods, round robin (0: one pod each)
         first = int(query.get("firstRevision", "100"))  # the first event's resourceVersion
+        initial = int(query.get("initialEvents", "0"))  # this many events, then the initial-events-end BOOKMARK
         for i in range(n):
             if asyncio.get_running_loop().time() - started >= limit:
                 break
@@ -149,6 +150,11 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
                                 "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
                                              "resourceVersion": str(first + i)}}}
             line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+            if i + 1 == initial:  # a WatchList's initial events end: the annotated BOOKMARK at the last one's revision
+                line += json.dumps({"type": "BOOKMARK", "object": {
+                    "kind": "Pod", "apiVersion": "v1", "metadata": {
+                        "resourceVersion": str(first + i), "annotations": {"k8s.io/initial-events-end": "true"}}}},
+                    separators=(",", ":")).encode() + b"\n"
             await send({"type": "http.response.body", "more_body": True,
                         "body": gzip.compress(line, mtime=0) if gzipped else line})
             await asyncio.sleep(interval)

@@ -311,7 +311,8 @@ def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_
             assert rule["match"]["verbs"] in {"staleList": [["watch"]], "coalesceEvents": [["watch"]],
                                               "crashPoint": [["create"], ["patch", "update"]],
                                               "delayEvents": [["watch"]], "holdEvents": [["watch"]], "twoViews": [["watch"]],
-                                              "failThenCommit": [["create"], ["patch", "update"]]}[kind]
+                                              "failThenCommit": [["create"], ["patch", "update"]],
+                                              "watchList": [["watch"]]}[kind]
         for what, cand in candidates(g):
             assert valid(cand), (what, cand.canonical())
     settings_of = {key for g in drawn for r in g.rules for key in r["fault"][kind]}

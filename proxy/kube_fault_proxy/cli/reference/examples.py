@@ -141,6 +141,13 @@ RULES: dict[str, str] = {
       maxSeconds: 5
       untilEvent: {resource: pods, events: {types: [MODIFIED], hasNodeName: true}}
 """,
+    "watchList": """\
+- name: pod-watchlists-bookmark-30s-late
+  match: {verbs: [watch], resources: [pods]}
+  when: {maxInjections: 2}
+  fault:
+    watchList: {mode: delay, seconds: 30}
+""",
 }
 
 

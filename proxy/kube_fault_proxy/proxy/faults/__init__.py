@@ -26,6 +26,7 @@ from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
 from kube_fault_proxy.proxy.faults.stale_list import StaleList
 from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.faults.two_views import TwoViews
+from kube_fault_proxy.proxy.faults.watch_list import WatchList
 from kube_fault_proxy.proxy.schema.strict import StrictModel, exactly_one_of
 
 # In the order of their search groups (FaultSpec.search_group): the fault search draws kinds in this order, so
@@ -36,6 +37,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Outage, ResetUpstream,  # connections
     StaleList, CoalesceEvents, CrashPoint, DelayEvents, FailThenCommit, HoldEvents,  # views
     TwoViews,  # views, added after the rest: a seeded search keeps its earlier draws
+    WatchList,  # watches, searched only when named: at the end, so the earlier draws stay as they were
 )
 
 

@@ -42,7 +42,7 @@ class StaleList(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("lagSeconds", "lagWrites"))
     kind: ClassVar[str] = "staleList"
-    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="relist")
+    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="relist", stale_view=True)
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     lagSeconds: Annotated[float, Field(gt=0, le=600)] | None = Field(

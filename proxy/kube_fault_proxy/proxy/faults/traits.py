@@ -35,6 +35,9 @@ class Traits:
     watch_requests: WatchRequests = "any"
     # After it acts the target opens its watches again (None: it leaves them open).
     reopens: Reopen | None = None
+    # It serves a relist from an earlier revision (a stale view): the plan places it at a write, as a view from
+    # before that write.
+    stale_view: bool = False
     # It acts through a watch's events: its rule has acted once it edited one (a `watch-event` record), not when it
     # decided the watch.
     edits_events: bool = False

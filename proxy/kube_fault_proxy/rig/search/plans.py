@@ -126,7 +126,7 @@ def _stale(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> list[
     out = []
     for kind in kinds:
         own = traits(kind)
-        if own.acts_on != "watch" or own.watch_requests != "relist":
+        if own.acts_on != "watch" or own.watch_requests != "relist" or not own.stale_view:
             continue
         rng = _rng(seed, point, kind)
         settings = {"lagWrites": 1} if "lagWrites" in SPECS[kind].model_fields else _settings(kind, rng, watch, waist)
