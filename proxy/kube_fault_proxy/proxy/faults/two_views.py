@@ -43,7 +43,8 @@ class TwoViews(FaultSpec):
 
     model_config = ConfigDict(json_schema_extra=exactly_one_of("lagSeconds", "lagWrites"))
     kind: ClassVar[str] = "twoViews"
-    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="relist")  # staleList's: it reads the same
+    # staleList's: it reads the same, a stale view served on relists
+    traits: ClassVar[Traits] = Traits(acts_on="watch", watch_requests="relist", stale_view=True)
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     lagSeconds: Annotated[float, Field(gt=0, le=600)] | None = Field(
