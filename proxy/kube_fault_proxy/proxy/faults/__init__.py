@@ -24,6 +24,8 @@ from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
 from kube_fault_proxy.proxy.faults.stale_list import StaleList
+from kube_fault_proxy.proxy.faults.stall_connection import StallConnection
+from kube_fault_proxy.proxy.faults.stall_stream import StallStream
 from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.schema.strict import StrictModel, exactly_one_of
 
@@ -34,6 +36,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     Expire, Cut, DropEvents, DuplicateEvents,  # watches
     Outage, ResetUpstream,  # connections
     StaleList, CoalesceEvents, CrashPoint, DelayEvents, FailThenCommit, HoldEvents,  # views
+    StallStream, StallConnection,  # silent watches and connections (searched only when named)
 )
 
 

@@ -17,6 +17,7 @@ from kube_fault_proxy.proxy.mitm import listen, patches
 from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
+from kube_fault_proxy.proxy.mitm.connection_stalls import ConnectionStalls
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
@@ -26,6 +27,7 @@ from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, O
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
 from kube_fault_proxy.proxy.mitm.stale_reads import StaleAnswers, StaleReads
 from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
+from kube_fault_proxy.proxy.mitm.stream_stalls import StreamStalls
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.mitm.watch_edits import WatchEdits
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -154,6 +156,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         FaultAddon(runtime, held),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
         WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
+        StreamStalls(runtime.counters.note, runtime.activations),  # silences a stalled watch, then ends it
+        ConnectionStalls(runtime.counters.note, runtime.activations),  # holds a client connection silent both ways
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late),  # sends a write later than its client's error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it
