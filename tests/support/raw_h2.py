@@ -51,11 +51,12 @@ class RawH2:
         if data:
             self.sock.sendall(data)
 
-    def get(self, path: str) -> int:
-        """Open a stream with a GET; its id."""
+    def get(self, path: str, token: str | None = None) -> int:
+        """Open a stream with a GET (with a bearer token, if given); its id."""
         sid: int = self.conn.get_next_available_stream_id()
+        auth = [("authorization", f"Bearer {token}")] if token else []
         self.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":authority", self.authority),
-                                     (":path", path), ("accept", "application/json")], end_stream=True)
+                                     (":path", path), ("accept", "application/json"), *auth], end_stream=True)
         self._flush()
         return sid
 

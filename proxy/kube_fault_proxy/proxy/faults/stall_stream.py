@@ -80,7 +80,8 @@ class StreamStall:
         self.step = step
         self.frames = WatchFrames(content_type.split(";")[0].strip() == PROTOBUF)
         self.due = began + step.after_seconds if step.after_seconds is not None else None
-        self.stalled_at: float | None = None
+        # Silent from the answer's first byte (after no event, or after no time): the silence begins with it.
+        self.stalled_at: float | None = began if step.after_events == 0 or step.after_seconds == 0 else None
         self.withheld_bytes = 0
         self.ended = False  # the stall is over: the stream ended, or is being ended
 

@@ -51,7 +51,9 @@ class StalledStream:
         self.timer: asyncio.TimerHandle | None = None
         self.over = asyncio.Event()  # the stall is over: a held end may go
         self.upstream_ended = False
-        if stall.due is not None:
+        if stall.stalled_at is not None:  # silent from the start
+            self._began()
+        elif stall.due is not None:
             self._at(stall.due, self._start_on_time)
 
     def __call__(self, data: bytes) -> list[bytes]:

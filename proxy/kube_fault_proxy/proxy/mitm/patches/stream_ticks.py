@@ -88,13 +88,18 @@ class _Tick(ResponseData, events.CommandCompleted):
         self.reply = None
 
 
+class _EndCommand(commands.Command):
+    """The command an end answers (never issued: it only routes the end to its stream; mitmproxy keeps one
+    completion class per command class)."""
+
+
 class _End(ResponseEndOfMessage, events.CommandCompleted):
     """The end of a streamed answer, sent by the proxy: routed as the completion of the stream's own command."""
 
-    command: _TickCommand
+    command: _EndCommand
     reply: Any
 
-    def __init__(self, stream_id: int, command: _TickCommand) -> None:
+    def __init__(self, stream_id: int, command: _EndCommand) -> None:
         super().__init__(stream_id)
         self.command = command
         self.reply = None
@@ -115,16 +120,16 @@ def _stream_of(client_id: str, flow: object) -> tuple[Any, HttpLayer, HttpStream
     return None
 
 
-def _inject(client_id: str, flow: object, make: Any) -> bool:
-    """Route `make(stream_id, command)` to the stream of this flow, from the loop, as the connection's events
-    allow; False if the flow no longer streams, or ticks are off (`verified`)."""
+def _inject(client_id: str, flow: object, make: Any, command_type: type[commands.Command]) -> bool:
+    """Route `make(stream_id, command)` (a command of `command_type`) to the stream of this flow, from the loop,
+    as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
     if not verified():
         return False
     found = _stream_of(client_id, flow)
     if found is None:
         return False
     handler, layer, stream = found
-    command = _TickCommand()
+    command = command_type()
     layer.command_sources[command] = stream
     asyncio.get_running_loop().create_task(handler.server_event(make(stream.stream_id, command)))
     return True
@@ -134,10 +139,10 @@ def end(client_id: str, flow: object) -> bool:
     """End this flow's streamed answer (of that client connection) cleanly now, as if the apiserver had: its
     callable is called with b"", the `response` hook runs, the client gets the end of the stream. False if the
     flow no longer streams, or ticks are off (`verified`)."""
-    return _inject(client_id, flow, _End)
+    return _inject(client_id, flow, _End, _EndCommand)
 
 
 def wake(client_id: str, flow: object) -> bool:
     """Have the stream callable of this flow (of that client connection) called with TICK, from the loop,
     as soon as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
-    return _inject(client_id, flow, _Tick)
+    return _inject(client_id, flow, _Tick, _TickCommand)
