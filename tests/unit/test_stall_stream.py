@@ -1,4 +1,5 @@
-"""stallStream (proxy.faults.stall_stream): its settings, its plan, the event counter and the stall's state."""
+"""stallStream (proxy.faults.stall_stream): its settings and its plan; and the stall's state it runs on the stream
+(proxy.stalled_streams): the event counter, what passes and what is withheld."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import struct
 import pytest
 from kube_fault_proxy.proxy.faults import Fault
 from kube_fault_proxy.proxy.faults.plan import LimitWatch, StallAnswer
-from kube_fault_proxy.proxy.faults.stall_stream import PROTOBUF, StallStream, StreamStall, WatchFrames
+from kube_fault_proxy.proxy.faults.stall_stream import StallStream
+from kube_fault_proxy.proxy.stalled_streams import PROTOBUF, StreamStall, WatchFrames
 from pydantic import ValidationError
 
 from tests.support.builders import bind

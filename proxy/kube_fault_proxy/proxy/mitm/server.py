@@ -136,8 +136,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     ready = _Ready()
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
     outage = OutageState(runtime, binds)
-    held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
-    signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
+    held, signals = HeldAnswers(), WatchSignals()  # answers faults hold; events held watches wait for (see below)
     stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(

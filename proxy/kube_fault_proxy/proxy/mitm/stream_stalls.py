@@ -24,11 +24,11 @@ from mitmproxy import http
 from kube_fault_proxy.proxy.activations import Activations
 from kube_fault_proxy.proxy.engine import Decision
 from kube_fault_proxy.proxy.faults.plan import StallAnswer
-from kube_fault_proxy.proxy.faults.stall_stream import StreamStall
 from kube_fault_proxy.proxy.mitm.flow_keys import DECISION, IDENT
 from kube_fault_proxy.proxy.mitm.patches import stream_ticks
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity
 from kube_fault_proxy.proxy.requests.watch import TICK
+from kube_fault_proxy.proxy.stalled_streams import StreamStall
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2  # how often a held end looks whether its client is gone
