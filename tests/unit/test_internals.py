@@ -135,3 +135,28 @@ def test_listeners_stop_and_their_sockets_are_listed() -> None:
 @pytest.mark.parametrize("spec", [REVERSE, "reverse:https://[::1]:6443@[::1]:7443"])
 def test_the_mode_specs_the_outage_relistens_with_still_parse(spec: str) -> None:
     assert mode_specs.ProxyMode.parse(spec).full_spec == spec
+
+
+def test_a_swapped_client_writer_is_what_mitmproxy_sends_through() -> None:
+    """A stalled connection swaps the client's writer: mitmproxy's send paths (stock and the inline one) write
+    through `transports[conn].writer`, asking `is_closing` first."""
+    from kube_fault_proxy.proxy.mitm.patches import inline_hooks
+
+    for source in (inspect.getsource(server.ConnectionHandler.server_event),
+                   inspect.getsource(inline_hooks)):
+        assert "self.transports[command.connection].writer" in source and "writer.write(" in source, \
+            "a send path no longer writes through the client's ConnectionIO.writer"
+
+    async def main() -> None:
+        with taddons.context(proxyserver.Proxyserver()):
+            ps = internals.proxyserver()
+            handler = live_handler(ps)
+            real = internals.client_writer(handler)
+            kept = Writer()
+            assert internals.swap_client_writer(handler, kept) is True
+            assert handler.transports[handler.client].writer is kept and internals.client_writer(handler) is kept
+            assert internals.swap_client_writer(handler, real) is True
+            del handler.transports[handler.client]
+            assert internals.client_writer(handler) is None and internals.swap_client_writer(handler, kept) is False
+
+    asyncio.run(main())

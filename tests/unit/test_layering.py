@@ -85,11 +85,12 @@ def test_framework_imports_stay_home(path: Path) -> None:
 # The addons of serve's chain that touch flows, by module: one job each. A module named here other than an addon's
 # own holds what its addon's hooks share with a neighbour (the answers held, which the upstream loss rule reads).
 FLOW_ADDONS = {"mitm/addon.py": {"FaultAddon"}, "mitm/binds.py": {"BindReads", "BindAccounting"},
-               "mitm/bind_commits.py": {"BindCommits"},
+               "mitm/bind_commits.py": {"BindCommits"}, "mitm/connection_stalls.py": {"ConnectionStalls"},
                "mitm/crash_points.py": {"CrashPoints"}, "mitm/held.py": set(), "mitm/in_flight.py": {"InFlightTracking"},
                "mitm/late_commits.py": {"LateCommits"},
                "mitm/outage.py": {"OutageController", "OutageStarts"},
                "mitm/stale_reads.py": {"StaleAnswers", "StaleReads"}, "mitm/stream_settings.py": {"StreamSettings"},
+               "mitm/stream_stalls.py": {"StreamStalls"},
                "mitm/timeouts.py": {"ConnectionTimeouts"}, "mitm/watch_edits.py": {"WatchEdits"}}
 HOOK_NAMES = frozenset(hooks.all_hooks)  # every hook mitmproxy defines (its layers' and its server's among them)
 assert layers.http.HttpRequestHook.name in HOOK_NAMES and server_hooks.ClientConnectedHook.name in HOOK_NAMES

@@ -32,11 +32,11 @@ def problems(text: str) -> list[str]:
         ("spec:\n  rules:\n    - name: r\n      fault: {abort: {status: 500}, delay: {seconds: 1}}\n",
          "p.yaml:7:14: spec.rules[0].fault: a fault needs exactly one kind of: abort, throttle, "
          "delay, hang, reset, commitThenFail, expire, cut, dropEvents, duplicateEvents, outage, "
-         "resetUpstream, staleList, coalesceEvents, crashPoint, delayEvents, failThenCommit, holdEvents, twoViews, watchList (got abort, delay)"),
+         "resetUpstream, staleList, coalesceEvents, crashPoint, delayEvents, failThenCommit, holdEvents, twoViews, watchList, stallStream, stallConnection (got abort, delay)"),
         ("spec:\n  rules:\n    - name: r\n      fault: {}\n",
          "p.yaml:7:14: spec.rules[0].fault: a fault needs exactly one kind of: abort, throttle, "
          "delay, hang, reset, commitThenFail, expire, cut, dropEvents, duplicateEvents, outage, "
-         "resetUpstream, staleList, coalesceEvents, crashPoint, delayEvents, failThenCommit, holdEvents, twoViews, watchList"),
+         "resetUpstream, staleList, coalesceEvents, crashPoint, delayEvents, failThenCommit, holdEvents, twoViews, watchList, stallStream, stallConnection"),
         ("spec:\n  rules:\n    - fault: {reset: {}}\n",
          "p.yaml:6:7: spec.rules[0].name: required field is missing"),
         ("spec:\n  rules:\n    - name: r\n      when: {after: 10}\n      fault: {reset: {}}\n",

@@ -26,6 +26,7 @@ from kube_fault_proxy.rig.search.grammar import (
     trial_rng,
 )
 from kube_fault_proxy.rig.search.hit import Hit
+from kube_fault_proxy.rig.search.kinds import SPECS
 from kube_fault_proxy.rig.search.outcome import Outcome, Settings
 from kube_fault_proxy.rig.search.output import INVARIANT_NAMES, WITNESS_ORDER, scenario_doc, write
 from kube_fault_proxy.rig.search.shrink import Shrunk, candidates, ddmin, shrink
@@ -299,7 +300,24 @@ def test_the_search_knows_every_invariant() -> None:
     assert doc["spec"]["expect"]["kube-scheduler"]["invariants"] == ["no-overcommit", "stranded"]
 
 
-@pytest.mark.parametrize("kind", VIEW_KINDS)
+PERTURBED_VIEWS = tuple(k for k in VIEW_KINDS if SPECS[k].search_group == "view")  # the kinds named, the views
+
+
+@pytest.mark.parametrize("kind", [k for k in VIEW_KINDS if k not in PERTURBED_VIEWS])
+def test_the_other_kinds_drawn_only_when_named_are_drawn_valid_and_shrink_valid(kind: str) -> None:
+    assert kind not in ALL_KINDS, "not in the default kinds: a seeded search draws the trials it drew before"
+    drawn = genomes(13, 30, (kind,))
+    assert drawn
+    for g in drawn:
+        assert valid(g) and {fault_kind(r) for r in g.rules} == {kind}
+        for what, cand in candidates(g):
+            assert valid(cand), (what, cand.canonical())
+    from kube_fault_proxy.cli.search import _kinds
+
+    assert _kinds(argparse.Namespace(kinds=kind, exclude_kinds=None)) == (kind,), "--kinds names it"
+
+
+@pytest.mark.parametrize("kind", PERTURBED_VIEWS)
 def test_the_view_kinds_are_searched_when_named_bounded_and_shrink_to_a_shorter_lag(kind: str) -> None:
     assert kind not in ALL_KINDS, "not in the default kinds: a seeded search draws the trials it drew before"
     drawn = genomes(13, 60, (kind,))

@@ -164,11 +164,15 @@ def _digest(waist: Waist, asked: tuple[str, ...], seed: int, n: int = 200) -> st
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
-# Drawn by the search as it was before it read traits (main at 73bd904): a change here changes every seeded search.
-# The kinds it knew then, asked by name: a kind added since (at the end of KINDS) leaves these draws as they were.
+# The kinds a search knew when the digests below were taken: a search asked for them (`--kinds`) draws what it drew,
+# whatever kinds came since (a new kind, named too, is a new draw; unnamed, it changes nothing).
 KNOWN_AT_73BD904 = ("abort", "throttle", "delay", "hang", "reset", "commitThenFail", "expire", "cut", "dropEvents",
                     "duplicateEvents", "outage", "resetUpstream", "staleList", "coalesceEvents", "crashPoint",
                     "delayEvents", "failThenCommit", "holdEvents")
+
+
+def test_the_kinds_known_at_the_digests_are_known_first_in_their_order() -> None:
+    assert KNOWN_KINDS[:len(KNOWN_AT_73BD904)] == KNOWN_AT_73BD904
 
 
 @pytest.mark.parametrize(("waist", "asked", "digest"), [

@@ -211,4 +211,4 @@ def test_the_record_holds_what_the_command_prints_over_the_records() -> None:
 def test_the_kinds_each_effect_comes_from_are_read_from_the_registry() -> None:
     assert set(rejudge.LOST_CREATE_KINDS) == {"commitThenFail", "crashPoint", "failThenCommit"}
     assert set(rejudge.EVENT_DROPPING_KINDS) == {"dropEvents"}
-    assert set(rejudge.CUTTING) == {"outage", "resetUpstream"}
+    assert set(rejudge.CUTTING) == {"outage", "resetUpstream", "stallConnection"}  # a client may close a stalled one

@@ -148,6 +148,20 @@ RULES: dict[str, str] = {
   fault:
     watchList: {mode: delay, seconds: 30}
 """,
+    "stallStream": """\
+- name: pods-watch-goes-silent
+  match: {verbs: [watch], resources: [pods]}
+  when: {maxInjections: 1}
+  fault:
+    stallStream: {afterEvents: 1, for: 10m}
+""",
+    "stallConnection": f"""\
+- name: connection-stops-answering
+  match: {BINDING}
+  when: {{maxInjections: 1}}
+  fault:
+    stallConnection: {{for: 2m}}
+""",
 }
 
 

@@ -44,6 +44,12 @@ JOURNAL_RECORDS = {
     "watch-edits-end": "the activation that opened an edited watch ended (switched off, replaced, its TTL up): the "
                        "stamp, the stream and how many lines the editor had kept back and sent then (`released`); "
                        "the rest of the stream passes as the apiserver sends it",
+    "stall-end": "a stall ended (`stall`: `stream` or `connection`): the stamp, the `reason` (`window`, "
+                 "`deactivated`, `client-gone` or `client-closed` or `connection-lost` when the client left first, "
+                 "`apiserver-ended` before a stream's silence began, `too-much-kept`), `stalledSeconds`; a stream's "
+                 "`withheldBytes` and how it `end`ed (`proxy`, `apiserver`, `none`); a connection's "
+                 "`keptToClientBytes` and `keptFromClientBytes` (sent and read as it healed, dropped when the client "
+                 "left)",
     "watch-as-json": "a watch fault that edits events asked the apiserver for the watch in JSON, the form it reads, "
                      "since the client's Accept (`accept`, e.g. client-go's protobuf-first one) allows JSON too",
     "watch-unparsable": "a watch fault met a stream it cannot read (protobuf from a client that accepts nothing "

@@ -24,6 +24,8 @@ from kube_fault_proxy.proxy.faults.outage import Outage
 from kube_fault_proxy.proxy.faults.reset import Reset
 from kube_fault_proxy.proxy.faults.reset_upstream import ResetUpstream
 from kube_fault_proxy.proxy.faults.stale_list import StaleList
+from kube_fault_proxy.proxy.faults.stall_connection import StallConnection
+from kube_fault_proxy.proxy.faults.stall_stream import StallStream
 from kube_fault_proxy.proxy.faults.throttle import Throttle
 from kube_fault_proxy.proxy.faults.two_views import TwoViews
 from kube_fault_proxy.proxy.faults.watch_list import WatchList
@@ -38,6 +40,7 @@ KINDS: tuple[type[FaultSpec], ...] = (
     StaleList, CoalesceEvents, CrashPoint, DelayEvents, FailThenCommit, HoldEvents,  # views
     TwoViews,  # views, added after the rest: a seeded search keeps its earlier draws
     WatchList,  # watches, searched only when named: at the end, so the earlier draws stay as they were
+    StallStream, StallConnection,  # silent watches and connections (searched only when named)
 )
 
 

@@ -101,8 +101,32 @@ class CommitLater:
     seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class StallAnswer:
+    """Stop sending this watch's answer after `after_events` events or `after_seconds`, for `seconds` (no byte, no
+    end, no error; what the apiserver sends meanwhile is withheld), then end it cleanly."""
+
+    seconds: float
+    after_events: int | None = None
+    after_seconds: float | None = None
+
+    def describe(self) -> str:
+        """When and how long, for the journal."""
+        when = (f"after {self.after_events} events" if self.after_events is not None
+                else f"after {self.after_seconds:g}s")
+        return f"stall the stream {when} for {self.seconds:g}s, then end it"
+
+
+@dataclass(frozen=True, slots=True)
+class StallClient:
+    """The client's whole connection stops answering for `seconds`: nothing read from it, nothing sent to it
+    (HTTP/2 PINGs unanswered); then it heals, or ends when the client closes it."""
+
+    seconds: float
+
+
 Step = (Respond | ResetStream | Wait | LimitWatch | EditEvents | CloseUpstream | StartOutage | ServeStale | PinView
-        | HoldAnswer | CommitLater)
+        | HoldAnswer | CommitLater | StallAnswer | StallClient)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +174,10 @@ class Plan:
                         f" (kill {', '.join(c for c, _ in kill)})" if kill else "")
                 case CommitLater(seconds):
                     return f"send the write upstream in {seconds:g}s"
+                case StallAnswer():
+                    return step.describe()
+                case StallClient(seconds):
+                    return f"stall the client's connection for {seconds:g}s"
             raise AssertionError(step)
 
         parts = [one(s) for s in self.before]

@@ -18,6 +18,7 @@ from kube_fault_proxy.proxy.mitm.addon import FaultAddon
 from kube_fault_proxy.proxy.mitm.alpn import PreferHttp2
 from kube_fault_proxy.proxy.mitm.bind_commits import BindCommits
 from kube_fault_proxy.proxy.mitm.binds import BindAccounting, BindOutcomes, BindReads
+from kube_fault_proxy.proxy.mitm.connection_stalls import ConnectionStalls
 from kube_fault_proxy.proxy.mitm.counting import ConnectionCounter
 from kube_fault_proxy.proxy.mitm.crash_points import CrashPoints
 from kube_fault_proxy.proxy.mitm.held import HeldAnswers
@@ -28,6 +29,7 @@ from kube_fault_proxy.proxy.mitm.outage import OutageController, OutageStarts, O
 from kube_fault_proxy.proxy.mitm.patches import internals, stream_limit
 from kube_fault_proxy.proxy.mitm.stale_reads import StaleAnswers, StaleReads
 from kube_fault_proxy.proxy.mitm.stream_settings import StreamSettings
+from kube_fault_proxy.proxy.mitm.stream_stalls import StreamStalls
 from kube_fault_proxy.proxy.mitm.timeouts import ConnectionTimeouts
 from kube_fault_proxy.proxy.mitm.watch_edits import WatchEdits
 from kube_fault_proxy.proxy.runtime import Runtime
@@ -142,8 +144,7 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
     binds = BindOutcomes(runtime.counters.bind_outcome)  # Bindings in flight, shared by the accounting's halves
     latency = runtime.counters.bind_latency  # each pod's first Binding POST to its commit (reads, commits, late)
     outage = OutageState(runtime, binds, in_flight := WritesInFlight())  # with the writes a cut fails in flight
-    held = HeldAnswers()  # answers a fault holds, which outlive their upstream connection
-    signals = WatchSignals()  # events a held watch waits for, offered by the stale views' scan of every watch
+    held, signals = HeldAnswers(), WatchSignals()  # answers faults hold; events held watches wait for (see below)
     stale = StaleViews(runtime.counters, runtime.clock, signals)  # the revision log: every answer, a late commit's too
     # One job per addon; mitmproxy runs a hook's addons in this order, awaiting each.
     m.addons.add(
@@ -163,6 +164,8 @@ async def start(settings: ProxySettings, runtime: Runtime, *extra_addons: object
         FaultAddon(runtime, held, in_flight),  # parses, decides, carries the plain steps out, stamps the rest
         OutageStarts(outage),  # next: an outage a fault asked for begins in the same request hook
         WatchEdits(runtime.counters.note, signals, runtime.activations),  # streams an edited watch through its editor
+        StreamStalls(runtime.counters.note, runtime.activations),  # silences a stalled watch, then ends it
+        ConnectionStalls(runtime.counters.note, runtime.activations),  # holds a client connection silent both ways
         StaleReads(stale),  # serves a stale view; wraps every watch's stream (edited or not) with its scan
         LateCommits(runtime.counters, stale.answered_late, committed=latency.committed),  # later than its error
         CrashPoints(runtime.counters.note, held),  # holds a committed answer, before the bind accounting sees it

@@ -5,7 +5,8 @@ client connection, or to start and stop listeners at runtime: the outage, the up
 propagation, the connection timeouts, the upstream-closing faults and the server's own stop reach
 `Proxyserver.connections` (client id → `ProxyConnectionHandler`), a handler's `client`,
 `transports` (connection → `ConnectionIO` with its `writer`) and `close_connection`,
-`Proxyserver.servers.update` and a listener instance's `_servers` (asyncio servers), and the hyper-h2
+`Proxyserver.servers.update` and a listener instance's `_servers` (asyncio servers), the writer a stalled
+connection sends through (`ConnectionIO.writer`, swapped for one that holds), and the hyper-h2
 connection of a client's HTTP/2 layer (whose own `update_settings` raises its stream limit on stock mitmproxy).
 Pinned to mitmproxy 12.3; `tests/unit/test_internals.py` fails loudly if an upgrade changes any of them.
 (The library changes keep their own overrides and gates: `stream_limit.py`, `dispatch.py` and the others.)
@@ -130,6 +131,23 @@ def close_client(h: Handler) -> bool:
     h.close_connection(h.client)
     if io.writer is not None:
         io.writer.transport.abort()
+    return True
+
+
+def client_writer(h: Handler) -> Any | None:
+    """The writer mitmproxy sends the client's bytes through (an asyncio StreamWriter), if the connection is live."""
+    io = h.transports.get(h.client)
+    return None if io is None else io.writer
+
+
+def swap_client_writer(h: Handler, writer: Any) -> bool:
+    """Have mitmproxy send the client's bytes through `writer` from now on (its send paths, stock and changed, all
+    write through the client's `ConnectionIO.writer`: `is_closing`, `write`, `write_eof`, `drain`, `close`);
+    False if the connection is gone."""
+    io = h.transports.get(h.client)
+    if io is None or io.writer is None:
+        return False
+    io.writer = writer
     return True
 
 

@@ -14,6 +14,11 @@ streaming state (ended, errored) or the connection is gone. Pinned to mitmproxy 
 `tests/unit/test_stream_ticks.py` drives a real connection handler and fails loudly if an upgrade moves
 any of it.
 
+The same route ends a streamed answer at a time of the proxy's own (`end`, for `stallStream`): the event is then
+a `ResponseEndOfMessage`, which the streaming state takes as the apiserver's end (the callable's last call, the
+`response` hook, the client's END_STREAM); what the apiserver sends on that stream afterwards meets a finished
+stream, which drops it.
+
 Gated at run time, as a change is: it replaces no library code, but relies on how three of mitmproxy's functions
 route an event (`PINNED`). Where one of them is not the source it was verified against, `wake` answers False
 (said once in the log): a held event then leaves with the apiserver's next bytes, as without ticks.
@@ -28,7 +33,7 @@ from typing import Any
 
 from mitmproxy.proxy import commands, events
 from mitmproxy.proxy.layers.http import HttpLayer, HttpStream
-from mitmproxy.proxy.layers.http._events import ResponseData
+from mitmproxy.proxy.layers.http._events import ResponseData, ResponseEndOfMessage
 from mitmproxy.proxy.server import ConnectionHandler
 
 from kube_fault_proxy.proxy.mitm.patches import internals
@@ -36,13 +41,16 @@ from kube_fault_proxy.proxy.requests.watch import TICK
 
 log = logging.getLogger(__name__)
 # What a tick relies on: the streaming state hands ResponseData to the callable, HttpLayer routes a
-# CommandCompleted to the stream in `command_sources`, and the handler's `server_event` takes an event.
+# CommandCompleted to the stream in `command_sources`, and the handler's `server_event` takes an event; an end,
+# that the streaming state ends the answer on ResponseEndOfMessage through `send_response`.
 PINNED = {
+    "mitmproxy.proxy.layers.http.HttpStream.send_response": "d581bc106152e369",
     "mitmproxy.proxy.layers.http.HttpStream.state_stream_response_body": "3fb6320300d3ddd5",
     "mitmproxy.proxy.layers.http.HttpLayer._handle_event": "6ba31883cc7a06b3",
     "mitmproxy.proxy.server.ConnectionHandler.server_event": "a2b42657ebe8bf6d",
 }
 ORIGINALS: dict[str, Any] = {
+    "mitmproxy.proxy.layers.http.HttpStream.send_response": HttpStream.send_response,
     "mitmproxy.proxy.layers.http.HttpStream.state_stream_response_body": HttpStream.state_stream_response_body,
     "mitmproxy.proxy.layers.http.HttpLayer._handle_event": HttpLayer._handle_event,
     "mitmproxy.proxy.server.ConnectionHandler.server_event": ConnectionHandler.server_event,
@@ -80,6 +88,23 @@ class _Tick(ResponseData, events.CommandCompleted):
         self.reply = None
 
 
+class _EndCommand(commands.Command):
+    """The command an end answers (never issued: it only routes the end to its stream; mitmproxy keeps one
+    completion class per command class)."""
+
+
+class _End(ResponseEndOfMessage, events.CommandCompleted):
+    """The end of a streamed answer, sent by the proxy: routed as the completion of the stream's own command."""
+
+    command: _EndCommand
+    reply: Any
+
+    def __init__(self, stream_id: int, command: _EndCommand) -> None:
+        super().__init__(stream_id)
+        self.command = command
+        self.reply = None
+
+
 def _stream_of(client_id: str, flow: object) -> tuple[Any, HttpLayer, HttpStream] | None:
     """The connection handler, HTTP layer and stream carrying this flow's answer, if it still streams."""
     handler = internals.handler(internals.proxyserver(), client_id)
@@ -95,16 +120,29 @@ def _stream_of(client_id: str, flow: object) -> tuple[Any, HttpLayer, HttpStream
     return None
 
 
-def wake(client_id: str, flow: object) -> bool:
-    """Have the stream callable of this flow (of that client connection) called with TICK, from the loop,
-    as soon as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
+def _inject(client_id: str, flow: object, make: Any, command_type: type[commands.Command]) -> bool:
+    """Route `make(stream_id, command)` (a command of `command_type`) to the stream of this flow, from the loop,
+    as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
     if not verified():
         return False
     found = _stream_of(client_id, flow)
     if found is None:
         return False
     handler, layer, stream = found
-    command = _TickCommand()
+    command = command_type()
     layer.command_sources[command] = stream
-    asyncio.get_running_loop().create_task(handler.server_event(_Tick(stream.stream_id, command)))
+    asyncio.get_running_loop().create_task(handler.server_event(make(stream.stream_id, command)))
     return True
+
+
+def end(client_id: str, flow: object) -> bool:
+    """End this flow's streamed answer (of that client connection) cleanly now, as if the apiserver had: its
+    callable is called with b"", the `response` hook runs, the client gets the end of the stream. False if the
+    flow no longer streams, or ticks are off (`verified`)."""
+    return _inject(client_id, flow, _End, _EndCommand)
+
+
+def wake(client_id: str, flow: object) -> bool:
+    """Have the stream callable of this flow (of that client connection) called with TICK, from the loop,
+    as soon as the connection's events allow; False if the flow no longer streams, or ticks are off (`verified`)."""
+    return _inject(client_id, flow, _Tick, _TickCommand)
