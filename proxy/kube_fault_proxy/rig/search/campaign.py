@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kube_fault_proxy.rig.search import resume
+from kube_fault_proxy.rig.search import resume, worker_log
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.job_manifest import Campaign, worker_seed
@@ -56,6 +56,31 @@ class WorkerSearch(Search):
                           "build": out.builds.get(self.s.scheduler)})
 
 
+def earlier_records(text: str, seed: int, scheduler: str) -> list[dict[str, Any]]:
+    """From an index's records as the coordinator kept them (log lines of its earlier attempts), the search steps
+    a retried worker resumes from: its own seed's and target's, from step 0 on, up to the first gap."""
+    by_name = {str(r.get("name")): r for r in worker_log.parse(text).records
+               if r.get("searchSeed") == seed and r.get("scheduler") == scheduler
+               and resume.search_step(str(r.get("name")))}
+    by_step = {int(name[1:]): r for name, r in by_name.items()}
+    steps: list[dict[str, Any]] = []
+    while len(steps) in by_step:
+        steps.append(by_step[len(steps)])
+    return steps
+
+
+def resume_worker(records: list[dict[str, Any]], journal: Path, emit: Callable[[str], None]) -> int:
+    """Start a retried worker where its index got to: the records go into its trials.jsonl (the search then
+    serves them instead of running them, resume.py) and into its log again, as they were (each still naming the pod
+    that ran it), so this attempt's log alone holds the index's whole search. The next record's sequence number."""
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for seq, r in enumerate(records):
+        for text in record_lines(seq, r):
+            emit(text)
+    return len(records)
+
+
 def global_number(index: int, local: int, workers: int) -> int:
     """The coordinator's number for worker `index`'s step `local`."""
     return local * workers + index
@@ -83,7 +108,9 @@ class WorkerRecords:
         steps = 0
         while steps in by_local:
             r = by_local[steps]
-            where = {"index": attempt.index, "pod": attempt.pod, "node": attempt.node, "step": steps}
+            ran = r.get("worker") or {}  # a retried worker's resumed records name the earlier pod that ran them
+            where = {"index": attempt.index, "pod": ran.get("pod", attempt.pod), "node": ran.get("node", attempt.node),
+                     "step": steps}
             lines.append({**r, "name": f"{r['name'][0]}{global_number(attempt.index, steps, workers)}",
                           "worker": where})
             steps += 1
@@ -167,6 +194,29 @@ def where(out: Outcome, workers: list[WorkerRecords], attempts: list[Attempt], c
             "coordinator": {"hits": [h.trial for h in out.hits]}}
 
 
+def unfinished(attempts: list[dict[str, Any]], workers: int) -> dict[int, str]:
+    """Every index no attempt finished (none succeeded with its log closed), with what its attempts did (as in
+    campaign.json's `attempts`): the campaign's search is short of those indexes' trials."""
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for a in attempts:
+        by_index.setdefault(int(a["index"]), []).append(a)
+    said: dict[int, str] = {}
+    for i in range(workers):
+        mine = by_index.get(i, [])
+        if any(a["phase"] == "Succeeded" and a["done"] is not None for a in mine):
+            continue
+        said[i] = "; ".join(f"{a['pod']} {a['phase']}{' (' + a['reason'] + ')' if a['reason'] else ''}, "
+                            f"{a['records']} records" for a in mine) or "no pod ran"
+    return said
+
+
+def unfinished_message(job_name: str, missing: dict[int, str]) -> str:
+    """What the coordinator says on stderr when indexes did not finish."""
+    return (f"campaign {job_name}: {len(missing)} index(es) did not finish their search (no attempt closed its log), "
+            "so the verdict covers only the trials that came back: "
+            + "; ".join(f"index {i}: {what}" for i, what in sorted(missing.items())))
+
+
 def _names(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 12 else f"{', '.join(names[:6])}, … {', '.join(names[-3:])}"
 
@@ -198,6 +248,11 @@ def where_lines(doc: dict[str, Any], workers: list[WorkerRecords], out: Outcome)
     missing = sorted(set(range(n)) - {w.index for w in workers})
     if missing:
         lines.append(f"\nIndexes with no attempt that ran a trial: {', '.join(map(str, missing))}.")
+    short = unfinished(doc["attempts"], n)
+    if short:
+        lines.append(f"\n**Not finished**: index(es) {', '.join(map(str, sorted(short)))} (no attempt closed its "
+                     "log); the search is short of their trials and the campaign exits non-zero (3 when nothing "
+                     "was confirmed).")
     place = doc["trials"]
     if out.hits:
         lines += ["", "Hits, where they ran: " + "; ".join(
