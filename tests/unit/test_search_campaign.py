@@ -5,6 +5,7 @@ their hits and saying where each trial ran; on fake trials, no sockets."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from kube_fault_proxy.rig.search import campaign, engine, worker_log
-from kube_fault_proxy.rig.search.campaign import Coordinator, WorkerRecords, WorkerSearch, global_number
+from kube_fault_proxy.rig.search.campaign import Coordinator, WorkerSearch, global_number
 from kube_fault_proxy.rig.search.engine import Search
 from kube_fault_proxy.rig.search.genome import Genome, fault_kind
 from kube_fault_proxy.rig.search.job_manifest import INDEX_ANNOTATION, Campaign, deadline, job, worker_seed
@@ -132,6 +133,9 @@ def test_a_pod_is_read_as_an_attempt_and_a_job_as_ended() -> None:
 # --- workers and the coordinator
 
 
+REAL_RIG = Search.rig
+
+
 class FakeRigs:
     """Stands in for every control plane: each trial is instant; a profile with an abort strands pods."""
 
@@ -152,7 +156,8 @@ class FakeRigs:
 
 
 def worker_log_text(tmp_path: Path, index: int, pod: str, steps: int) -> str:
-    """What worker `index`'s pod logs for a search of `steps` steps."""
+    """What worker `index`'s pod logs for a search of `steps` steps (on FakeRigs: never a control plane here)."""
+    assert Search.rig is not REAL_RIG, "FakeRigs(monkeypatch) first: a unit test starts no control plane"
     lines: list[str] = []
     s = settings(tmp_path / pod, seed=worker_seed(5, index), max_trials=steps, control=None, fresh=True)
     w = WorkerSearch(s, index, pod, "kfp-real-node", lambda _: None, lines.append)
@@ -179,11 +184,14 @@ def test_the_coordinator_confirms_two_workers_hits_and_says_where_each_trial_ran
     out_dir = tmp_path / "campaign"
     s = settings(out_dir, budget=60)
 
+    feed = campaign.Feed(lambda: (attempts, True), 5, 2)
+
     def checkpoint(o: Any) -> None:
         write(o, ["search", "--on-cluster"])
-        campaign.write_campaign(o, workers, attempts, c, 300.0)
+        campaign.write_campaign(o, feed.workers(), attempts, c, 300.0)
 
-    out = Coordinator(s, workers, c, 300.0, lambda _: None, checkpoint=checkpoint).run()
+    out = Coordinator(s, feed, c, 300.0, lambda _: None, checkpoint=checkpoint).run()
+    assert [(w.index, w.attempt.pod, w.steps) for w in feed.workers()] == [(0, "w-0", 12), (1, "w-1", 12)]
     # every search step came from the workers' records; the coordinator ran only replays, controls and shrinks
     assert not [n for n in rigs.ran if n[:1] in "tc" and n[1:].isdigit()]
     assert len(out.trials) + len(out.canaries) == 24
@@ -212,12 +220,12 @@ def test_the_coordinator_confirms_two_workers_hits_and_says_where_each_trial_ran
 def test_a_record_of_another_draw_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     FakeRigs(monkeypatch)
     log = worker_log.parse(worker_log_text(tmp_path, 0, "w-0", 3))
-    workers = [WorkerRecords.of(Attempt(0, "w-0", None, "Succeeded", log), base_seed=6, workers=1)]  # not seed 5
+    feed = campaign.Feed(lambda: ([Attempt(0, "w-0", None, "Succeeded", log)], True), 6, 1)  # not seed 5
     out = tmp_path / "c"
     from kube_fault_proxy.rig.search.resume import ResumeError
 
     with pytest.raises(ResumeError):
-        Coordinator(settings(out, seed=6), workers, Campaign(name="x", workers=1), 1.0, lambda _: None).run()
+        Coordinator(settings(out, seed=6), feed, Campaign(name="x", workers=1), 1.0, lambda _: None).run()
 
 
 class FakeKubectl:
@@ -342,7 +350,7 @@ def test_indexes_that_never_finished_are_named_and_make_the_exit_code_non_zero(
     out_dir = tmp_path / "campaign"
     args = SimpleNamespace(kubeconfig=None, keep_job=False)
     code = search_campaign.coordinate(settings(out_dir, budget=60), Campaign(name="kfp-search-5", workers=2),
-                                      args, summary)  # type: ignore[arg-type]
+                                      args, summary, sleep=lambda _: time.sleep(0.01))  # type: ignore[arg-type]
     err = capsys.readouterr().err
     assert code == search_campaign.INCOMPLETE == 3
     assert "1 index(es) did not finish" in err
@@ -508,3 +516,52 @@ def test_the_workers_may_read_their_records_and_nothing_else(tmp_path: Path) -> 
     theirs = replace(c, service_account="ci-runner")
     assert worker_rbac(theirs) == []  # named by --worker-service-account: made by its owner
     assert job(settings(tmp_path), theirs)["spec"]["template"]["spec"]["serviceAccountName"] == "ci-runner"
+
+
+def test_hits_are_confirmed_while_the_job_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rigs = FakeRigs(monkeypatch)
+    full = worker_log.parse(worker_log_text(tmp_path, 0, "w-0", 12))
+    rigs.ran.clear()
+    first_hit = next(k for k, r in enumerate(full.records) if r["broken"])
+    shown = [0]  # records the pod's log has said so far; one more each time the coordinator looks
+    at_replay: list[tuple[int, bool]] = []
+
+    def now() -> tuple[list[Attempt], bool]:
+        shown[0] = min(shown[0] + 1, len(full.records))
+        done = shown[0] == len(full.records)
+        log = worker_log.WorkerLog(full.records[:shown[0]], {"steps": 12} if done else None)
+        return [Attempt(0, "w-0", "n", "Succeeded" if done else "Running", log)], False  # the Job runs on
+
+    feed = campaign.Feed(now, 5, 1, sleep=lambda _: None)
+    real = engine.run_trial
+
+    def watching(rig: Any, genome: Genome, name: str, tier: Tier = SEARCH, note: Any = None) -> TrialResult:
+        if name.endswith("-replay") and not at_replay:
+            at_replay.append((shown[0], now()[0][0].complete))
+        return real(rig, genome, name, tier, note)
+
+    monkeypatch.setattr(engine, "run_trial", watching)
+    out = Coordinator(settings(tmp_path / "c", budget=60), feed, Campaign(name="x", workers=1), 0.0,
+                      lambda _: None).run()
+    assert at_replay and at_replay[0][0] <= first_hit + 3  # replayed as soon as its record came, not at the end
+    assert at_replay[0][1] is False  # the worker was still running
+    assert len(out.trials) + len(out.canaries) == 12  # and then every later step, as it came
+    assert not [n for n in rigs.ran if n[:1] in "tc" and n[1:].isdigit()]  # no search step run here
+
+
+def test_a_retry_that_started_over_does_not_continue_what_was_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeRigs(monkeypatch)
+    full = worker_log.parse(worker_log_text(tmp_path, 0, "w-0", 4))
+    other = [{**r, "digest": f"other-{k}"} for k, r in enumerate(full.records)]  # a fresh draw, not a resume
+    first = Attempt(0, "w-0-a", "n", "Failed", worker_log.WorkerLog(full.records[:2]))
+    retry = Attempt(0, "w-0-b", "n", "Succeeded", worker_log.WorkerLog(other, {"steps": 4}))
+    seen = [[first]]  # while the Job runs, the coordinator takes the first attempt's two steps
+    feed = campaign.Feed(lambda: (seen[0], len(seen[0]) == 2), 5, 1)
+    assert feed.step(0, 0) is not None and feed.step(0, 1) is not None
+    seen[0] = [first, retry]  # then the retry ends, its search drawn from step 0 again; the Job ends
+    assert feed.step(0, 2) is None  # its step 2 follows other steps than the ones taken: the index ends at 2
+    assert [(w.attempt.pod, w.steps) for w in feed.workers()] == [("w-0-a", 2)]
+    # had the coordinator not taken any step yet, the retry's whole search would be taken
+    fresh = campaign.Feed(lambda: ([first, retry], True), 5, 1)
+    assert [fresh.step(0, k)["digest"] for k in range(4)] == [f"other-{k}" for k in range(4)]  # type: ignore[index]

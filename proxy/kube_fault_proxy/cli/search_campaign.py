@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -150,8 +152,9 @@ def earlier_of(job_name: str, namespace: str, index: int, s: Settings, note: Cal
 
 
 def coordinate(s: Settings, c: Campaign, args: argparse.Namespace,
-               summary: Callable[[Outcome, Settings], int]) -> int:
-    """Run the Job, then the coordinator over what its pods recorded."""
+               summary: Callable[[Outcome, Settings], int], sleep: Callable[[float], None] = time.sleep) -> int:
+    """Make the Job (or attach to it), follow it in a thread, and coordinate what its pods record as it comes:
+    each index's hits are confirmed while the Job still runs."""
     from kube_fault_proxy.rig.search.output import write
 
     console = stderr_console()
@@ -159,29 +162,50 @@ def coordinate(s: Settings, c: Campaign, args: argparse.Namespace,
     def note(m: str) -> None:
         console.print(m, markup=False, soft_wrap=True)
 
+    def left_running(why: str) -> None:
+        note(f"{why}: the job {c.namespace}/{c.name} is left running; the same command attaches to it (and takes "
+             f"what its pods have said); to stop it: kubectl -n {c.namespace} delete job {c.name}")
+
     follower = JobFollower(Kubectl(args.kubeconfig), c, note)
-    try:
-        ran = follower.follow(s)
-    except BaseException:  # a signal, or kubectl failing: the Job runs on for the next run to attach to
-        note(f"the job {c.namespace}/{c.name} is left running: the same command attaches to it (and takes what its "
-             f"pods have said); to stop it: kubectl -n {c.namespace} delete job {c.name}")
-        raise
-    if not args.keep_job:
-        follower.delete()
-    workers = campaigns.worker_records(ran.attempts, s.seed, c.workers)
+    age = follower.start(s)
+    t0 = time.monotonic() - age
+    stop = threading.Event()
+    followed: dict[str, Any] = {}
+
+    def follow() -> None:
+        try:
+            followed["run"] = follower.watch(s, t0, sleep=sleep, stop=stop)
+        except Exception as e:  # kubectl failed: the coordinator ends with what came back
+            followed["error"] = e
+
+    thread = threading.Thread(target=follow, name="job-follower", daemon=True)
+    thread.start()
+    feed = campaigns.Feed(lambda: (follower.attempts(), not thread.is_alive()), s.seed, c.workers, sleep, note)
     s.out.mkdir(parents=True, exist_ok=True)
     (s.out / "job.json").write_text(json.dumps(job(s, c), indent=1))
 
     def checkpoint(o: Outcome) -> None:
         write(o, sys.argv)
-        campaigns.write_campaign(o, workers, ran.attempts, c, ran.seconds)
+        campaigns.write_campaign(o, feed.workers(), follower.attempts(), c, time.monotonic() - t0)
 
-    out = campaigns.Coordinator(s, workers, c, ran.seconds, note, checkpoint=checkpoint).run()
-    print(f"campaign {c.name}: {ran.ended}; " + "; ".join(
+    try:
+        out = campaigns.Coordinator(s, feed, c, age, note, checkpoint=checkpoint).run()
+    finally:
+        if thread.is_alive():  # interrupted, or the coordinator failed, before the Job ended
+            stop.set()
+        thread.join()
+    ran = followed.get("run")
+    if "error" in followed or out.interrupted or ran is None or ran.ended == "stopped":
+        left_running(str(followed.get("error") or f"interrupted by {out.interrupted}"))
+    elif not args.keep_job:
+        follower.delete()
+    checkpoint(out)  # the attempts as they ended
+    workers = feed.workers()
+    print(f"campaign {c.name}: {ran.ended if ran else 'not followed to its end'}; " + "; ".join(
         f"index {w.index} ({w.attempt.pod} on {w.attempt.node}): {w.steps} steps" for w in workers))
     verdict = summary(out, s)
-    missing = campaigns.unfinished([a.as_dict() for a in ran.attempts], c.workers)
-    if missing:  # the verdict covers only the trials that came back
+    missing = campaigns.unfinished([a.as_dict() for a in follower.attempts()], c.workers)
+    if missing and not out.interrupted:  # the verdict covers only the trials that came back
         print(campaigns.unfinished_message(c.name, missing), file=sys.stderr)
-        return INCOMPLETE if verdict == OK else verdict  # a confirmed violation (1) or a signal's code stays
+        return INCOMPLETE if verdict == OK else verdict  # a confirmed violation (1) stays
     return verdict

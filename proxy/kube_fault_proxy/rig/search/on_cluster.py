@@ -7,9 +7,10 @@ import contextlib
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ class JobRun:
 
     attempts: list[Attempt] = field(default_factory=list)
     seconds: float = 0.0
-    ended: str = "deadline"  # Complete, Failed (…), or deadline (the coordinator stopped waiting)
+    ended: str = "deadline"  # Complete, Failed (…), deadline (the coordinator stopped waiting), stopped (interrupted)
 
 
 class JobFollower:
@@ -106,13 +107,14 @@ class JobFollower:
         self.seen: dict[str, Attempt] = {}
         self._said = ""
         self.kept: dict[int, int] = {}  # per index, the records its ConfigMap holds
+        self.lock = threading.Lock()  # seen: polled in one thread, read by the coordinator in another
         self.uid: str | None = None  # the Job's
         self.attached = False
 
     def keep_records(self) -> None:
         """Per index, the records of its attempt that got furthest, into the index's ConfigMap: a retried worker
         (the Job's next pod for that index) resumes from them instead of starting its search over."""
-        for index, a in worker_log.chosen(list(self.seen.values())).items():
+        for index, a in worker_log.chosen(self.attempts()).items():
             lines: list[str] = []
             size, kept = 0, 0
             for seq, record in enumerate(a.log.records):
@@ -184,13 +186,15 @@ class JobFollower:
                 with contextlib.suppress(CampaignError):  # the pod went since the listing: keep what was read
                     log = worker_log.longer(log, worker_log.parse(
                         self.k.run("-n", self.c.namespace, "logs", name, "-c", "worker")))
-            self.seen[name] = attempt_of(pod, log)
-        for name, a in self.seen.items():
-            if name not in listed and a.phase in ("Pending", "Running"):
-                a.phase = "Gone"  # deleted (or evicted and removed) before the coordinator saw it end
+            with self.lock:
+                self.seen[name] = attempt_of(pod, log)
+        with self.lock:
+            for name, a in list(self.seen.items()):
+                if name not in listed and a.phase in ("Pending", "Running"):  # deleted (or evicted and removed)
+                    self.seen[name] = replace(a, phase="Gone")  # before the coordinator saw it end
         self.keep_records()
         said = "; ".join(f"{a.index}: {a.pod} {a.phase} on {a.node or '-'}, {len(a.log.records)} trials"
-                         for a in sorted(self.seen.values(), key=lambda a: (a.index, a.pod)))
+                         for a in self.attempts())
         if said != self._said:
             self.note(f"job {self.c.name}: {said}")
             self._said = said
@@ -199,7 +203,12 @@ class JobFollower:
                sleep: Callable[[float], None] = time.sleep, wall: Callable[[], float] = time.time) -> JobRun:
         """Create the Job (or attach to it) and follow it until it ends (or its deadline and two minutes more have
         passed, counted from the Job's creation)."""
-        t0 = clock() - self.start(s, wall)
+        return self.watch(s, clock() - self.start(s, wall), clock, sleep)
+
+    def watch(self, s: Settings, t0: float, clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep, stop: threading.Event | None = None) -> JobRun:
+        """Follow the Job made at `t0` (on `clock`) until it ends, its deadline and two minutes more have passed,
+        or `stop` is set (the coordinator was interrupted: the Job runs on)."""
         run = JobRun()
         while clock() - t0 < deadline(s, self.c) + 120:
             self.poll()
@@ -207,12 +216,22 @@ class JobFollower:
             if ended is not None:
                 run.ended = ended
                 break
-            sleep(POLL_SECONDS)
-        self.poll()  # the last lines of every pod
+            if stop is not None and stop.wait(POLL_SECONDS):
+                run.ended = "stopped"
+                break
+            if stop is None:
+                sleep(POLL_SECONDS)
+        if run.ended != "stopped":
+            self.poll()  # the last lines of every pod
         run.seconds = clock() - t0
-        run.attempts = sorted(self.seen.values(), key=lambda a: (a.index, a.pod))
+        run.attempts = self.attempts()
         self.note(f"job {self.c.name}: {run.ended} after {run.seconds:.0f} s")
         return run
+
+    def attempts(self) -> list[Attempt]:
+        """Every attempt seen so far (safe to call while another thread polls)."""
+        with self.lock:
+            return sorted(self.seen.values(), key=lambda a: (a.index, a.pod))
 
     def delete(self) -> None:
         """Delete the Job and its pods, the records kept for its indexes, and the workers' ServiceAccount and Role
