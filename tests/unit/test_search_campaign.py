@@ -565,3 +565,21 @@ def test_a_retry_that_started_over_does_not_continue_what_was_taken(
     # had the coordinator not taken any step yet, the retry's whole search would be taken
     fresh = campaign.Feed(lambda: ([first, retry], True), 5, 1)
     assert [fresh.step(0, k)["digest"] for k in range(4)] == [f"other-{k}" for k in range(4)]  # type: ignore[index]
+
+
+def test_the_guides_coordinator_role_is_what_the_coordinator_does() -> None:
+    import yaml
+    from kube_fault_proxy.rig.search.job_manifest import COORDINATOR_RULES, worker_rbac
+
+    guide = (Path(__file__).parents[2] / "docs/guides/search-on-cluster.md").read_text()
+    block = guide.split("```yaml\n", 1)[1].split("```", 1)[0]
+    role = yaml.safe_load(block)
+    assert role["kind"] == "Role" and role["rules"] == COORDINATOR_RULES
+    granted = {(g, r, v) for rule in COORDINATOR_RULES for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    # every kind the coordinator makes or deletes, and the rights the workers' Role hands on (no escalation)
+    for doc in worker_rbac(Campaign(name="x")):
+        group = doc["apiVersion"].rpartition("/")[0]
+        assert {(group, doc["kind"].lower() + "s", v) for v in ("create", "patch", "delete", "list")} <= granted
+    (rule,) = worker_rbac(Campaign(name="x"))[1]["rules"]
+    assert {("", "configmaps", v) for v in rule["verbs"]} <= granted

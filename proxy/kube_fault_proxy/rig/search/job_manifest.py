@@ -105,6 +105,21 @@ def worker_rbac(c: Campaign) -> list[dict[str, Any]]:
          "subjects": [{"kind": "ServiceAccount", "name": c.account, "namespace": c.namespace}]}]
 
 
+# What the coordinator does through kubectl in the Job's namespace: make the workers' ServiceAccount, Role and
+# RoleBinding (server-side apply), make or find the Job and read its state, list its pods and read their logs, keep
+# each index's records in a ConfigMap (server-side apply), and delete all of it at the end (by label). The guide's
+# Role for a user of a real cluster is this list (a unit test holds them equal).
+COORDINATOR_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"],
+     "verbs": ["get", "list", "create", "patch", "delete"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": ["get", "list", "create", "patch", "delete"]},
+]
+
+
 def pod_failure_policy() -> dict[str, Any]:
     """An evicted or preempted worker (the pod's DisruptionTarget condition: the Eviction API, a node drain,
     preemption, a taint) is run again without counting against its index's retries; a worker that exits 2 (its
