@@ -58,7 +58,9 @@ def add_campaign_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave the Job, its pods and its records when done (default: delete them once the Job has "
                         "ended; a coordinator stopped earlier leaves the Job running, and running it again attaches "
                         "to it)")
-    g.add_argument("--print-job", action="store_true", help="print the campaign's Job as YAML and exit")
+    g.add_argument("--print-job", action="store_true",
+                   help="print the workers' ServiceAccount, Role and RoleBinding and the campaign's Job as YAML "
+                        "documents, and exit")
     g.add_argument("--worker", action="store_true",
                    help="be one worker of a campaign Job (its index from JOB_COMPLETION_INDEX): search only, "
                         "each trial's record in the log")
