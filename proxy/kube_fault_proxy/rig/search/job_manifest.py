@@ -13,6 +13,7 @@ from kube_fault_proxy.rig.search.outcome import Settings
 WORKER_IMAGE = "localhost/kube-fault-proxy-worker:local"  # what scripts/search-worker-image builds
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"  # set by the Job controller on every pod it makes
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"  # an index's failed attempts before this pod
 CAMPAIGN_LABEL = "kube-fault-proxy.io/campaign"
 CACHE_DIR = "/opt/kfp-cache"  # the worker image's binaries (KFP_CACHE_DIR): etcd, kube-apiserver, …, kwok
 WORK_DIR = "/work"  # an emptyDir: the worker's control plane, its output, HOME
@@ -38,6 +39,7 @@ class Campaign:
     cpu: str = "500m"  # requested per worker pod: a control plane, the proxy and a scheduler
     memory: str = "1536Mi"  # requested, and the limit (etcd, kube-apiserver and the proxy's Python)
     node_selector: dict[str, str] = field(default_factory=dict)
+    service_account: str | None = None  # the workers' ServiceAccount; None: `<name>-worker`, made with its Role
 
     def __post_init__(self) -> None:
         if self.workers < 1 or (self.parallelism is not None and self.parallelism < 1) or self.retries_per_index < 0:
@@ -47,6 +49,15 @@ class Campaign:
     def waves(self) -> int:
         """How many rounds of pods the Job runs when fewer may run at once than there are workers."""
         return math.ceil(self.workers / (self.parallelism or self.workers))
+
+    @property
+    def account(self) -> str:
+        """The ServiceAccount the worker pods run as."""
+        return self.service_account or f"{self.name}-worker"
+
+    def records_map(self, index: int) -> str:
+        """The ConfigMap where the coordinator keeps index `index`'s records, for a retried worker to resume from."""
+        return f"{self.name}-records-{index}"
 
 
 def worker_args(s: Settings) -> list[str]:
@@ -72,10 +83,57 @@ def deadline(s: Settings, c: Campaign) -> int:
     return int(c.waves * (c.retries_per_index + 1) * (s.budget + START_MARGIN))
 
 
+def labels_of(c: Campaign) -> dict[str, str]:
+    """The labels of everything a campaign makes (its Job, pods, ConfigMaps, ServiceAccount, Role, RoleBinding)."""
+    return {CAMPAIGN_LABEL: c.name, "app.kubernetes.io/name": "kube-fault-proxy-search-worker"}
+
+
+def worker_rbac(c: Campaign) -> list[dict[str, Any]]:
+    """The workers' ServiceAccount, and a Role that lets them read their index's records ConfigMap and nothing else
+    (get, by name): what a retried worker resumes from. Empty when --worker-service-account names one already made."""
+    if c.service_account is not None:
+        return []
+    meta = {"namespace": c.namespace, "labels": labels_of(c)}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": c.account, **meta},
+         "automountServiceAccountToken": False},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": c.account, **meta},
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                    "resourceNames": [c.records_map(i) for i in range(c.workers)]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": c.account, **meta},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": c.account},
+         "subjects": [{"kind": "ServiceAccount", "name": c.account, "namespace": c.namespace}]}]
+
+
+# What the coordinator does through kubectl in the Job's namespace: make the workers' ServiceAccount, Role and
+# RoleBinding (server-side apply), make or find the Job and read its state, list its pods and read their logs, keep
+# each index's records in a ConfigMap (server-side apply), and delete all of it at the end (by label). The guide's
+# Role for a user of a real cluster is this list (a unit test holds them equal).
+COORDINATOR_RULES: list[dict[str, list[str]]] = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"],
+     "verbs": ["get", "list", "create", "patch", "delete"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": ["get", "list", "create", "patch", "delete"]},
+]
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """An evicted or preempted worker (the pod's DisruptionTarget condition: the Eviction API, a node drain,
+    preemption, a taint) is run again without counting against its index's retries; a worker that exits 2 (its
+    settings or its records cannot make a search) fails its index at once, since a retry would fail the same."""
+    return {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailIndex", "onExitCodes": {"containerName": "worker", "operator": "In", "values": [2]}}]}
+
+
 def job(s: Settings, c: Campaign) -> dict[str, Any]:
     """The Indexed Job: `completions` worker searches, each index retried on its own (`backoffLimitPerIndex`), the
-    pods unprivileged (a control plane on the pod's own loopback needs no capability, no service account token)."""
-    labels = {CAMPAIGN_LABEL: c.name, "app.kubernetes.io/name": "kube-fault-proxy-search-worker"}
+    pods unprivileged (a control plane on the pod's own loopback needs no capability; the service account's token
+    reads only the index's records, to resume a retried index)."""
+    labels = labels_of(c)
     volume_mounts = [{"name": "work", "mountPath": WORK_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
     container = {
         "name": "worker", "image": c.image, "imagePullPolicy": "IfNotPresent",
@@ -83,7 +141,11 @@ def job(s: Settings, c: Campaign) -> dict[str, Any]:
         "env": [{"name": "HOME", "value": WORK_DIR}, {"name": "KFP_CACHE_DIR", "value": CACHE_DIR},
                 {"name": "KFP_STATE_DIR", "value": f"{WORK_DIR}/kfp"},
                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "JOB_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
+                {"name": "JOB_INDEX_FAILURES",
+                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{FAILURES_ANNOTATION}']"}}}],
         "resources": {"requests": {"cpu": c.cpu, "memory": c.memory}, "limits": {"memory": c.memory}},
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -91,7 +153,8 @@ def job(s: Settings, c: Campaign) -> dict[str, Any]:
         "volumeMounts": volume_mounts}
     pod: dict[str, Any] = {
         "restartPolicy": "Never",  # a failed worker is the Job's to retry (per index), not the kubelet's
-        "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "serviceAccountName": c.account, "automountServiceAccountToken": True,  # to read the index's records
+        "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 60,  # a stopped worker stops its control plane and says so in its log
         "containers": [container],
         "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]}
@@ -103,5 +166,6 @@ def job(s: Settings, c: Campaign) -> dict[str, Any]:
                      "annotations": {"kube-fault-proxy.io/search-seed": str(s.seed),
                                      "kube-fault-proxy.io/target": s.scheduler}},
         "spec": {"completionMode": "Indexed", "completions": c.workers, "parallelism": c.parallelism or c.workers,
-                 "backoffLimitPerIndex": c.retries_per_index, "activeDeadlineSeconds": deadline(s, c),
+                 "backoffLimitPerIndex": c.retries_per_index, "podFailurePolicy": pod_failure_policy(),
+                 "activeDeadlineSeconds": deadline(s, c),
                  "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}}

@@ -7,20 +7,32 @@ import contextlib
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.search import worker_log
-from kube_fault_proxy.rig.search.job_manifest import INDEX_ANNOTATION, JOB_NAME_LABEL, Campaign, deadline, job
+from kube_fault_proxy.rig.search.job_manifest import (
+    CAMPAIGN_LABEL,
+    INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    Campaign,
+    deadline,
+    job,
+    labels_of,
+    worker_rbac,
+)
 from kube_fault_proxy.rig.search.outcome import Settings
 from kube_fault_proxy.rig.search.worker_log import Attempt
 
 POLL_SECONDS = 5.0
 LOG_TIMEOUT = 60.0
+MAP_LIMIT = 900_000  # characters of records an index's ConfigMap holds (the apiserver takes up to 1 MiB)
 
 
 class CampaignError(RuntimeError):
@@ -55,11 +67,16 @@ def attempt_of(pod: dict[str, Any], log: worker_log.WorkerLog) -> Attempt:
     meta, status = pod["metadata"], pod.get("status", {})
     terminated = next((s.get("state", {}).get("terminated") for s in status.get("containerStatuses") or []
                        if s.get("state", {}).get("terminated")), None)
-    reason = None
+    reasons = []
+    disruption = next((c for c in status.get("conditions") or []
+                       if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    if disruption is not None:  # evicted (the Eviction API, a drain), preempted, or its node tainted away
+        reasons.append(f"disrupted: {disruption.get('reason') or 'DisruptionTarget'}")
     if terminated is not None and terminated.get("exitCode"):
-        reason = f"{terminated.get('reason', 'Error')}, exit {terminated['exitCode']}"
+        reasons.append(f"{terminated.get('reason', 'Error')}, exit {terminated['exitCode']}")
     elif status.get("reason"):
-        reason = str(status["reason"])
+        reasons.append(str(status["reason"]))
+    reason = "; ".join(reasons) or None
     return Attempt(index=int(meta["annotations"][INDEX_ANNOTATION]), pod=meta["name"],
                    node=pod["spec"].get("nodeName"), phase=str(status.get("phase", "Pending")), log=log,
                    started=status.get("startTime"), finished=(terminated or {}).get("finishedAt"), reason=reason)
@@ -79,7 +96,7 @@ class JobRun:
 
     attempts: list[Attempt] = field(default_factory=list)
     seconds: float = 0.0
-    ended: str = "deadline"  # Complete, Failed (…), or deadline (the coordinator stopped waiting)
+    ended: str = "deadline"  # Complete, Failed (…), deadline (the coordinator stopped waiting), stopped (interrupted)
 
 
 class JobFollower:
@@ -89,6 +106,72 @@ class JobFollower:
         self.k, self.c, self.note = kubectl, campaign, note
         self.seen: dict[str, Attempt] = {}
         self._said = ""
+        self.kept: dict[int, int] = {}  # per index, the records its ConfigMap holds
+        self.lock = threading.Lock()  # seen: polled in one thread, read by the coordinator in another
+        self.uid: str | None = None  # the Job's
+        self.attached = False
+
+    def keep_records(self) -> None:
+        """Per index, the records of its attempt that got furthest, into the index's ConfigMap: a retried worker
+        (the Job's next pod for that index) resumes from them instead of starting its search over."""
+        for index, a in worker_log.chosen(self.attempts()).items():
+            lines: list[str] = []
+            size, kept = 0, 0
+            for seq, record in enumerate(a.log.records):
+                more = worker_log.record_lines(seq, record)
+                size += sum(len(x) + 1 for x in more)
+                if size > MAP_LIMIT:  # a prefix is still a search to resume; the rest is run again
+                    break
+                lines += more
+                kept += 1
+            if kept <= self.kept.get(index, 0):
+                continue
+            meta: dict[str, Any] = {"name": self.c.records_map(index), "namespace": self.c.namespace,
+                                    "labels": labels_of(self.c)}
+            if self.uid:  # deleting the Job deletes its records too
+                meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": self.c.name,
+                                            "uid": self.uid}]
+            doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                   "data": {"records": "\n".join(lines) + "\n", "pod": a.pod}}
+            with contextlib.suppress(CampaignError):  # kept at the next poll
+                self.k.run("apply", "--server-side", "--force-conflicts", "--field-manager=kube-fault-proxy",
+                           "-f", "-", stdin=json.dumps(doc))
+                self.kept[index] = kept
+
+    def start(self, s: Settings, wall: Callable[[], float] = time.time) -> float:
+        """Make the workers' ServiceAccount and Role, then create the Job, or attach to the Job of that name if an
+        earlier run of the same campaign made it (CampaignError if that Job was made for other settings). The
+        Job's age in seconds (0 when created now)."""
+        wanted = job(s, self.c)
+        rbac = worker_rbac(self.c)
+        if rbac:
+            self.k.run("apply", "--server-side", "--force-conflicts", "--field-manager=kube-fault-proxy", "-f", "-",
+                       stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}))
+        found = self.k.run("-n", self.c.namespace, "get", "job", self.c.name, "--ignore-not-found", "-o", "json")
+        if found.strip():
+            existing = json.loads(found)
+            differs = [what for what, path in (("worker command", ("containers", 0, "args")),
+                                               ("image", ("containers", 0, "image")))
+                       if _at(existing["spec"]["template"]["spec"], path) != _at(wanted["spec"]["template"]["spec"],
+                                                                                 path)]
+            differs += [f"spec.{k}" for k in ("completions", "parallelism", "backoffLimitPerIndex")
+                        if existing["spec"].get(k) != wanted["spec"][k]]
+            if differs:
+                raise CampaignError(
+                    f"job {self.c.namespace}/{self.c.name} exists and was made for another campaign "
+                    f"({', '.join(differs)} differ): delete it (kubectl -n {self.c.namespace} delete job "
+                    f"{self.c.name}) or pass another --job-name")
+            self.uid, self.attached = existing["metadata"].get("uid"), True
+            created = datetime.fromisoformat(existing["metadata"]["creationTimestamp"]).timestamp()
+            age = max(0.0, wall() - created)
+            self.note(f"attached to job {self.c.namespace}/{self.c.name}, made {age:.0f} s ago by an earlier run of "
+                      "this campaign: following it, not making another")
+            return age
+        made = json.loads(self.k.run("create", "-f", "-", "-o", "json", stdin=json.dumps(wanted)))
+        self.uid = made.get("metadata", {}).get("uid")
+        self.note(f"created job {self.c.namespace}/{self.c.name}: {self.c.workers} workers, "
+                  f"{s.budget:.0f} s each; deadline {deadline(s, self.c)} s")
+        return 0.0
 
     def poll(self) -> None:
         """Read the Job's pods now, and the log of every pod whose container has started."""
@@ -103,23 +186,29 @@ class JobFollower:
                 with contextlib.suppress(CampaignError):  # the pod went since the listing: keep what was read
                     log = worker_log.longer(log, worker_log.parse(
                         self.k.run("-n", self.c.namespace, "logs", name, "-c", "worker")))
-            self.seen[name] = attempt_of(pod, log)
-        for name, a in self.seen.items():
-            if name not in listed and a.phase in ("Pending", "Running"):
-                a.phase = "Gone"  # deleted (or evicted and removed) before the coordinator saw it end
+            with self.lock:
+                self.seen[name] = attempt_of(pod, log)
+        with self.lock:
+            for name, a in list(self.seen.items()):
+                if name not in listed and a.phase in ("Pending", "Running"):  # deleted (or evicted and removed)
+                    self.seen[name] = replace(a, phase="Gone")  # before the coordinator saw it end
+        self.keep_records()
         said = "; ".join(f"{a.index}: {a.pod} {a.phase} on {a.node or '-'}, {len(a.log.records)} trials"
-                         for a in sorted(self.seen.values(), key=lambda a: (a.index, a.pod)))
+                         for a in self.attempts())
         if said != self._said:
             self.note(f"job {self.c.name}: {said}")
             self._said = said
 
     def follow(self, s: Settings, clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep) -> JobRun:
-        """Create the Job and follow it until it ends (or its deadline and two minutes more have passed)."""
-        t0 = clock()
-        self.k.run("create", "-f", "-", stdin=json.dumps(job(s, self.c)))
-        self.note(f"created job {self.c.namespace}/{self.c.name}: {self.c.workers} workers, "
-                  f"{s.budget:.0f} s each; deadline {deadline(s, self.c)} s")
+               sleep: Callable[[float], None] = time.sleep, wall: Callable[[], float] = time.time) -> JobRun:
+        """Create the Job (or attach to it) and follow it until it ends (or its deadline and two minutes more have
+        passed, counted from the Job's creation)."""
+        return self.watch(s, clock() - self.start(s, wall), clock, sleep)
+
+    def watch(self, s: Settings, t0: float, clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep, stop: threading.Event | None = None) -> JobRun:
+        """Follow the Job made at `t0` (on `clock`) until it ends, its deadline and two minutes more have passed,
+        or `stop` is set (the coordinator was interrupted: the Job runs on)."""
         run = JobRun()
         while clock() - t0 < deadline(s, self.c) + 120:
             self.poll()
@@ -127,13 +216,36 @@ class JobFollower:
             if ended is not None:
                 run.ended = ended
                 break
-            sleep(POLL_SECONDS)
-        self.poll()  # the last lines of every pod
+            if stop is not None and stop.wait(POLL_SECONDS):
+                run.ended = "stopped"
+                break
+            if stop is None:
+                sleep(POLL_SECONDS)
+        if run.ended != "stopped":
+            self.poll()  # the last lines of every pod
         run.seconds = clock() - t0
-        run.attempts = sorted(self.seen.values(), key=lambda a: (a.index, a.pod))
+        run.attempts = self.attempts()
         self.note(f"job {self.c.name}: {run.ended} after {run.seconds:.0f} s")
         return run
 
+    def attempts(self) -> list[Attempt]:
+        """Every attempt seen so far (safe to call while another thread polls)."""
+        with self.lock:
+            return sorted(self.seen.values(), key=lambda a: (a.index, a.pod))
+
     def delete(self) -> None:
-        """Delete the Job and its pods."""
+        """Delete the Job and its pods, the records kept for its indexes, and the workers' ServiceAccount and Role
+        (if the campaign made them)."""
         self.k.run("-n", self.c.namespace, "delete", "job", self.c.name, "--cascade=background", "--wait=false")
+        self.k.run("-n", self.c.namespace, "delete", "configmaps,rolebindings,roles,serviceaccounts", "-l",
+                   f"{CAMPAIGN_LABEL}={self.c.name}", "--wait=false")
+
+
+def _at(doc: Any, path: tuple[str | int, ...]) -> Any:
+    """doc[path[0]][path[1]]…, None where it is missing."""
+    for key in path:
+        try:
+            doc = doc[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return doc
