@@ -102,6 +102,12 @@ class Sampler(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(10)
+        # One sample more, of the settled run: a wave that binds within a second of the last sample would
+        # otherwise end the samples short of it (the settle ended on every pod bound, the samples never saw it).
+        if not self.is_alive():
+            with contextlib.suppress(httpx.HTTPError, ControlError, HTTPError, KeyError), \
+                    self.target.kube.client() as api, ControlClient(self.target.control) as control:
+                self.sample(api, control)
 
 
 class Timeline(threading.Thread):
