@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.control import activate, injections
 from tests.support.processes import Started, start_fake_apiserver, start_proxy
+from tests.support.raw_h2 import RawH2
 
 PODS = {"verbs": ["watch"], "resources": ["pods"]}
 
@@ -302,24 +303,37 @@ def test_outage_fails_every_in_flight_request_at_once(pki: Path, tmp_path: Path)
 
 def test_nothing_read_after_the_outage_began_reaches_the_upstream(pki: Path, tmp_path: Path) -> None:
     """A burst arrives in few reads: the Bindings behind the one that starts the outage are already
-    inside the proxy. A killed apiserver would never see them; neither may the upstream here."""
+    inside the proxy. A killed apiserver would never see them; neither may the upstream here. The
+    burst leaves the client in one write, so that the proxy reads it whole however loaded the machine
+    is (an HTTP client writing each request as it is ready let a busy proxy read them one by one)."""
     up = start_fake_apiserver(pki, tmp_path / "up")
     proxy = start_proxy(f"https://127.0.0.1:{up.ready['port']}", pki, tmp_path / "proxy")
     bind_match = {"verbs": ["create"], "resources": ["pods"], "subresources": ["binding"]}
 
-    async def burst() -> list[str]:
-        async with httpx.AsyncClient(http2=True, verify=proxy.ready["caFile"], base_url=proxy.ready["proxyUrl"],
-                                     timeout=20.0, limits=httpx.Limits(max_connections=1)) as c:
-            await c.get("/healthz")
-
-            return await asyncio.gather(*(post_binding(c, f"burst-{i:04d}") for i in range(300)))
+    def burst(n: int) -> list[str]:
+        c = RawH2(proxy.ready["proxyUrl"], proxy.ready["caFile"])
+        try:
+            hello = c.get("/healthz")
+            deadline = time.monotonic() + 10
+            while c.ended_at(hello) is None and c.closed_at is None and time.monotonic() < deadline:
+                c.pump(0.2)  # its answer, and the proxy's SETTINGS with it
+            assert c.status(hello) == 200
+            sids = [c.post(f"/api/v1/namespaces/default/pods/burst-{i:04d}/binding", json.dumps(
+                {"kind": "Binding", "apiVersion": "v1", "metadata": {"name": f"burst-{i:04d}"},
+                 "target": {"kind": "Node", "name": "n1"}}).encode(), flush=False) for i in range(n)]
+            c.send()
+            c.pump(10.0)  # until the outage closes the connection
+            assert c.closed_at is not None, "the outage left the connection open"
+            return [f"HTTP {c.status(sid)}" if c.status(sid) else "closed" for sid in sids]
+        finally:
+            c.close()
 
     try:
         with httpx.Client(base_url=proxy.ready["controlUrl"]) as control:
             activate(control, "out", [{"name": "o", "match": bind_match,
                                        "when": {"trigger": {"match": bind_match, "count": 50}, "maxInjections": 1},
                                        "fault": {"outage": {"seconds": 2, "refuse": "close"}}}])
-            outcomes = asyncio.run(burst())
+            outcomes = burst(100)  # within hyper-h2's 100 streams before the proxy's SETTINGS
             posts = upstream_bindings(pki, up)["posts"]
             assert len(posts) <= 49, f"{len(posts)} Bindings reached the upstream; the outage began at the 50th"
             assert outcomes.count("HTTP 201") <= len(posts)

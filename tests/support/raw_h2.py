@@ -60,6 +60,29 @@ class RawH2:
         self._flush()
         return sid
 
+    def post(self, path: str, body: bytes, flush: bool = True) -> int:
+        """Open a stream with a JSON POST; its id. With `flush=False` its frames wait for the next `send`, so
+        that many requests leave in one write (a burst the other side reads whole)."""
+        sid: int = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(sid, [(":method", "POST"), (":scheme", "https"), (":authority", self.authority),
+                                     (":path", path), ("content-type", "application/json"),
+                                     ("content-length", str(len(body)))])
+        self.conn.send_data(sid, body, end_stream=True)
+        if flush:
+            self._flush()
+        return sid
+
+    def send(self) -> None:
+        """Write every frame queued so far, in one write."""
+        self._flush()
+
+    def status(self, sid: int) -> int | None:
+        """The status of a stream's answer, if its headers came."""
+        for a in self.of(sid):
+            if isinstance(a.event, h2.events.ResponseReceived):
+                return int(dict(a.event.headers)[b":status"])
+        return None
+
     def ping(self, opaque: bytes) -> None:
         self.conn.ping(opaque)
         self._flush()
