@@ -6,24 +6,60 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from kube_fault_proxy.kube.kubeapi import delete_namespace
 from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
+from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import Namespace, Pod
 
-from tests.support.cluster import start_cluster, stop_cluster
+from tests.support.cluster import start_cluster, stop_cluster, wait_for
 
 pytestmark = pytest.mark.cluster
+
+
+_LEAVING: list[tuple[Cluster, str]] = []  # namespaces deleted at a test's end, perhaps not gone yet
+
+
+def _namespace_gone(client: Client, name: str) -> bool:
+    try:
+        client.get(Namespace, name)
+    except ApiError as e:
+        if e.status.code == 404:
+            return True
+        raise
+    return False
+
+
+def _no_pod_in(client: Client, namespace: str) -> bool:
+    return not list(client.list(Pod, namespace=namespace, chunk_size=1))
 
 
 @pytest.fixture
 def namespace(kube_scheduler_cluster: Cluster) -> Iterator[str]:
     """A fresh namespace name per test (created by the test's own client), deleted with everything in
-    it when the test ends (kube-controller-manager's namespace controller), so the shared cluster
-    carries nothing from one test to the next."""
+    it when the test ends, so the shared cluster carries nothing from one test to the next.
+
+    At the end the namespace is deleted first (so that no controller can create in it again), then its
+    pods at once (grace period 0: a bound pod's graceful deletion made the namespace controller wait
+    10 s), and they are waited for. The namespace controller's own 5 s pause before it empties a
+    namespace is waited for at the next test's start instead, which gives it one test's head start."""
+    c = kube_scheduler_cluster
+    with c.admin_api().client() as client:
+        for name in [n for cluster, n in _LEAVING if cluster is c]:
+            wait_for(f"namespace {name} gone", lambda n=name: _namespace_gone(client, n), timeout=120, interval=0.2)
+        _LEAVING[:] = [(cluster, n) for cluster, n in _LEAVING if cluster is not c]
     name = f"t-{uuid.uuid4().hex[:8]}"
     yield name
-    with kube_scheduler_cluster.admin_api().client() as client:
-        delete_namespace(client, name)
+    with c.admin_api().client() as client:
+        try:
+            client.delete(Namespace, name)
+        except ApiError as e:
+            if e.status.code == 404:  # the test made none
+                return
+            raise
+        client.deletecollection(Pod, namespace=name, grace_period=0)
+        # A Job's pods keep their tracking finalizer until the Job controller takes it off.
+        wait_for(f"the pods of {name} gone", lambda: _no_pod_in(client, name), timeout=60, interval=0.1)
+    _LEAVING.append((c, name))
 
 
 def release(kfp_config: PluginConfig) -> list[str]:

@@ -125,11 +125,15 @@ class Deletes:
 
     def __init__(self, status: int | None, terminating: int | None) -> None:
         self.status, self.terminating, self.reads = status, terminating, 0
+        self.collections: list[tuple[str, str, int]] = []
 
     def delete(self, resource: Any, name: str) -> None:
         assert (resource.__name__, name) == ("Namespace", "ns")
         if self.status is not None:
             raise ApiError(status=Status(code=self.status, message="no"))
+
+    def deletecollection(self, resource: Any, namespace: str, grace_period: int) -> None:
+        self.collections.append((resource.__name__, namespace, grace_period))
 
     def get(self, resource: Any, name: str) -> Any:
         self.reads += 1
@@ -142,6 +146,18 @@ def test_deleting_a_namespace_waits_until_it_is_gone() -> None:
     client = Deletes(None, terminating=2)
     assert delete_namespace(client, "ns") is True  # type: ignore[arg-type]
     assert client.reads == 3
+
+
+def test_a_namespace_deleted_with_its_pods_at_once_deletes_them_after_it_terminates() -> None:
+    client = Deletes(None, terminating=1)
+    assert delete_namespace(client, "ns", pods_at_once=True) is True  # type: ignore[arg-type]
+    assert client.collections == [("Pod", "ns", 0)] and client.reads == 2
+    untouched = Deletes(None, terminating=1)
+    assert delete_namespace(untouched, "ns") is True  # type: ignore[arg-type]
+    assert untouched.collections == []
+    missing = Deletes(404, 0)
+    assert delete_namespace(missing, "ns", pods_at_once=True) is False  # type: ignore[arg-type]
+    assert missing.collections == []  # nothing deleted in a namespace that is not there
 
 
 def test_deleting_a_namespace_that_is_not_there_is_fine() -> None:

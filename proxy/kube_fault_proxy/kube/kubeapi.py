@@ -140,15 +140,22 @@ def ensure_namespace(client: Client, name: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def delete_namespace(client: Client, name: str, timeout: float = 120.0) -> bool:
+def delete_namespace(client: Client, name: str, timeout: float = 120.0, pods_at_once: bool = False) -> bool:
     """Delete a namespace and wait until it is gone (the namespace controller deletes its content
-    first); False if it did not exist."""
+    first); False if it did not exist.
+
+    `pods_at_once`: once the namespace is terminating (so no controller can create in it again), its
+    pods are deleted with grace period 0, for the rig's own throwaway pods. The namespace controller
+    would otherwise wait on their graceful deletion: 10.4 s per namespace of KWOK pods against 5.4 s
+    (its fixed pause before it empties a namespace), measured on this project's local control plane."""
     try:
         client.delete(Namespace, name)
     except ApiError as e:
         if e.status.code == 404:
             return False
         raise
+    if pods_at_once:
+        client.deletecollection(Pod, namespace=name, grace_period=0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

@@ -325,13 +325,14 @@ def wait_bound(kube: Kube, namespace: str, run_id: str, timeout: float) -> int:
 def clean(client: Client, namespace: str, run_id: str | None = None, timeout: float = 120.0) -> int:
     """Delete what a load made and wait until it is gone; returns how many pods there were.
 
-    One run: its pods (by label). Every run in a namespace of its own: the namespace (the namespace
-    controller deletes its pods, KWOK finishes the bound ones). In a system namespace (`default`, …),
-    which is never deleted: every load pod in it."""
+    One run: its pods (by label), with grace period 0. Every run in a namespace of its own: the
+    namespace, and once it is terminating its pods with grace period 0 (the namespace controller
+    deletes the rest). In a system namespace (`default`, …), which is never deleted: every load pod
+    in it."""
     labels: dict[str, Any] = {LOAD_LABEL: run_id}  # None: any run
     pods = list(client.list(Pod, namespace=namespace, labels=labels))
     if run_id is None and namespace not in SYSTEM_NAMESPACES:
-        delete_namespace(client, namespace, timeout)
+        delete_namespace(client, namespace, timeout, pods_at_once=True)
         return len(pods)
     for pod in pods:  # lightkube's deletecollection takes no label selector
         try:
