@@ -6,10 +6,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from kube_fault_proxy.kube.kubeapi import delete_namespace, wait_namespace_gone
 from kube_fault_proxy.rig.cluster.record import Cluster
 from kube_fault_proxy.rig.pytest_plugin import PluginConfig
-from lightkube import ApiError, Client
-from lightkube.resources.core_v1 import Namespace, Pod
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
 
 from tests.support.cluster import start_cluster, stop_cluster, wait_for
 
@@ -17,16 +18,6 @@ pytestmark = pytest.mark.cluster
 
 
 _LEAVING: list[tuple[Cluster, str]] = []  # namespaces deleted at a test's end, perhaps not gone yet
-
-
-def _namespace_gone(client: Client, name: str) -> bool:
-    try:
-        client.get(Namespace, name)
-    except ApiError as e:
-        if e.status.code == 404:
-            return True
-        raise
-    return False
 
 
 def _no_pod_in(client: Client, namespace: str) -> bool:
@@ -45,18 +36,13 @@ def namespace(kube_scheduler_cluster: Cluster) -> Iterator[str]:
     c = kube_scheduler_cluster
     with c.admin_api().client() as client:
         for name in [n for cluster, n in _LEAVING if cluster is c]:
-            wait_for(f"namespace {name} gone", lambda n=name: _namespace_gone(client, n), timeout=120, interval=0.2)
+            wait_namespace_gone(client, name)
         _LEAVING[:] = [(cluster, n) for cluster, n in _LEAVING if cluster is not c]
     name = f"t-{uuid.uuid4().hex[:8]}"
     yield name
     with c.admin_api().client() as client:
-        try:
-            client.delete(Namespace, name)
-        except ApiError as e:
-            if e.status.code == 404:  # the test made none
-                return
-            raise
-        client.deletecollection(Pod, namespace=name, grace_period=0)
+        if not delete_namespace(client, name, pods_at_once=True, wait=False):
+            return  # the test made none
         # A Job's pods keep their tracking finalizer until the Job controller takes it off.
         wait_for(f"the pods of {name} gone", lambda: _no_pod_in(client, name), timeout=60, interval=0.1)
     _LEAVING.append((c, name))

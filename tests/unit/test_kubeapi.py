@@ -155,6 +155,9 @@ def test_a_namespace_deleted_with_its_pods_at_once_deletes_them_after_it_termina
     untouched = Deletes(None, terminating=1)
     assert delete_namespace(untouched, "ns") is True  # type: ignore[arg-type]
     assert untouched.collections == []
+    unwaited = Deletes(None, terminating=None)
+    assert delete_namespace(unwaited, "ns", pods_at_once=True, wait=False) is True  # type: ignore[arg-type]
+    assert unwaited.collections == [("Pod", "ns", 0)] and unwaited.reads == 0  # not read: not waited for
     missing = Deletes(404, 0)
     assert delete_namespace(missing, "ns", pods_at_once=True) is False  # type: ignore[arg-type]
     assert missing.collections == []  # nothing deleted in a namespace that is not there

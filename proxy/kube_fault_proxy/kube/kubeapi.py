@@ -140,9 +140,10 @@ def ensure_namespace(client: Client, name: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def delete_namespace(client: Client, name: str, timeout: float = 120.0, pods_at_once: bool = False) -> bool:
-    """Delete a namespace and wait until it is gone (the namespace controller deletes its content
-    first); False if it did not exist.
+def delete_namespace(client: Client, name: str, timeout: float = 120.0, pods_at_once: bool = False,
+                     wait: bool = True) -> bool:
+    """Delete a namespace and (with `wait`) wait until it is gone (the namespace controller deletes its
+    content first); False if it did not exist.
 
     `pods_at_once`: once the namespace is terminating (so no controller can create in it again), its
     pods are deleted with grace period 0, for the rig's own throwaway pods. The namespace controller
@@ -156,13 +157,20 @@ def delete_namespace(client: Client, name: str, timeout: float = 120.0, pods_at_
         raise
     if pods_at_once:
         client.deletecollection(Pod, namespace=name, grace_period=0)
+    if wait:
+        wait_namespace_gone(client, name, timeout)
+    return True
+
+
+def wait_namespace_gone(client: Client, name: str, timeout: float = 120.0) -> None:
+    """Wait until a deleted namespace is gone."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             client.get(Namespace, name)
         except ApiError as e:
             if e.status.code == 404:
-                return True
+                return
             raise
         time.sleep(0.2)
     raise WaitTimeout(f"namespace {name} still terminating after {timeout:.0f}s: is kube-controller-manager (its "
