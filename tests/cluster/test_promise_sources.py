@@ -16,6 +16,7 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CONDITION_INVARIANTS,
     CONTROLLER_INVARIANTS,
     FEATURE_INVARIANTS,
+    STOP_INVARIANTS,
     Invariant,
     Promise,
 )
@@ -23,8 +24,8 @@ from kube_fault_proxy.rig.invariants.catalogue import (
 MODULES = {"kubernetes": "k8s.io/kubernetes", "k8s.io/api": "k8s.io/api",
            "k8s.io/dynamic-resource-allocation": "k8s.io/dynamic-resource-allocation",
            "yunikorn-core": "github.com/apache/yunikorn-core", "yunikorn-k8shim": "github.com/apache/yunikorn-k8shim"}
-FROM_SOURCE = [i for i in (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)
-               if not i.promise.source.startswith("https://")]
+FROM_SOURCE = [i for i in (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS,
+                            *STOP_INVARIANTS) if not i.promise.source.startswith("https://")]
 
 
 def prose(go: str) -> str:

@@ -16,13 +16,14 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CONTROLLER_INVARIANTS,
     FEATURE_INVARIANTS,
     KNOWN,
+    STOP_INVARIANTS,
     Invariant,
     Promise,
 )
 
 from tests.unit.test_controller_promises import Story
 
-EVERY = (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)
+EVERY = (*CATALOGUE, *CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS, *STOP_INVARIANTS)
 FILE = re.compile(r"(kubernetes v1\.(37\.2|38\.0-beta\.0)|k8s\.io/(api|dynamic-resource-allocation) "
                   r"v0\.(37\.2|38\.0-beta\.0)|yunikorn-(core|k8shim) v1\.9\.0): "
                   r"[\w./-]+\.go, [A-Z]?\w+(\.\w+)?(, \w+(\.\w+)?)*")

@@ -22,7 +22,7 @@ from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs import compare
 from kube_fault_proxy.rig.runs.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
 from kube_fault_proxy.rig.runs.run_record import Target
-from kube_fault_proxy.rig.runs.runner import run_local, run_on
+from kube_fault_proxy.rig.runs.runner import run_local, run_on, stop_steps
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
@@ -73,6 +73,8 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     (component -> gate -> on) go to each local control plane's components, of the Kubernetes release `kubernetes`."""
     scenario = load_scenario(path)
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
+    for scheduler in chosen:  # a stop's bound under the scheduler's promise is refused before anything starts
+        stop_steps(scenario, scheduler)
     contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:

@@ -22,6 +22,7 @@ from kube_fault_proxy.rig.invariants.catalogue import (
     CONDITION_INVARIANTS,
     CONTROLLER_INVARIANTS,
     FEATURE_INVARIANTS,
+    STOP_INVARIANTS,
     Invariant,
 )
 from kube_fault_proxy.rig.runs import scenario
@@ -209,7 +210,8 @@ SCENARIO_MODELS: list[type[BaseModel]] = [scenario.Scenario, scenario.ScenarioMe
                                           scenario.ClusterSpec, scenario.LoadSpec, scenario.Step,
                                           scenario.KillApiserver, scenario.KillScheduler, scenario.NodeStep,
                                           scenario.FlapNode, scenario.ResizeNode, scenario.CreateForeignPods,
-                                          scenario.DeletePod, scenario.Settle, scenario.Expectation]
+                                          scenario.DeletePod, scenario.StopScheduler, scenario.Settle,
+                                          scenario.Expectation]
 
 
 def promised(invariant: Invariant) -> str:
@@ -243,6 +245,12 @@ def scenario_page() -> str:
                     "the DRA ones on its namespace; the cluster tests judge all four on a recorded history.\n\n"
                     + table(("name", "holds when", "promised by"), [
                         (code(i.name), text(i.meaning), promised(i)) for i in FEATURE_INVARIANTS]))
+    sections.append("## Invariant of a run's graceful stops\n\nJudged from the run's own events, whenever the "
+                    "scenario has a `stopScheduler` step: each stop's `scheduler-stopped` event carries its bound "
+                    "(`within`) and `exitSeconds`, or `stopTimedOut`. A scenario's `expect` may name it. "
+                    "`kube-fault-proxy check` does not judge it: a snapshot of the cluster holds no stop.\n\n"
+                    + table(("name", "holds when", "promised by"), [
+                        (code(i.name), text(i.meaning), promised(i)) for i in STOP_INVARIANTS]))
     return page("Scenario format", "A scenario (`kube-fault-proxy scenario run FILE`) names the cluster, the load, a "
                 "fault timeline, how the run settles and what each scheduler's run must show. It is strict like a "
                 "profile.", sections)

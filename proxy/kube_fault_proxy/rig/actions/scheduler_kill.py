@@ -39,15 +39,24 @@ def kill_and_restart_scheduler(cluster: Cluster | None, restart_after: float, no
     events.append({"t": round(now(), 2), "event": "scheduler-killed", "scheduler": scheduler, "pid": pid,
                    "time": time.time()})
     stop.wait(restart_after)
+    new_pid, ready, down = restart_recorded(cluster, killed, now, events)
+    return (f"killed {scheduler} (pid {pid}, kill -9); restarted it as pid {new_pid}, "
+            f"ready {ready:.1f}s later, down {down:.1f}s")
+
+
+def restart_recorded(cluster: Cluster, since: float, now: Callable[[], float],
+                     events: list[dict[str, Any]]) -> tuple[int, float, float]:
+    """Start the scheduler again (after a kill or a graceful stop at monotonic `since`) and wait until it is ready
+    (YuniKorn: until its REST API lists the partition's applications); `scheduler-restarted` goes into the events.
+    Returns its new pid, the seconds to ready, and the seconds it was down."""
     ready = start_scheduler(cluster)
     if cluster.yunikorn_url is not None:
         ready += _partition_answers(cluster.yunikorn_url)
-    new_pid = cluster.processes[scheduler].pid
-    down = time.monotonic() - killed
-    events.append({"t": round(now(), 2), "event": "scheduler-restarted", "scheduler": scheduler, "pid": new_pid,
-                   "time": time.time(), "readySeconds": round(ready, 2), "downSeconds": round(down, 2)})
-    return (f"killed {scheduler} (pid {pid}, kill -9); restarted it as pid {new_pid}, "
-            f"ready {ready:.1f}s later, down {down:.1f}s")
+    new_pid = cluster.processes[cluster.scheduler].pid
+    down = time.monotonic() - since
+    events.append({"t": round(now(), 2), "event": "scheduler-restarted", "scheduler": cluster.scheduler,
+                   "pid": new_pid, "time": time.time(), "readySeconds": round(ready, 2), "downSeconds": round(down, 2)})
+    return new_pid, ready, down
 
 
 @dataclass(frozen=True)

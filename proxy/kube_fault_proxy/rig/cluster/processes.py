@@ -159,6 +159,24 @@ def kill_group(pgid: int, timeout: float = 5.0) -> bool:
     return not _wait_gone({str(pgid): pgid}, timeout)
 
 
+def wait_exit(pid: int, timeout: float, poll: float = 0.02) -> tuple[float | None, int | None]:
+    """Wait up to `timeout` for one process to exit: (the seconds it took, None if it still runs; its exit code,
+    where this process is its parent and so reaps it, else None). The code is `os.waitstatus_to_exitcode`'s:
+    negative when a signal ended it (-9: SIGKILL). An exit is seen within `poll` seconds."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return time.monotonic() - t0, os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # not ours (or already reaped): whether it still runs is all there is to see
+            if not alive(pid):
+                return time.monotonic() - t0, None
+        if time.monotonic() - t0 >= timeout:
+            return None, None
+        time.sleep(poll)
+
+
 def stop(pid: int, timeout: float = 15.0) -> None:
     """SIGTERM the process group, then SIGKILL what is left after timeout."""
     stop_groups({str(pid): pid}, timeout, timeout)

@@ -1,18 +1,21 @@
 """The scheduler on the local control plane, kube-scheduler or YuniKorn: its start (through the proxy when asked),
-and the stop, `kill -9`, restart and regate that scenarios, searches and gate matrices ask for."""
+and the stop, `kill -9`, graceful stop (a signal and a bound), restart and regate that scenarios, searches and gate
+matrices ask for."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import yaml
 
 from kube_fault_proxy.rig.cluster import build, feature_gates
-from kube_fault_proxy.rig.cluster.processes import kill_group, port_in_use
+from kube_fault_proxy.rig.cluster.processes import kill_group, port_in_use, wait_exit
 from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.cluster.startup import on_a_free_port, say, wait_ready
 
@@ -106,6 +109,54 @@ def kill_scheduler(c: Cluster, timeout: float = 120.0) -> int:
     c.save()
     _wait_scheduler_port(scheduler, timeout)
     return pid
+
+
+# The signals a graceful stop may send: what a kubelet sends a container (TERM) and what Ctrl-C sends (INT).
+# YuniKorn's shim and kube-scheduler handle both the same way.
+GRACEFUL_SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}
+
+
+@dataclass(frozen=True)
+class GracefulStop:
+    """What a graceful stop saw: the pid signalled, the seconds to its exit (None: it outlived the bound and was
+    killed), and its exit code (None where the rig is not its parent; negative: the signal that ended it)."""
+
+    pid: int
+    exit_seconds: float | None
+    exit_code: int | None
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether it was still running at the bound (and was SIGKILLed)."""
+        return self.exit_seconds is None
+
+
+def signal_scheduler(c: Cluster, sig: str, within: float, timeout: float = 120.0) -> GracefulStop:
+    """Stop the scheduler `up` started as a kubelet stops a container: `sig` (TERM or INT) to its main process
+    alone, then up to `within` seconds for it to exit. Whatever is left of its process group then (all of it, if
+    it outlived the bound) is SIGKILLed, so nothing stays behind. `start_scheduler` starts the same build again.
+
+    The main process, not the group: a container runtime signals the container's first process, and the
+    scheduler's own handler is what is under test. The rig starts the scheduler's binary itself as the leader
+    of a new group (no shell between), so its pid is the group's id."""
+    scheduler = c.state.scheduler
+    proc = c.state.processes.get(scheduler)
+    if SCHEDULER_BINARIES.get(scheduler) is None or proc is None:
+        raise ClusterError(f"no scheduler to stop in {c.dir}")
+    pid = proc.pid
+    try:
+        os.kill(pid, GRACEFUL_SIGNALS[sig])
+    except ProcessLookupError:
+        raise ClusterError(f"{scheduler} (pid {pid}) was not running when it was to be stopped") from None
+    seconds, code = wait_exit(pid, within)
+    if not kill_group(pid):
+        raise ClusterError(f"{scheduler} (pid {pid}) still runs after SIGKILL")
+    if seconds is None:  # killed at the bound: its status (-9) is the rig's doing, not the scheduler's exit
+        code = None
+    c.state.processes.pop(scheduler)
+    c.save()
+    _wait_scheduler_port(scheduler, timeout)
+    return GracefulStop(pid, seconds, code)
 
 
 def _wait_scheduler_port(scheduler: str, timeout: float) -> None:

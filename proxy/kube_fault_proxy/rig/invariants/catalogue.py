@@ -181,6 +181,19 @@ FEATURE_INVARIANTS = (
                       f"{K8S_138}: pkg/scheduler/backend/queue/active_queue.go, activeQueue.queue")),
 )
 
+# What a scheduler promises of its own stop (graceful_stop.py), judged from a run's events: each stopScheduler
+# step's scheduler exits within the step's bound. The bound is never under the promise: 5 s for YuniKorn (its
+# shim's dispatcher wait), 30 s for kube-scheduler (a pod's default terminationGracePeriodSeconds, k8s.io/api
+# core/v1 PodSpec.TerminationGracePeriodSeconds), checked when a run starts.
+STOP_INVARIANTS = (
+    Invariant("graceful-stop-within-bound",
+              "each stopScheduler step's scheduler exits within the step's bound (within) after SIGTERM or SIGINT; "
+              "the bound is at least 5 s for YuniKorn, whose shim's Stop waits at most 5 s for its dispatcher before "
+              "main exits, and at least 30 s for kube-scheduler, a pod's default terminationGracePeriodSeconds",
+              Promise("wait until the main event loop stops properly … dispatcher did not stop in time",
+                      f"{SHIM}: pkg/dispatcher/dispatcher.go, Stop")),
+)
+
 CATALOGUE = (
     Invariant("stranded", "no pod of the scheduler stays Pending and unbound while some node has room for it",
               Promise("If a pod stays in unschedulableEntities for longer than this value, the pod will be moved "
@@ -262,9 +275,11 @@ CATALOGUE = (
                       f"{SHIM}: pkg/cache/context.go, Context.deleteNodeInternal, Context.ForgetPod")),
 )
 INVARIANTS = {i.key: i for i in CATALOGUE}  # what a scheduler run is judged by (and the search knows)
-# Every invariant a report may hold: the scheduler's, and what the workload controllers promise
-# (rig/controllers/promises.py, judged on a recorded history at every moment, or on a snapshot by `check`).
-KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS)}}
+# Every invariant a report may hold: the scheduler's, what the workload controllers promise
+# (rig/controllers/promises.py, judged on a recorded history at every moment, or on a snapshot by `check`), the
+# conditions and features above, and a scenario run's stops (judged from its events).
+KNOWN = {**INVARIANTS, **{i.key: i for i in (*CONTROLLER_INVARIANTS, *CONDITION_INVARIANTS, *FEATURE_INVARIANTS,
+                                               *STOP_INVARIANTS)}}
 _BY_WORD = {**{i.name: i for i in KNOWN.values()}, **KNOWN}
 
 

@@ -92,6 +92,10 @@ def _windows_drawn(events: list[dict[str, Any]], plot: _Plot) -> list[str]:
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
                      f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 68}" fill="#9c4221">'
                      'scheduler killed</text>')
+    for a, b, _ in _windows(events, "scheduler-stopped", "scheduler-restarted", t_end):  # a graceful stop
+        parts.append(f'<rect x="{x(a):.1f}" y="{TOP}" width="{max(x(b) - x(a), 1):.1f}" height="{ph}" '
+                     f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + 68}" fill="#9c4221">'
+                     'scheduler stopped</text>')
     for a, b, _ in _windows(events, "controller-manager-killed", "controller-manager-restarted", t_end):  # correlated
         parts.append(f'<rect x="{x(a):.1f}" y="{TOP + ph - 24}" width="{max(x(b) - x(a), 1):.1f}" height="24" '
                      f'fill="{COLORS["killed"]}"/><text x="{x(a) + 3:.1f}" y="{TOP + ph - 8}" fill="#9c4221">'

@@ -17,7 +17,7 @@ from kube_fault_proxy.rig.actions import pod_churn
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
 from kube_fault_proxy.rig.console import Progress
-from kube_fault_proxy.rig.invariants import check
+from kube_fault_proxy.rig.invariants import check, graceful_stop
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
 from kube_fault_proxy.rig.runs.scenario import Expectation, Scenario
 from kube_fault_proxy.rig.runs.timeline import Sampler, Timeline, retry_transport
@@ -76,6 +76,14 @@ def meets(report: check.Report, expect: Expectation | None) -> bool | None:
     return not report.ok and set(expect.invariants) <= failing
 
 
+def stop_steps(scenario: Scenario, scheduler: str) -> int:
+    """How many stopScheduler steps the scenario has; ValueError if one's bound is under what this scheduler's
+    cited promise allows (graceful_stop.check_bounds): a bound stronger than the promise is refused, not judged."""
+    stops = [s.stopScheduler for s in scenario.spec.timeline if s.stopScheduler is not None]
+    graceful_stop.check_bounds((s.within for s in stops), scheduler)
+    return len(stops)
+
+
 def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True,
            build: str | None = None, variant: str | None = None, clean: bool = True) -> RunResult:
     """Load, timeline, settle and check against a running target (judged by the expectation for
@@ -92,6 +100,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     expect = spec.expectation(scheduler, variant)
     result.expected = expect.model_dump() if expect else None
     hold = spec.load.holdBack
+    stops = stop_steps(scenario, scheduler)
     if hold == "beforeScheduler" and target.cluster is None:
         raise ValueError("holdBack beforeScheduler stops and starts the scheduler: it needs the local control plane")
     t0 = time.monotonic()
@@ -113,7 +122,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
             snap, quiet = _settle(target, scenario, ls, t0, say, timeline.scheduler_settling)
             snap.cordoned = {**snap.cordoned, **timeline.churn.cordoned}
             snap.lost = dict(timeline.churn.lost)
-        _judge(result, snap, quiet, expect, sampler, spec.settle.grace)
+        _judge(result, snap, quiet, expect, sampler, spec.settle.grace, stops)
     result.load["shape"] = spec.load.shape
     if hold is not None:
         result.wave = wave.summary(release, result.samples)
@@ -192,15 +201,19 @@ def _fetch_ready(api: Client, yunikorn: str | None, attempts: int = 60) -> check
 
 
 def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expectation | None,
-           sampler: Sampler, grace: float) -> None:
-    """The invariants on the settled cluster, the timeline and bind outcomes, and whether it met the expectation."""
+           sampler: Sampler, grace: float, stops: int = 0) -> None:
+    """The invariants on the settled cluster (and, with `stops` stopScheduler steps, on the run's stops), the
+    timeline and bind outcomes, and whether it met the expectation."""
+    # the timeline's own events (apiserver-killed, wave-released) arrive beside the sampler's: in time order
+    result.samples, result.events = sampler.samples, sorted(sampler.events, key=lambda e: float(e["t"]))
     report = check.evaluate(snap, {SCHEDULER_NAMES[result.scheduler]}, grace)
+    if stops:
+        report.checked.append(graceful_stop.NAME)
+        report.violations += graceful_stop.judge_stops(result.events, stops)
     report.quiet = quiet
     result.check = report.as_dict()
     result.table = check.render(report)
     result.report = report
-    # the timeline's own events (apiserver-killed, wave-released) arrive beside the sampler's: in time order
-    result.samples, result.events = sampler.samples, sorted(sampler.events, key=lambda e: float(e["t"]))
     result.binds = bind_outcomes(result, report.as_dict())
     result.bindLatency = run_bind_latency(sampler.latency_first, sampler.latency_last)
     result.met = meets(report, expect)

@@ -88,6 +88,21 @@ class KillScheduler(StrictModel):
         description="start the same build again this long after the kill (sooner if the run ends)")
 
 
+class StopScheduler(StrictModel):
+    """Stop the scheduler under test gracefully: `signal` to its main process (as a kubelet stops a container),
+    up to `within` for it to exit (past that it is killed with kill -9, so nothing is left), then start the same
+    build again `restartAfter` later. The `scheduler-stopped` event records the exit's seconds (or
+    `stopTimedOut`) and its exit code; the invariant `graceful-stop-within-bound` judges them. `within` is at
+    least 5 s, what YuniKorn's shim alone may wait for its dispatcher; for kube-scheduler, whose only cited
+    promise is a pod's default grace period, at least 30 s (checked when the run starts)."""
+
+    signal: Literal["TERM", "INT"] = Field("TERM", description="TERM (SIGTERM, a kubelet's) or INT (SIGINT, Ctrl-C)")
+    within: Annotated[Duration, Field(ge=5, le=600)] = Field(
+        description="the bound: how long the scheduler may take to exit after the signal (then kill -9)")
+    restartAfter: Annotated[Duration, Field(ge=0, le=600)] = Field(
+        description="start the same build again this long after it is gone (sooner if the run ends)")
+
+
 NodeName = Annotated[str, Field(pattern=r"^(held|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")]
 HELD = "held"  # a node or pod named by the held Binding (the first record of the step's onEvent: inject, crash-point)
 
@@ -136,18 +151,18 @@ class DeletePod(StrictModel):
 
 
 # What `onEvent` may wait for: the proxy's outage, crash points and first injection of any rule (journal), the
-# end of the load, and the run's own events of a held-back load's release and of a killApiserver or
-# killScheduler step.
+# end of the load, and the run's own events of a held-back load's release and of a killApiserver,
+# killScheduler or stopScheduler step.
 EVENTS = ("outage-start", "outage-end", "crash-point", "inject", "load-done", "wave-released", "apiserver-killed",
-          "apiserver-restarted", "scheduler-killed", "scheduler-restarted")
+          "apiserver-restarted", "scheduler-killed", "scheduler-restarted", "scheduler-stopped")
 
 
 def _event(name: str) -> str:
     if name not in EVENTS:
         raise ValueError("Input should be 'outage-start', 'outage-end' or 'load-done' (or, with holdBack, "
-                         "killApiserver, killScheduler or a crashPoint rule, 'wave-released', 'apiserver-killed', "
-                         "'apiserver-restarted', 'scheduler-killed', 'scheduler-restarted' or 'crash-point'; "
-                         "'inject': the proxy's first injection)")
+                         "killApiserver, killScheduler, stopScheduler or a crashPoint rule, 'wave-released', "
+                         "'apiserver-killed', 'apiserver-restarted', 'scheduler-killed', 'scheduler-stopped', "
+                         "'scheduler-restarted' or 'crash-point'; 'inject': the proxy's first injection)")
     return name
 
 
@@ -181,6 +196,8 @@ class Step(StrictModel):
         None, description="create pods bound by nodeName, not by the scheduler under test")
     terminateForeignPods: bool = Field(False, description="mark every foreign pod of the run Succeeded")
     deletePod: DeletePod | None = Field(None, description="delete a pod (held: the held Binding's) at once")
+    stopScheduler: StopScheduler | None = Field(
+        None, description="signal the scheduler under test (SIGTERM), time its exit against within; start it again")
 
     def actions(self) -> list[str]:
         """The names of the actions this step sets (a valid step sets one)."""
@@ -203,7 +220,7 @@ class Step(StrictModel):
 
 ACTIONS = ("activate", "deactivate", "touchPods", "killApiserver", "killScheduler", "deleteNode", "restoreNode",
            "flapNode", "cordonNode", "uncordonNode", "resizeNode", "createForeignPods", "terminateForeignPods",
-           "deletePod")
+           "deletePod", "stopScheduler")
 
 
 class Settle(StrictModel):

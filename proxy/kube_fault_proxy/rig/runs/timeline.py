@@ -18,7 +18,9 @@ from kube_fault_proxy.proxy.control.client import ControlClient, ControlError
 from kube_fault_proxy.rig.actions import node_churn, pod_churn
 from kube_fault_proxy.rig.actions.apiserver_kill import kill_and_restart
 from kube_fault_proxy.rig.actions.scheduler_kill import kill_and_restart_all, kill_plan, restarted_within
+from kube_fault_proxy.rig.actions.scheduler_stop import stop_and_restart_scheduler
 from kube_fault_proxy.rig.cluster.record import ClusterError
+from kube_fault_proxy.rig.invariants.pod_scheduled import condition
 from kube_fault_proxy.rig.runs.journal_tail import JournalTail
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
 from kube_fault_proxy.rig.runs.scenario import Step
@@ -126,7 +128,7 @@ class Timeline(threading.Thread):
         self.load_started = time.monotonic()
         self.binds_reached: dict[int, float] = {}  # step index -> when its afterBinds count was reached
         self.binds_base = self._binds() if any(s.afterBinds for s in steps) else 0
-        self.killing = False  # a killApiserver or killScheduler step is under way: the exit waits for its restart
+        self.killing = False  # a kill or stop step is under way: the exit waits for its restart
         # onEvent crash-point and inject are read from the journal here (its file, on the local control plane),
         # not once a second by the sampler: the scheduler is killed within a poll of the commit whose answer the
         # proxy holds, the apiserver within a poll of the injection that marks the moment.
@@ -135,15 +137,17 @@ class Timeline(threading.Thread):
         self.journal = FaultRecords(JournalTail(target.control, sampler.cursor, path)) if tailed else None
         self.journal_seen: dict[str, float] = {}  # event -> when (seconds since t0) the proxy wrote its first record
         self.journal_first: dict[str, dict[str, Any]] = {}  # event -> its first record (a held Binding's pod, node)
-        self.scheduler_down = False  # a killScheduler step is under way
+        self.scheduler_down = False  # a killScheduler or stopScheduler step is under way
         self.churn = node_churn.NodeChurn(lambda: target.kube.client())  # its own connection, opened at first use
 
     def scheduler_settling(self, quiet: float) -> bool:
-        """Whether a killScheduler step is under way, or still to come at a time or a bind count (it will come;
-        an onEvent one may never), or its scheduler restarted less than `quiet` ago: the restarted scheduler's
-        view (the allocations it recovers, its queues' books) has not settled yet, even if every pod is bound."""
+        """Whether a killScheduler or stopScheduler step is under way, or still to come at a time or a bind count
+        (it will come; an onEvent one may never), or its scheduler restarted less than `quiet` ago: the restarted
+        scheduler's view (the allocations it recovers, its queues' books) has not settled yet, even if every pod
+        is bound."""
         if self.scheduler_down or self.churning or any(
-                s.onEvent is None and (s.killScheduler is not None or set(s.actions()) & CHURN)
+                s.onEvent is None and (s.killScheduler is not None or s.stopScheduler is not None
+                                       or set(s.actions()) & CHURN)
                 for s in list(self.pending)):
             return True
         now = time.monotonic() - self.sampler.t0
@@ -198,6 +202,12 @@ class Timeline(threading.Thread):
                                      step.killScheduler.restartAfter)
                     what = kill_and_restart_all(self.target.cluster, plan, lambda: time.monotonic() - self.sampler.t0,
                                                 self.sampler.events, self.stop)
+                elif step.stopScheduler is not None:
+                    self.killing = self.scheduler_down = True
+                    g = step.stopScheduler
+                    what = stop_and_restart_scheduler(self.target.cluster, g.signal, g.within, g.restartAfter,
+                                                      lambda: time.monotonic() - self.sampler.t0,
+                                                      self.sampler.events, self.stop, self.pending_conditions())
                 elif set(step.actions()) & CHURN:
                     self.churning = True
                     what = self.perform_churn(step)
@@ -210,11 +220,23 @@ class Timeline(threading.Thread):
                     self.last_churn = time.monotonic() - self.sampler.t0
                 self.killing = self.scheduler_down = self.churning = False
             # a kill is placed where it began (its restart is the apiserver-restarted event); others where they ended
-            killed = step.killApiserver is not None or step.killScheduler is not None
+            killed = step.killApiserver is not None or step.killScheduler is not None or step.stopScheduler is not None
             t = (began if killed else time.monotonic()) - self.sampler.t0
             self.result.steps.append({"t": round(t, 2), "did": what})
             if self.say:
                 print(f"  [{t:5.1f}s] {what}", file=sys.stderr, flush=True)
+
+    def pending_conditions(self) -> dict[str, int]:
+        """The load's pods as the apiserver has them now (read directly, not through the proxy): how many are
+        pending and unbound (`pendingPods`), and how many of those carry the PodScheduled=False condition a
+        scheduler writes on a pod it cannot place (`pendingWithCondition`). Empty if the read fails: the stop
+        goes on."""
+        try:
+            with self.target.kube.client() as api:
+                pods = list(api.list(Pod, namespace=self.ls.namespace, labels={load.LOAD_LABEL: self.ls.run_id}))
+        except (httpx.HTTPError, HTTPError, TransportError, ApiError):
+            return {}
+        return pending_counts(pods)
 
     def perform_churn(self, step: Step) -> str:
         """One node or pod step; `held` names the node or pod of the Binding the step's trigger record holds."""
@@ -270,6 +292,13 @@ class Timeline(threading.Thread):
                 self.result.steps.append({"t": round(time.monotonic() - self.sampler.t0, 2), "did": what})
         finally:
             self.churn.close()
+
+
+def pending_counts(pods: Sequence[Any]) -> dict[str, int]:
+    """Of these pods, the unbound Pending ones, and those of them with PodScheduled=False (any reason)."""
+    pending = [p for p in pods if not p["spec"].get("nodeName") and p["status"].get("phase") == "Pending"]
+    told = [p for p in pending if (condition(p, "PodScheduled") or {}).get("status") == "False"]
+    return {"pendingPods": len(pending), "pendingWithCondition": len(told)}
 
 
 def retry_transport(call: Any, attempts: int = 3) -> Any:
