@@ -43,7 +43,7 @@ MARKER = "mark-pods-list-watch"
 POD_REQUESTS = ("list pods", "watch pods", "watch pods (sendInitialEvents)")
 LOG_WORDS = re.compile(r"watch|reflector|http2|connection|timeout|timed out|EOF|GOAWAY|ping|health|error|fail"
                        r"|refused|replicas|unable", re.IGNORECASE)
-MAX_LOG_LINES = 60
+MAX_LOG_LINES = 80  # kept: the first and the last half of the matching lines
 
 
 @dataclass(frozen=True)
@@ -212,10 +212,13 @@ def table(data: dict[str, Any]) -> str:
 
 
 def log_excerpt(text: str) -> dict[str, Any]:
-    """The log lines that mention watches, connections or errors (at most MAX_LOG_LINES, each cut at 300)."""
+    """The log lines that mention watches, connections or errors (the first and the last MAX_LOG_LINES / 2 of
+    them, each cut at 300 characters)."""
     lines = text.splitlines()
     hits = [line[:300] for line in lines if LOG_WORDS.search(line)]
-    return {"lines": len(lines), "matching": len(hits), "excerpt": hits[:MAX_LOG_LINES]}
+    half = MAX_LOG_LINES // 2
+    kept = hits if len(hits) <= MAX_LOG_LINES else hits[:half] + hits[-half:]
+    return {"lines": len(lines), "matching": len(hits), "excerpt": kept}
 
 
 # -- one run on a real control plane --------------------------------------------------------------------------

@@ -205,3 +205,12 @@ def test_log_excerpt_keeps_the_lines_about_watches_connections_and_errors() -> N
     out = bench().log_excerpt(text)
     assert out == {"lines": 7, "matching": 2, "excerpt": ["W1207 01:00:46 http2: client connection lost",
                                                           "I1207 01:00:47 Warning: watch ended with error"]}
+
+
+def test_a_long_log_keeps_its_first_and_last_matching_lines() -> None:
+    b = bench()
+    out = b.log_excerpt("\n".join(f"watch {i}" for i in range(b.MAX_LOG_LINES + 10)))
+    half = b.MAX_LOG_LINES // 2
+    assert out["matching"] == b.MAX_LOG_LINES + 10
+    assert out["excerpt"] == [f"watch {i}" for i in range(half)] + \
+        [f"watch {i}" for i in range(half + 10, b.MAX_LOG_LINES + 10)]
