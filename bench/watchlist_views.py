@@ -206,6 +206,39 @@ def replica_set_done(rs: dict[str, Any], want: int) -> bool:
     return int(status.get("readyReplicas") or 0) >= want
 
 
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """Markdown tables of the runs: one for the WatchList runs, one for the twoViews runs."""
+    wl = ["| run | pods WatchList / LIST at start | pods WatchList / LIST / watch after the reset | watch edits "
+          "| work done after the reset | fault on |", "|---|---|---|---|---|---|"]
+    tv = ["| run | views pinned, in order | lagging reads (writes hidden, most) | binds ok / failed "
+          "| most pods of one batch | batches done after (s) | check exit |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            (wl if r["kind"] == "watchList" else tv).append(f"| {r['run']} | error: {r['error'][:120]} |")
+            continue
+        start, after = r["atStart"]["relist"], r["stats"]["relist"]
+        j = r["journal"]
+        if r["kind"] == "watchList":
+            edits = ", ".join(f"{k} {v}" for k, v in j["watchEdits"].items()) or "none"
+            wl.append(f"| {r['run']} | {start['watchListPods']} / {start['listPods']} "
+                      f"| {after['watchListPods']} / {after['listPods']} / {after['watchPods']} | {edits} "
+                      f"| {_cell(r['work'][0]['doneAfterResetSeconds'])} | {r['faultOnSeconds']} s |")
+        else:
+            pins = " ".join(f"{p['view']}" for p in j["viewPins"]) or "none"
+            hidden = [s["writesSince"] for s in j["staleReads"] if isinstance(s.get("writesSince"), int)]
+            binds = r["stats"]["bindsTotal"]
+            done = " / ".join(_cell(w["doneAfterSeconds"]) for w in r["work"])
+            most = max(w["maxPodsSeen"] for w in r["work"])
+            tv.append(f"| {r['run']} | {pins} | {len(j['staleReads'])} ({max(hidden, default=0)}) "
+                      f"| {binds['succeeded']} / {binds['failed']} | {most} | {done} "
+                      f"| {_cell(r.get('check', {}).get('exit'))} |")
+    return "\n".join(wl) + "\n\n" + "\n".join(tv) + "\n"
+
+
 # -- the cluster --------------------------------------------------------------------------------------------------
 
 def log(message: str) -> None:
@@ -547,7 +580,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lock-wait", type=float, default=900, help="seconds to wait for the lock per run (900)")
     p.add_argument("--end-by", help="HH:MM UTC: start no run that could end after it")
     p.add_argument("--pause", type=float, default=5, help="seconds between runs, lock free (5)")
+    p.add_argument("--table", type=Path, metavar="JSON", help="print the Markdown tables of a results file, run none")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.table.read_text())["runs"]), end="")
+        return 0
     unknown = [r for r in args.runs if r not in RUNS]
     if unknown:
         p.error(f"unknown run(s): {', '.join(unknown)}")

@@ -172,3 +172,23 @@ def test_the_journal_file_is_read_after_the_cursor(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     path.write_text("".join(json.dumps({"seq": i, "time": float(i), "event": "e"}) + "\n" for i in range(1, 6)) + "\n")
     assert [r["seq"] for r in B.read_journal(path, 3)] == [4, 5]
+
+
+def test_the_tables_show_each_run_once_in_its_table() -> None:
+    relist = {"watchListPods": 1, "watchPods": 0, "listPods": 0}
+    wl = {"run": "wl-yk-delay20", "kind": "watchList", "atStart": {"relist": relist},
+          "stats": {"relist": {"watchListPods": 2, "watchPods": 1, "listPods": 0}},
+          "journal": {"watchEdits": {"initial-events-end-delayed": 1}, "viewPins": [], "staleReads": []},
+          "work": [{"doneAfterResetSeconds": 21.3}], "faultOnSeconds": 23.4}
+    tv = {"run": "tv-ks", "kind": "twoViews", "atStart": {"relist": relist}, "stats": {
+        "relist": relist, "bindsTotal": {"succeeded": 11, "failed": 2, "throttled": 0}},
+          "journal": {"watchEdits": {}, "viewPins": [{"view": 1}, {"view": 0}],
+                      "staleReads": [{"writesSince": 4}, {"writesSince": 9}, {}]},
+          "work": [{"doneAfterSeconds": 0.5, "maxPodsSeen": 3}, {"doneAfterSeconds": None, "maxPodsSeen": 4}],
+          "check": {"exit": 1}}
+    failed = {"run": "wl-kcm-withhold", "kind": "watchList", "error": "RuntimeError: up failed"}
+    wl_table, tv_table = B.table([wl, tv, failed]).split("\n\n")
+    assert wl_table.splitlines()[2:] == [
+        "| wl-yk-delay20 | 1 / 0 | 2 / 0 / 1 | initial-events-end-delayed 1 | 21.3 | 23.4 s |",
+        "| wl-kcm-withhold | error: RuntimeError: up failed |"]
+    assert tv_table.splitlines()[2:] == ["| tv-ks | 1 0 | 3 (9) | 11 / 2 | 4 | 0.5 / - | 1 |"]
