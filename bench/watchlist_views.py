@@ -92,6 +92,23 @@ RUNS: dict[str, Run] = {r.name: r for r in [
 ]}
 
 
+# The target's log lines that show it acting on what it read (kube-controller-manager's ReplicaSet controller;
+# a scheduler's failed binds and assumes; client-go's WatchList waits).
+LOG_SIGNS = ("Too few replicas", "Too many replicas", "Deleting pod", "already assigned", "can't be assumed",
+             "required bookmark", "Plugin Failed")
+TARGET_LOGS = {"kube-scheduler": "kube-scheduler", "kube-controller-manager": "kube-controller-manager",
+               "yunikorn": "yunikorn"}
+
+
+def signs(lines: list[str], namespaces: tuple[str, ...] = ("wlv",), most: int = 60) -> dict[str, Any]:
+    """The lines (at most `most`) bearing one of LOG_SIGNS that name one of `namespaces` (or none: the WatchList
+    waits name no object), and how many there were of each sign."""
+    kept = [line for line in lines if any(sign in line for sign in LOG_SIGNS)
+            and ("required bookmark" in line or any(f"{ns}/" in line for ns in namespaces))]
+    counts = {sign: sum(1 for line in kept if sign in line) for sign in LOG_SIGNS}
+    return {"counts": {k: v for k, v in counts.items() if v}, "lines": [line[:400] for line in kept[:most]]}
+
+
 # -- pure parts (unit-tested) -------------------------------------------------------------------------------------
 
 def up_args(target: str, state_dir: Path, nodes: int, kubernetes: str | None = None) -> list[str]:
@@ -402,8 +419,13 @@ class Driver:
             work.final["replicaSetStatus"] = {k: status.get(k) for k in ("replicas", "readyReplicas",
                                                                          "availableReplicas")}
 
-    def wait(self, work: Work, timeout: float) -> bool:
-        return wait_until(f"{work.label} done", lambda: self.poll(work), timeout) is not None
+    def wait(self, work: Work, timeout: float, also: tuple[Work, ...] = ()) -> bool:
+        """Poll `work` until done (and `also`, the earlier batches, for their pod counts)."""
+        def check() -> bool:
+            for other in also:
+                self.poll(other)
+            return self.poll(work)
+        return wait_until(f"{work.label} done", check, timeout) is not None
 
 
 def read_journal(path: Path, after: int) -> list[dict[str, Any]]:
@@ -462,12 +484,17 @@ def measure(run: Run, state_dir: Path, args: argparse.Namespace) -> dict[str, An
         stats = control.stats()
         result["stats"] = {k: stats[k] for k in ("requestsByResource", "injectionsByFault", "events", "bindsTotal")}
         result["stats"]["relist"] = relist_counts(stats["requestsByResource"])
+        logs = sorted((state_dir / "logs").glob(f"{TARGET_LOGS[run.target]}*.log"))
+        result["targetLog"] = signs([line for path in logs for line in path.read_text(errors="replace").splitlines()],
+                                    (WORK_NS, T1_NS, T2_NS))
         records = read_journal(c.journal, cursor)
         result["journal"] = journal_summary(records)
         result["journalFirst"] = [r for r in records if r["event"] != "inject" or r.get("fault") != "twoViews"][:60]
     if run.kind != "twoViews":
         return result
-    check = [*["check", "--kubeconfig", str(c.kubeconfig("admin")), "--quiet", "5", "--wait", "60", "--grace", "10"],
+    # --scheduler-name: without it `check` judges no pod (it says "clean (pods 0 ...)")
+    check = [*["check", "--kubeconfig", str(c.kubeconfig("admin")), "--scheduler-name", SCHEDULER_NAMES[run.target],
+               "--quiet", "5", "--wait", "60", "--grace", "10"],
              *[a for ns in (WORK_NS, T1_NS, T2_NS) for a in ("--namespace", ns)],
              "-o", str(state_dir / "check.json")]
     if run.target == "yunikorn" and c.yunikorn_url:
@@ -518,17 +545,20 @@ def two_views_phase(run: Run, control: Any, driver: Driver, cursor: int, result:
     resets: dict[str, float | None] = {}
     for label, trigger_ns, rule in (("a", T1_NS, "reset-1"), ("b", T2_NS, "reset-2"), ("c", None, None)):
         work = driver.start(label)
+        driver.wait(work, 60, tuple(works))
         works.append(work)
-        driver.wait(work, 60)
         if trigger_ns is None or rule is None:
             continue
         driver.trigger(trigger_ns, f"trigger-{rule}")
         resets[rule] = wait_until(rule, functools.partial(injected, control, cursor, rule), 30, 0.1)
-        time.sleep(1)  # the relist on the new connection
-    for work in works:  # a ReplicaSet may have grown past 3 since it was done
-        for _ in range(10):
+        for _ in range(4):  # the relist on the new connection, and what the target does after it
+            for earlier in works:
+                driver.poll(earlier)
+            time.sleep(0.25)
+    for _ in range(10):  # a ReplicaSet may have grown past 3 since it was done
+        for work in works:
             driver.poll(work)
-            time.sleep(0.5)
+        time.sleep(0.5)
     control.deactivate()
     result["_t_off"] = time.monotonic()
     for work in works:
