@@ -622,7 +622,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in RUNS.values():
             print(f"{r.name:28} {r.target:24} {r.kind:10} {json.dumps(r.fault)}")
         return 0
-    end_by = parse_end_by(args.end_by, dt.datetime.now(dt.UTC)) if args.end_by else None
+    try:
+        end_by = parse_end_by(args.end_by, dt.datetime.now(dt.UTC)) if args.end_by else None
+    except argparse.ArgumentTypeError as e:
+        p.error(str(e))
     signal.signal(signal.SIGTERM, _terminated)  # `timeout` ends the script: its `finally` still brings the cluster down
     os.nice(5)
     results: list[dict[str, Any]] = []

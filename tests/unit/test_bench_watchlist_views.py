@@ -192,3 +192,23 @@ def test_the_tables_show_each_run_once_in_its_table() -> None:
         "| wl-yk-delay20 | 1 / 0 | 2 / 0 / 1 | initial-events-end-delayed 1 | 21.3 | 23.4 s |",
         "| wl-kcm-withhold | error: RuntimeError: up failed |"]
     assert tv_table.splitlines()[2:] == ["| tv-ks | 1 0 | 3 (9) | 11 / 2 | 4 | 0.5 / - | 1 |"]
+
+
+def test_a_bad_end_by_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        B.main(["tv-ks", "--end-by", "01:38:30"])
+    assert e.value.code == 2
+    assert "--end-by '01:38:30': expected HH:MM (UTC)" in capsys.readouterr().err
+
+
+def test_log_signs_keep_the_run_namespaces_and_the_watch_list_waits() -> None:
+    lines = ['I1207 replica_set.go:668] "Too few replicas" replicaSet="wlv/a" need=3 creating=3',
+             'I1207 replica_set.go:668] "Too few replicas" replicaSet="kube-system/coredns" need=1 creating=1',
+             'I1207 reflector.go:1261] "Warning: event bookmark expired" err="... hasn\'t received required bookmark"',
+             'E1207 "Plugin Failed" err="pod a-0 is already assigned to node \\"n1\\"" pod="wlv/a-0"',
+             "I1207 an unrelated line about wlv/a"]
+    got = B.signs(lines, ("wlv",))
+    assert got["counts"] == {"Too few replicas": 1, "already assigned": 1, "required bookmark": 1,
+                             "Plugin Failed": 1}
+    assert got["lines"] == [lines[0], lines[2], lines[3]]
+    assert B.signs(lines * 50, ("wlv",), most=5)["lines"] == [lines[0], lines[2], lines[3], lines[0], lines[2]]
