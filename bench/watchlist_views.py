@@ -89,6 +89,8 @@ RUNS: dict[str, Run] = {r.name: r for r in [
     Run("tv-ks", "kube-scheduler", "twoViews", {"lagSeconds": 3}),
     Run("tv-kcm", "kube-controller-manager", "twoViews", {"lagSeconds": 3}),
     Run("tv-yk", "yunikorn", "twoViews", {"lagSeconds": 3}),
+    # YuniKorn binds a batch in about 3 s, so a 3 s lag hid no write at its relist (2026-12-07): lag by writes
+    Run("tv-yk-writes", "yunikorn", "twoViews", {"lagWrites": 5}),
 ]}
 
 

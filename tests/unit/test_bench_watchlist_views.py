@@ -43,7 +43,7 @@ def test_each_target_alone_goes_through_the_proxy() -> None:
 
 
 def test_every_run_is_a_valid_profile() -> None:
-    assert len(B.RUNS) == 21
+    assert len(B.RUNS) == 22
     for run in B.RUNS.values():
         doc = {"apiVersion": "kube-fault-proxy/v1", "kind": "FaultProfile", "metadata": {"name": f"wlv-{run.name}"},
                "spec": {"seed": 1, "rules": B.profile_rules(run)}}
@@ -158,7 +158,7 @@ def test_with_no_runs_it_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(B.RUNS)
     assert lines[0].split()[0] == "wl-kcm-withhold"
-    assert json.loads(lines[-1].split(None, 3)[3]) == {"lagSeconds": 3}
+    assert lines[-1].split()[0] == "tv-yk-writes" and json.loads(lines[-1].split(None, 3)[3]) == {"lagWrites": 5}
 
 
 def test_an_unknown_run_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
