@@ -5,9 +5,7 @@ base and controlled by that base)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,16 +13,13 @@ from typing import Any
 import pytest
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 
+from tests.support.bench import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutation", ROOT / "bench" / "mutation.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("mutation", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("mutation")
 
 
 def test_the_shipped_manifest_names_at_least_five_mutants_whose_patches_exist() -> None:

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.support.bench import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_scheduler", ROOT / "bench" / "bench_scheduler.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_scheduler", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_scheduler")
 
 
 @pytest.mark.parametrize(("available", "proxy", "others"), [

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,6 +11,8 @@ import pytest
 from kube_fault_proxy.proxy.profiles.loader import validate
 from kube_fault_proxy.proxy.profiles.match import compile_selector
 from kube_fault_proxy.proxy.requests.identity import parse
+
+from tests.support.bench import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = {  # what each target sends (client-go's DefaultKubernetesUserAgent plus rest.AddUserAgent's suffix)
@@ -26,12 +26,7 @@ AGENTS = {  # what each target sends (client-go's DefaultKubernetesUserAgent plu
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("stall_detection", ROOT / "bench" / "stall_detection.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("stall_detection", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("stall_detection")
 
 
 def matching(rules: list[dict[str, Any]], method: str, path: str, query: str, agent: str) -> list[str]:

@@ -4,10 +4,8 @@ matching the requests they are meant for), the twoViews seed, and how it reads t
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -18,16 +16,13 @@ from kube_fault_proxy.proxy.profiles.loader import validate
 from kube_fault_proxy.proxy.profiles.match import compile_selector
 from kube_fault_proxy.proxy.requests.identity import RequestIdentity, parse
 
+from tests.support.bench import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("watchlist_views", ROOT / "bench" / "watchlist_views.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("watchlist_views", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("watchlist_views")
 
 
 B = bench()
