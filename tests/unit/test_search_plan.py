@@ -118,9 +118,16 @@ def test_the_plan_lands_each_perturbation_at_its_point() -> None:
     at_count = [p for p in second if traits(rule_kinds(p)[0]).at_a_count]
     resent = [p for p in second if traits(rule_kinds(p)[0]).acts_on == "resent-write"]
     stale = [p for p in second if traits(rule_kinds(p)[0]).watch_requests == "relist"]
-    assert len(at_count) == len(resent) == 1 and len(second) == 2 + len(stale)
+    lost = [p for p in second if traits(rule_kinds(p)[0]).acts_on == "write" and not traits(rule_kinds(p)[0]).at_a_count]
+    failed = [p for p in second if traits(rule_kinds(p)[0]).acts_on == "request"]
+    assert len(at_count) == len(resent) == len(lost) == 1 and len(second) == 3 + len(stale) + len(failed)
     assert sorted(rule_kinds(p)[0] for p in stale) == ["staleList", "twoViews"]  # a stale view each
-    for p in (at_count[0], resent[0]):  # the second Binding, once
+    # every kind that fails or holds back any request: that Binding failed before it reached the apiserver, or held
+    assert sorted(rule_kinds(p)[0] for p in failed) == sorted(k for k in KNOWN_KINDS if traits(k).acts_on == "request")
+    assert all(p.what.startswith("the write held back" if traits(rule_kinds(p)[0]).duration else
+                                 "the write failed before it reached the apiserver") for p in failed)
+    assert lost[0].what.startswith("the write committed, its answer lost")
+    for p in (at_count[0], resent[0], lost[0], *failed):  # the second Binding, once
         [r] = p.rules
         assert r["match"] == BINDING and r["when"] == {"trigger": {"match": BINDING, "count": 2}, "maxInjections": 1}
     for p in stale:
@@ -339,7 +346,9 @@ def test_a_captured_kube_scheduler_reference_gives_its_bindings_and_their_events
     assert all(e.names == w.names for e, w in zip(events, bindings, strict=True))  # each pod's ADDED, then its bind
     plan = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=1, per_group=2)
     assert [p.id for p in plan.points] == ["w1-binding", "e1-pods", "w20-binding", "e20-pods"]
-    assert len(plan.perturbations) == 18 and plan.skipped == []  # twoViews' stale view at each of the 2 Bindings
+    # at each of the 2 Bindings 10 (a crash after it, committed after its error, committed with its answer lost, 5 that
+    # fail or hold it back, 2 stale views); at each of the 2 events 5 (each kind that edits a watch's events)
+    assert len(plan.perturbations) == 30 and plan.skipped == []
     assert all(valid(Genome(rules=p.rules)) for p in plan.perturbations)
 
 

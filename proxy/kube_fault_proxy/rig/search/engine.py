@@ -26,7 +26,14 @@ from kube_fault_proxy.rig.search.genome import Genome, valid
 from kube_fault_proxy.rig.search.grammar import mutate, random_genome, trial_rng
 from kube_fault_proxy.rig.search.hit import Hit
 from kube_fault_proxy.rig.search.interrupt import Interrupted, SignalGuard
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, KnownTally, Outcome, Settings, control_shares
+from kube_fault_proxy.rig.search.outcome import (
+    UNFAULTED,
+    KnownTally,
+    Outcome,
+    Settings,
+    control_shares,
+    kept_by_control,
+)
 from kube_fault_proxy.rig.search.shrink import shrink
 from kube_fault_proxy.rig.search.trial import (
     CANARY,
@@ -430,17 +437,29 @@ class Search:
             hit.verdict = "not-reproduced"  # a replay the ledger wholly excuses repeated only the fault's effect
             return hit
         hit.control = self.control_run(g, f"{self.step}{number}-control", hit.target)
-        if control_shares(hit.control, hit.target):
+        kept = kept_by_control(hit.control, hit.target, self.same_judge)
+        if not kept:
             hit.verdict = "control-broken"
             self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control or [])} too: the rig's or "
                       "the workload's fault")
             return hit
+        hit.shared = sorted(set(hit.target) - set(kept))
         hit.verdict = "confirmed"
         self.note(f"  confirmed: {', '.join(hit.target)}")
-        if hit.control:  # other invariants than the hit's: the control scheduler's own, reported apart
-            self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control)}, none of the hit's: "
+        if hit.shared:
+            self.note(f"  the control ({self.s.control}) broke {', '.join(hit.shared)} too: the faults' effect, "
+                      "left out of the hit")
+        if own := sorted(set(hit.control or []) - set(hit.broken)):  # the control scheduler's own, reported apart
+            self.note(f"  the control ({self.s.control}) broke {', '.join(own)}, none of the hit's: "
                       "the control's own violation, reported apart")
         return hit
+
+    @property
+    def same_judge(self) -> bool:
+        """Whether the control is judged by the target's invariants: the target scheduler as another build, with
+        other gates, or without the fault; not a scheduler named as the control (judged by its own invariants)."""
+        key = self.s.control
+        return key is not None and (key == UNFAULTED or controls.is_gates(key) or controls.is_build(key))
 
     @property
     def confirm_tier(self) -> Tier:
@@ -464,7 +483,7 @@ class Search:
             if r.error:
                 return [f"error: {r.error}"]
             broken += [b for b in r.broken if b not in broken]
-            if control_shares(broken, list(target)):
+            if control_shares(broken, list(target), self.same_judge):
                 break
         return broken
 

@@ -3,7 +3,7 @@ the findings group."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kube_fault_proxy.rig.search.genome import Genome
@@ -24,13 +24,17 @@ class Hit:
     verdict: str = "unconfirmed"
     known: str | None = None  # the known finding's id, or why the ledger excuses it
     ledger: str | None = None  # what the ledger excused of the first run's breaks and what it did not
+    # What the first run and the replay broke that a control of the same scheduler broke too (another build, other
+    # gates, no fault): the faults' effect, left out of what the hit is confirmed on (outcome.kept_by_control).
+    shared: list[str] = field(default_factory=list)
 
     @property
     def target(self) -> list[str]:
-        """What both the first run and the replay broke."""
-        return sorted(set(self.broken) & set(self.replay or []))
+        """What both the first run and the replay broke, but for what the control broke too (`shared`)."""
+        return sorted(set(self.broken) & set(self.replay or []) - set(self.shared))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"trial": self.trial, "genome": self.genome.canonical(), "broken": self.broken, "replay": self.replay,
-                "control": self.control, "verdict": self.verdict, "known": self.known, "ledger": self.ledger}
+                "control": self.control, "verdict": self.verdict, "known": self.known, "ledger": self.ledger,
+                "shared": self.shared}

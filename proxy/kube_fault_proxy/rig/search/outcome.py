@@ -68,13 +68,26 @@ class Settings:
     actions: tuple[str, ...] = ()
 
 
-def control_shares(control: list[str] | None, target: list[str]) -> bool:
-    """Whether a control run disqualifies a hit: it failed to run, or it broke one of the hit's invariants
-    (then the faults or the workload break them, not the scheduler under test). A control that breaks only
-    other invariants (kube-scheduler placing an anti-affinity pair together under the same faults) leaves
-    the hit confirmed; what it broke is the control scheduler's own finding, reported apart."""
+def control_shares(control: list[str] | None, target: list[str], same_judge: bool = False) -> bool:
+    """Whether a control run disqualifies a hit: it failed to run, or it leaves none of the hit's invariants
+    unbroken (`kept_by_control`). A control that breaks only other invariants (kube-scheduler placing an
+    anti-affinity pair together under the same faults) leaves the hit confirmed; what it broke is the control
+    scheduler's own finding, reported apart."""
+    return not kept_by_control(control, target, same_judge)
+
+
+def kept_by_control(control: list[str] | None, target: list[str], same_judge: bool = False) -> list[str]:
+    """The hit's invariants the control kept (did not break): what the hit is confirmed on. A control that failed
+    to run keeps nothing. A control judged by the same invariants (the same scheduler: another build, other gates,
+    no fault) takes away only what it broke too: under the same faults the rest is the target's own behaviour
+    (a planted bug beside the release's known one). Another scheduler is judged by other invariants (YuniKorn's
+    I1-I5 are not judged on kube-scheduler), so a break it shares disqualifies the whole hit."""
     broken = control or []
-    return any(c.startswith("error:") for c in broken) or bool(set(broken) & set(target))
+    if any(c.startswith("error:") for c in broken):
+        return []
+    if not same_judge:
+        return [] if set(broken) & set(target) else list(target)
+    return [t for t in target if t not in broken]
 
 
 @dataclass

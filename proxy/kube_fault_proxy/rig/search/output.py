@@ -336,11 +336,17 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
     rig = [h for h in out.hits if h.verdict == "control-broken"]
     lines += ["", f"Hits where the control broke one of their invariants too (the rig's or the workload's fault, "
                   f"not the scheduler's): {len(rig)}.", ""]
-    own = [h for h in out.hits if h.verdict == "confirmed" and h.control]
-    if own:
+    shared = [h for h in out.hits if h.verdict == "confirmed" and h.shared]
+    if shared:
+        lines += [f"Confirmed on what the control ({s.control}, judged by the same invariants) kept: it broke some of "
+                  "the hit's invariants too, the faults' effect, left out of the finding: "
+                  + "; ".join(f"trial {h.trial}: {', '.join(h.target)} confirmed, {', '.join(h.shared)} shared"
+                              for h in shared) + ".", ""]
+    own = {h.trial: sorted(set(h.control or []) - set(h.broken)) for h in out.hits if h.verdict == "confirmed"}
+    if own := {trial: broke for trial, broke in own.items() if broke}:
         lines += [f"The control ({s.control}) broke other invariants than the hit's under the same profile: its own "
                   "violations, not evidence against the scheduler under test, and worth a look of their own: "
-                  + "; ".join(f"trial {h.trial}: {', '.join(label(i) for i in h.control or [])}" for h in own)
+                  + "; ".join(f"trial {trial}: {', '.join(label(i) for i in broke)}" for trial, broke in own.items())
                   + ".", ""]
     if index:
         lines += trial_lines(out)

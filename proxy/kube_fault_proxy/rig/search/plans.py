@@ -4,7 +4,9 @@
 What lands where, drawn from the asked kinds by their traits (never their names):
 - at a write (the Nth write of its waist match, by a count trigger counting that match, armed from it on, once):
   a kind that acts at a count (a crash point right after that write); a kind acting on writes the proxy sends again
-  (that write committed after its error); and a stale view of the written object at that moment: a kind acting on
+  (that write committed after its error); a kind acting on writes (that write committed, its answer lost); a kind
+  acting on any request (that write failed before it reached the apiserver, or held back when the kind takes a
+  duration); and a stale view of the written object at that moment: a kind acting on
   relists, on the watch of its resource, hiding the last write (one write back when the kind counts writes),
   with a relisting reopen (a crash point first) on that write;
 - at an event the target consumed before a write: each kind that edits watch events, on the watch of its resource,
@@ -108,6 +110,10 @@ def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> lis
             what = "crash right after the write"
         elif own.acts_on == "resent-write" and point.match in waist.resent_writes:
             what = "the write committed after its error"
+        elif own.acts_on == "write" and point.match in waist.writes:
+            what = "the write committed, its answer lost"
+        elif own.acts_on == "request":
+            what = "the write held back" if own.duration else "the write failed before it reached the apiserver"
         else:
             continue
         out.append(Perturbation(point.id, f"{what} ({kind})", ({
