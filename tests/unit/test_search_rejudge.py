@@ -212,3 +212,24 @@ def test_the_kinds_each_effect_comes_from_are_read_from_the_registry() -> None:
     assert set(rejudge.LOST_CREATE_KINDS) == {"commitThenFail", "crashPoint", "failThenCommit"}
     assert set(rejudge.EVENT_DROPPING_KINDS) == {"dropEvents"}
     assert set(rejudge.CUTTING) == {"outage", "resetUpstream", "stallConnection"}  # a client may close a stalled one
+
+
+def test_a_control_of_the_same_scheduler_that_broke_a_part_leaves_the_rest_to_judge() -> None:
+    """Since 2026-12-07 a hit is confirmed on what a control of the same scheduler kept: a stored control-broken hit
+    whose control (the gate off) broke only `bound-pod-scheduled` of `bound-pod-scheduled, no-overcommit` is judged
+    on `no-overcommit`, a known bug (kubernetes-100140's over-commit); with another scheduler as the control, the
+    one shared break still disqualifies it."""
+    root = Path(__file__).resolve().parents[2]
+    doc = json.loads((root / "docs/records/campaign-2026-12-04-kube-scheduler-async/search.json").read_text())
+    [hit] = [h for h in doc["hits"] if h["trial"] == 104]
+    assert (hit["verdict"], hit["control"]) == ("control-broken", ["bound-pod-scheduled"])
+    base = {k: doc[k] for k in ("scheduler", "build", "control")} | {"hits": [hit]}
+    [same] = rejudge.rejudge(base, Path("same.json"), RULES).hits
+    assert (same.before, same.after) == ("control-broken", "known"), same.why
+    assert "confirmed on no-overcommit: the control (gates:SchedulerAsyncAPICalls=false, the same scheduler) " \
+           "broke only bound-pod-scheduled of it" in same.why
+    [other] = rejudge.rejudge(base | {"control": "yunikorn"}, Path("other.json"), RULES).hits
+    assert (other.before, other.after) == ("control-broken", "control-broken"), other.why
+    # a control that broke all of it leaves nothing
+    [whole] = rejudge.rejudge(base | {"hits": [hit | {"control": hit["broken"]}]}, Path("whole.json"), RULES).hits
+    assert whole.after == "control-broken"

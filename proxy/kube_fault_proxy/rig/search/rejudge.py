@@ -13,7 +13,10 @@ So the ledger (invariants/ledger.py) is re-applied from what the record holds:
   is exact without the journal. A hit whose every break its profile might excuse is **undecided**: only its
   journal (and, for the controllers, its history) can say, and the record kept neither: it needs a replay.
 
-Then the rest of today's classification: a confirmed hit of a known bug (known-findings.yaml) is `known`, and a
+A control of the same scheduler (another build, other gates, or no fault) that broke only a part of a hit's
+invariants left the rest confirmed since 2026-12-07 (the part it broke is the faults' effect); a stored
+`control-broken` hit of such a search is re-judged on the rest. Then the rest of today's classification: a
+confirmed hit of a known bug (known-findings.yaml) is `known`, and a
 confirmed hit counts as confirmed only on as many clean control runs as a search asks now (a record kept one
 control run per hit: `under-controlled`). Replays and controls are never re-run here (that needs a cluster).
 
@@ -32,10 +35,12 @@ from typing import Any
 from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.rig.invariants import excuses, ledger
+from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.excused import REANNOUNCING
 from kube_fault_proxy.rig.search.findings import kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, kept_by_control
 
 # What each classification of a hit is called in the table, in the order of the precision figure.
 CLASSES = ("excused", "undecided", "control-broken", "not-reproduced", "no-injection", "known", "under-controlled",
@@ -264,13 +269,19 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
         ledger = f"judged from the journal when the search ran: {judged}"
     if before == "known":
         return out("known", f"{hit.get('known')}; {ledger}", str(hit.get("known")))
-    if before in ("control-broken", "not-reproduced"):
-        return out(before, ledger)
-    if before != "confirmed":
-        return out(before, f"as recorded ({before}); {ledger}")
     replay = hit.get("replay")
-    entry = rules.catalogue.match_confirmed(sorted(set(broken) & set(replay or [])), list(broken), replay, genome,
-                                            stored.scheduler, stored.build)
+    target, now = sorted(set(broken) & set(replay or [])), before
+    if before == "control-broken" and _same_judge(stored.control):
+        kept = kept_by_control(hit.get("control"), target, same_judge=True)
+        if kept:  # the control broke a part of it: confirmed on the rest today (engine.Search.confirm)
+            ledger += (f"; confirmed on {', '.join(kept)}: the control ({stored.control}, the same scheduler) broke "
+                       f"only {', '.join(sorted(set(target) - set(kept)))} of it")
+            target, now = kept, "confirmed"
+    if now in ("control-broken", "not-reproduced"):
+        return out(now, ledger)
+    if now != "confirmed":
+        return out(now, f"as recorded ({now}); {ledger}")
+    entry = rules.catalogue.match_confirmed(target, list(broken), replay, genome, stored.scheduler, stored.build)
     if entry is not None:
         return out("known", f"{entry.id} (known-findings.yaml: provoked by {entry.signature.provocation()}; "
                             f"{entry.upstream}); {ledger}", entry.id)
@@ -279,6 +290,11 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
         return out("under-controlled", f"confirmed on {ran} clean control run{'' if ran == 1 else 's'} of the "
                                        f"{rules.controls} a search asks now; {ledger}")
     return out("confirmed", ledger)
+
+
+def _same_judge(control: str | None) -> bool:
+    """Whether a stored search's control is judged by the target's own invariants (engine.Search.same_judge)."""
+    return control == UNFAULTED or controls.is_gates(control) or controls.is_build(control)
 
 
 def rejudge(doc: Mapping[str, Any], path: Path, rules: Rules) -> Stored:
