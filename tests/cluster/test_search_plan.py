@@ -26,16 +26,17 @@ PLANTED = ROOT / "bench" / "mutants" / "yunikorn" / "release-skips-forget.patch"
 
 
 def _search(out: Path, state: Path, per_group: int, *args: str) -> tuple[int, dict[str, Any], str]:
-    """A planned search of 6 pods on 2 nodes with Binding aborts only, its control planes down afterwards."""
+    """A planned search of 20 pods (the fewest it takes) on 2 nodes with Binding aborts only, its control planes down afterwards."""
     try:
-        r = kfp("search", "--plan", "--plan-per-group", str(per_group), "--kinds", "abort", "--pods", "6", "--nodes", "2",
+        r = kfp("search", "--plan", "--plan-per-group", str(per_group), "--kinds", "abort", "--pods", "20", "--nodes", "2",
                 "--seed", "5", "--budget", "8m", "--controls", "1", "--shrink-total", "0s", "--canary-every", "0",
                 "-o", str(out), "--state-dir", str(state), *args, timeout=900)
     finally:  # a search that timed out leaves its control planes up (and YuniKorn's fixed port taken): stop them
         for left in state.glob("*/cluster.json"):
             kfp("cluster", "--state-dir", str(left.parent), "down", timeout=120)
-    doc = json.loads((out / "search.json").read_text())
-    return r.returncode, doc, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    why = f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert (out / "search.json").is_file(), why
+    return r.returncode, json.loads((out / "search.json").read_text()), why
 
 
 def _covers_its_plan(out: Path, doc: dict[str, Any], why: str) -> dict[str, Any]:

@@ -331,6 +331,18 @@ def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
     assert Search(yk, lambda _: None).confirm_tier is CONFIRM
 
 
+def _controlled(monkeypatch: pytest.MonkeyPatch, broken: list[str], control: list[str]) -> list[str]:
+    """Trials faked: the target's (and its replay) break `broken`, each control run `control`; the names run."""
+    def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
+        ran.append(name)
+        return TrialResult(name, scheduler, genome, broken=list(control if "-control" in name else broken),
+                           injections=1, seconds=1.0)
+
+    ran: list[str] = []
+    monkeypatch.setattr(Search, "trial", trial)
+    return ran
+
+
 @pytest.mark.parametrize(("control", "verdict"), [
     ([], "confirmed"),
     (["no-anti-affinity-breach"], "confirmed"),  # the control's own violation: reported apart, no disqualifier
@@ -340,13 +352,7 @@ def test_kube_scheduler_replays_outwait_its_bind_retry(tmp_path: Path) -> None:
 ])
 def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control: list[str], verdict: str) -> None:
-    def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        ran.append(name)
-        broken = control if "-control" in name else ["I1", "stranded"]
-        return TrialResult(name, scheduler, genome, broken=list(broken), injections=1, seconds=1.0)
-
-    ran: list[str] = []
-    monkeypatch.setattr(Search, "trial", trial)
+    ran = _controlled(monkeypatch, ["I1", "stranded"], control)
     s = Search(settings(tmp_path, control="kube-scheduler"), lambda _: None)
     g = Genome(rules=(rule("resetUpstream"),), pods=20)
     hit = s.confirm(0, g, TrialResult("t0", "yunikorn", g, broken=["I1", "stranded"], injections=1))
@@ -401,13 +407,7 @@ def test_a_control_of_the_same_scheduler_takes_away_only_what_it_broke_too(
     """A control by build (or by gates, or without the fault) is judged by the target's own invariants: what it
     broke too under the same profile is the faults' effect (or the release's own bug), and the hit is confirmed on
     the rest. A planted bug beside the release's known one is found this way (the mutation benchmark's masking)."""
-    def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
-        ran.append(name)
-        broken = control if "-control" in name else ["I1", "no-assumed-pod-left"]
-        return TrialResult(name, scheduler, genome, broken=list(broken), injections=1, seconds=1.0)
-
-    ran: list[str] = []
-    monkeypatch.setattr(Search, "trial", trial)
+    ran = _controlled(monkeypatch, ["I1", "no-assumed-pod-left"], control)
     yk = Settings(scheduler="yunikorn", control="build:released", budget=60, seed=1, kinds=("abort",), out=tmp_path,
                   state_dir=tmp_path, profiles_dir=tmp_path, yunikorn_patch=tmp_path / "planted.patch")
     s = Search(yk, lambda _: None)
