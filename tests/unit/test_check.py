@@ -202,9 +202,29 @@ def test_render_names_the_objects() -> None:
 def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:
     snap = snapshot(load("3355"))
     other = evaluate(snap, {"yunikorn"}, namespace="elsewhere")
-    assert other.ok and other.counts["pods"] == 0 and "I5" not in other.checked
+    # This dump was cut to `statistics` and `pods`: its 59 assumed pods are not named, so no namespace is cleared.
+    assert other.counts["pods"] == 0 and "I5" in other.checked and [v.invariant for v in other.violations] == ["I5"]
+    assert "59 pods are still assumed by the shim and its dump names none" in other.violations[0].message
     here = by(evaluate(snap, {"yunikorn"}, namespace="default"))
-    assert here == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 1, "I2": 51, "I3": 1, "I4": 52, **CHURN}
+    assert here == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 1, "I2": 51, "I3": 1, "I4": 52, "I5": 1,
+                    **CHURN}
+
+
+def test_a_namespace_scoped_i5_counts_the_assumed_pods_the_dump_names_there() -> None:
+    """I5 per namespace (a search trial's): the pods the shim's dump (`schedulingState`) marks assumed in it."""
+    from kube_fault_proxy.rig.invariants.check import _nothing_left_assumed
+
+    cache = {"statistics": {"assumed": 3}, "schedulingState": {
+        "t1/load-a": {"assumed": True}, "t1/load-b": {"assumed": True}, "t2/load-c": {"assumed": True},
+        "t1/load-d": {}}}
+    [v] = _nothing_left_assumed(cache, {}, "t1")
+    assert v.invariant == "I5" and v.message.startswith("2 pods are still assumed") and v.objects == ("t1/load-a",
+                                                                                                   "t1/load-b")
+    assert [x.objects for x in _nothing_left_assumed(cache, {}, "t2")] == [("t2/load-c",)]
+    assert _nothing_left_assumed(cache, {}, "t3") == []
+    assert _nothing_left_assumed({"statistics": {"assumed": 0}, "schedulingState": {}}, {}, "t1") == []
+    [whole] = _nothing_left_assumed(cache, {})  # the whole cluster: the statistic
+    assert whole.message.startswith("3 pods are still assumed") and len(whole.objects) == 3
 
 
 def test_all_bound_ends_a_wait_early_only_when_the_work_is_done() -> None:

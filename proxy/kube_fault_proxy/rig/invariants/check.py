@@ -160,8 +160,8 @@ def _leaf_queues(tree: Obj) -> dict[str, Obj]:
 def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violation]:
     """I1-I5 from YuniKorn's REST API and its shim cache dump, against the apiserver.
 
-    With a namespace, only that namespace's queue, allocations and pods are judged, and I5 (a
-    cluster-wide count) is left out."""
+    With a namespace, only that namespace's queue, allocations and pods are judged; I5 then counts the assumed
+    pods the shim's dump names in that namespace (its `schedulingState`), not the cluster-wide statistic."""
     assert snap.yunikorn is not None
     yk = snap.yunikorn
     pods = [p for p in snap.pods if p["spec"].get("schedulerName") == "yunikorn"]
@@ -174,8 +174,7 @@ def check_yunikorn(snap: Snapshot, namespace: str | None = None) -> list[Violati
     out += allocations
     out += _pending_pods_are_asked(pods, asked, allocated)
     out += _shim_cache_matches_apiserver(cache, by_ref, namespace)
-    if namespace is None:
-        out += _nothing_left_assumed(cache, by_ref)
+    out += _nothing_left_assumed(cache, by_ref, namespace)
     return out
 
 
@@ -256,12 +255,19 @@ def _shim_cache_matches_apiserver(cache: Obj, by_ref: dict[str, Obj], namespace:
     return out
 
 
-def _nothing_left_assumed(cache: Obj, by_ref: dict[str, Obj]) -> list[Violation]:
-    """I5: the shim assumes no pod once the cluster is idle (a cluster-wide count)."""
+def _nothing_left_assumed(cache: Obj, by_ref: dict[str, Obj], namespace: str | None = None) -> list[Violation]:
+    """I5: the shim assumes no pod once the cluster is idle: the cluster-wide count, or with a namespace the
+    assumed pods of that namespace the dump names (the dump names each assumed pod the shim still caches)."""
+    refs = sorted(ref for ref, info in (cache.get("schedulingState") or {}).items() if info.get("assumed"))
     assumed = int((cache.get("statistics") or {}).get("assumed", 0))
+    if namespace is not None and "schedulingState" not in cache and assumed:
+        return [Violation("I5", f"{assumed} pods are still assumed by the shim and its dump names none (no "
+                                "schedulingState): they cannot be told apart by namespace")]
+    if namespace is not None:
+        refs = [ref for ref in refs if ref.startswith(f"{namespace}/")]
+        assumed = len(refs)
     if not assumed:
         return []
-    refs = sorted(ref for ref, info in (cache.get("schedulingState") or {}).items() if info.get("assumed"))
     named = [f"{ref} ({(by_ref.get(ref) or {}).get('status', {}).get('phase', 'gone')})" for ref in refs[:5]]
     return [Violation("I5", f"{assumed} pods are still assumed by the shim although the cluster is idle"
                             + (f": {', '.join(named)}{', …' if len(refs) > 5 else ''}" if named else ""),
@@ -274,7 +280,7 @@ def evaluate(snap: Snapshot, schedulers: set[str], grace: float = 30.0, namespac
     report.violations += check_generic(snap, schedulers, grace, namespace)
     report.violations += check_safety(snap.pods, snap.nodes, snap.cordoned, namespace)
     if snap.yunikorn is not None:
-        report.checked += ["I1", "I2", "I3", "I4"] + (["I5"] if namespace is None else []) + list(NODE_LOSS)
+        report.checked += ["I1", "I2", "I3", "I4", "I5", *NODE_LOSS]
         report.violations += check_yunikorn(snap, namespace)
         report.violations += check_node_loss(snap.yunikorn, snap.pods, snap.nodes, snap.lost, namespace)
     mine = [p for p in snap.pods
