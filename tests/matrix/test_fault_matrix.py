@@ -72,9 +72,13 @@ EXPECTED: dict[tuple[str, str], Outcome] = {
     ("yunikorn", "bind-fail-first-attempt"): violates({"stranded", "I3", "I4"}),
     ("yunikorn", "bind-slow"): CLEAN,
     ("yunikorn", "apf-throttle-binds"): CLEAN,
-    ("yunikorn", "bind-commit-then-fail"): clean_or_violates({"I1"}),
-    ("yunikorn", "watch-expire-pods"): violates({"stranded", "I4"}, {"I1", "I2", "I3"}),
-    ("yunikorn", "apiserver-outage-at-bind-200"): violates({"stranded", "I4"}, {"I2"}, one_of={"I1", "I3"}),
+    # I5 (judged in a cell's namespace since 2026-12-07): where the fault makes the shim register its bound pods
+    # again (a relist after a watch expiry, an outage, a lost Binding answer), it leaves them marked assumed: the
+    # recovered-pods bug of docs/records/bug-reports/yunikorn-crash-point-assumed-pods.md without a restart. Seen
+    # in each of these three cells in one run each (7, 2 and 54 bound pods left assumed), so it may break.
+    ("yunikorn", "bind-commit-then-fail"): clean_or_violates({"I1", "I5"}),
+    ("yunikorn", "watch-expire-pods"): violates({"stranded", "I4"}, {"I1", "I2", "I3", "I5"}),
+    ("yunikorn", "apiserver-outage-at-bind-200"): violates({"stranded", "I4"}, {"I2", "I5"}, one_of={"I1", "I3"}),
     # YuniKorn v1.9.0 with fix 1 and the expiry (patches/yunikorn/3355-forget-pod-reverts-with-expiry.patch,
     # docs/records/yunikorn-3355-fixes.md): the shim cache keeps no stale node (I4), nothing is booked that is not
     # bound (I1, I2 after outages and watch expiry), and watch expiry is clean. What is left is not
