@@ -335,12 +335,16 @@ def _controlled(monkeypatch: pytest.MonkeyPatch, broken: list[str], control: lis
     """Trials faked: the target's (and its replay) break `broken`, each control run `control`; the names run."""
     def trial(self: Search, scheduler: str, genome: Genome, name: str, tier: Tier = SEARCH) -> TrialResult:
         ran.append(name)
+        tiers[name] = tier.name
         return TrialResult(name, scheduler, genome, broken=list(control if "-control" in name else broken),
                            injections=1, seconds=1.0)
 
     ran: list[str] = []
     monkeypatch.setattr(Search, "trial", trial)
     return ran
+
+
+tiers: dict[str, str] = {}  # the tier each faked trial ran at (_controlled), by name
 
 
 @pytest.mark.parametrize(("control", "verdict"), [
@@ -359,7 +363,7 @@ def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
     assert (hit.verdict, hit.control, hit.target) == (verdict, control, ["I1", "stranded"])
     # Three control runs unless one already disqualifies the hit (it stops there: the rest cannot confirm it).
     controls = ["t0-control", "t0-control-2", "t0-control-3"] if verdict == "confirmed" else ["t0-control"]
-    assert ran == ["t0-replay", *controls]
+    assert ran == ["t0-replay", *controls] and tiers["t0-control"] == "control"  # another scheduler: 25 s
     out = Outcome(s.s, hits=[hit], confirmed=hit, target=hit.target, shrunk=Shrunk(g, []), replays=[hit.target])
     report = write(out, ["search"]).read_text()
     own = "broke other invariants than the hit's under the same profile"
@@ -418,6 +422,8 @@ def test_a_control_of_the_same_scheduler_takes_away_only_what_it_broke_too(
     assert ran == ["t0-replay", *(["t0-control", "t0-control-2", "t0-control-3"] if verdict == "confirmed"
                                   else ["t0-control"])]
     assert Hit.as_dict(hit)["shared"] == shared
+    # controlled at the replay's tier (YuniKorn's 8 s of quiet), not the 25 s another scheduler as control needs
+    assert tiers["t0-replay"] == tiers["t0-control"] == "confirm"
     if verdict == "confirmed":
         out = Outcome(s.s, hits=[hit], confirmed=hit, target=hit.target, shrunk=Shrunk(g, []), replays=[hit.target])
         report = write(out, ["search"]).read_text()

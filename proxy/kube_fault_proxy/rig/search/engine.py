@@ -474,12 +474,15 @@ class Search:
         if self.s.control is None:
             return None
         broken: list[str] = []
+        # The same scheduler is controlled at its replay's tier, so both are judged alike (YuniKorn never retries a
+        # Binding: 8 s of quiet); another scheduler at the control's 25 s, longer than kube-scheduler's bind retry.
+        tier = self.confirm_tier if self.same_judge else CONTROL
         for k in range(self.s.controls):
             run = name if k == 0 else f"{name}-{k + 1}"
             if self.s.control == UNFAULTED:
-                r = self.trial(self.s.scheduler, g.with_(rules=(), origin="control"), run, CONTROL)
+                r = self.trial(self.s.scheduler, g.with_(rules=(), origin="control"), run, tier)
             else:
-                r = self.trial(self.s.control, g, run, CONTROL)
+                r = self.trial(self.s.control, g, run, tier)
             if r.error:
                 return [f"error: {r.error}"]
             broken += [b for b in r.broken if b not in broken]
