@@ -441,3 +441,29 @@ def test_another_scheduler_as_the_control_still_disqualifies_a_hit_by_one_shared
                   state_dir=tmp_path, profiles_dir=tmp_path)
     assert not Search(yk, lambda _: None).same_judge
     assert Search(settings(tmp_path), lambda _: None).same_judge  # no fault: the same scheduler
+
+
+def test_a_known_bug_is_not_matched_on_what_the_control_broke_too(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planned cluster test's hit: a planted build breaks I3, I4, I5 and stranded on an aborted Binding, the
+    released build I3, I4 and stranded. The hit is I5 alone: YUNIKORN-3128 (I3, within I3, I4, I5 and stranded) may
+    not claim it through the shared part of either run."""
+    broken = ["I3", "I4", "I5", "stranded"]
+    _controlled(monkeypatch, broken, ["I3", "I4", "stranded"])
+    yk = Settings(scheduler="yunikorn", control="build:released", budget=60, seed=1, kinds=("abort",), out=tmp_path,
+                  state_dir=tmp_path, profiles_dir=tmp_path, yunikorn_patch=tmp_path / "planted.patch", controls=1)
+    s = Search(yk, lambda _: None)
+    s.builds["yunikorn"] = "yunikorn v1.9.0+planted-0123456789ab"
+    g = Genome(rules=(rule("abort", dict(BINDING)),), pods=20)
+    out = Outcome(s.s)
+    verdict = s.file_hit(0, g, TrialResult("p0", "yunikorn", g, broken=broken, injections=1), out)
+    assert verdict == "confirmed" and out.hits[0].target == ["I5"] and out.hits[0].known is None
+    assert [f.target for f in out.findings] == [["I5"]]
+    # the same hit with another scheduler as the control that kept everything: 3128 as before (its I5 beside it)
+    _controlled(monkeypatch, broken, [])
+    ks = Search(Settings(scheduler="yunikorn", control="kube-scheduler", budget=60, seed=1, kinds=("abort",),
+                         out=tmp_path, state_dir=tmp_path, profiles_dir=tmp_path, controls=1), lambda _: None)
+    ks.builds["yunikorn"] = "yunikorn v1.9.0"
+    out = Outcome(ks.s)
+    assert ks.file_hit(0, g, TrialResult("p0", "yunikorn", g, broken=broken, injections=1), out) == "known"
+    assert out.hits[0].known == "YUNIKORN-3128"

@@ -379,8 +379,10 @@ class Search:
         else:
             hit = self.confirm(number, g, result)
             hit.ledger = result.check.get("ledger")
+            # what the control broke too is not the hit's: neither run's face of a known bug may rest on it
             entry = None if s.include_known or hit.verdict != "confirmed" else self.catalogue.match_confirmed(
-                hit.target, result.broken, hit.replay, g, s.scheduler, build)
+                hit.target, [b for b in result.broken if b not in hit.shared],
+                None if hit.replay is None else [b for b in hit.replay if b not in hit.shared], g, s.scheduler, build)
             if entry is not None:
                 hit.verdict, hit.known = "known", entry.id
                 tally = out.known.setdefault(entry.id, KnownTally(entry))

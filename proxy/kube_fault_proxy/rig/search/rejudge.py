@@ -281,7 +281,10 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
         return out(now, ledger)
     if now != "confirmed":
         return out(now, f"as recorded ({now}); {ledger}")
-    entry = rules.catalogue.match_confirmed(target, list(broken), replay, genome, stored.scheduler, stored.build)
+    gone = set(broken) & set(replay or []) - set(target)  # what the control broke too (nothing for most hits)
+    entry = rules.catalogue.match_confirmed(target, [b for b in broken if b not in gone],
+                                            None if replay is None else [b for b in replay if b not in gone],
+                                            genome, stored.scheduler, stored.build)
     if entry is not None:
         return out("known", f"{entry.id} (known-findings.yaml: provoked by {entry.signature.provocation()}; "
                             f"{entry.upstream}); {ledger}", entry.id)
