@@ -4,6 +4,8 @@ and reached with its kubeconfig; refused, naming the field, on a cluster whose s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +182,28 @@ def test_scenario_run_on_a_local_plane(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["scenario", "run", str(SHIPPED), "--kubeconfig", str(kubeconfig), "--scheduler",
                  "kube-scheduler"]) == USAGE
     assert seen["existing"].cluster is None and seen["schedulers"] == ["kube-scheduler"]
+
+
+def test_a_runs_own_control_plane_is_not_restarted_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    class Plane:
+        control_url, yunikorn_url, scheduler_build, scheduler_variant = "http://c", None, "yunikorn v1.9.0", None
+        def __init__(self) -> None:
+            self.feature_gates: dict[str, dict[str, bool]] = {}
+
+        def admin_api(self) -> object:
+            return object()
+
+    @contextmanager
+    def running(opts: Any) -> Iterator[Plane]:
+        yield Plane()
+
+    def run_on(target: Target, *a: Any, **k: Any) -> runner.RunResult:
+        seen.update(k, cluster=target.cluster)
+        return runner.RunResult("s", "yunikorn", 1)
+
+    monkeypatch.setattr(runner, "running", running)
+    monkeypatch.setattr(runner, "run_on", run_on)
+    runner.run_local(_scenario(), "yunikorn", 1, tmp_path, tmp_path, say=False)
+    assert seen["started"] is True and isinstance(seen["cluster"], Plane)
