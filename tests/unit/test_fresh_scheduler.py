@@ -207,3 +207,20 @@ def test_a_runs_own_control_plane_is_not_restarted_again(tmp_path: Path, monkeyp
     monkeypatch.setattr(runner, "run_on", run_on)
     runner.run_local(_scenario(), "yunikorn", 1, tmp_path, tmp_path, say=False)
     assert seen["started"] is True and isinstance(seen["cluster"], Plane)
+
+
+def test_the_restart_comes_first_in_the_runs_steps_and_is_an_event() -> None:
+    result = runner.RunResult("s", "yunikorn", 1)
+    result.steps.append({"t": 0.1, "did": "activate p (seed 1)"})  # the timeline begins with the sampler
+    result.freshScheduler = {"restarted": True, "how": "yunikorn restarted before the run", "seconds": 1.25,
+                             "oldPid": 200, "pid": 201}
+
+    class Sampler:
+        events: list[dict[str, Any]]
+
+    sampler = Sampler()
+    sampler.events = []
+    runner._note_fresh(result, sampler)  # type: ignore[arg-type]
+    assert [s["did"] for s in result.steps] == [
+        "fresh scheduler: yunikorn restarted before the run in 1.25s (pid 201)", "activate p (seed 1)"]
+    assert sampler.events == [{"t": 0.0, "event": "scheduler-fresh", **result.freshScheduler}]

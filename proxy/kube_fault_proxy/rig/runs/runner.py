@@ -179,7 +179,8 @@ def _note_fresh(result: RunResult, sampler: Sampler) -> None:
     if fresh is None:
         return
     how = fresh["how"] + (f" in {fresh['seconds']}s" if fresh["restarted"] else "")
-    result.steps.append({"t": 0.0, "did": f"fresh scheduler: {how} (pid {fresh['pid']})"})
+    # first: the timeline's steps, begun with the sampler, may already be in (the restart came before them all)
+    result.steps.insert(0, {"t": 0.0, "did": f"fresh scheduler: {how} (pid {fresh['pid']})"})
     sampler.events.append({"t": 0.0, "event": "scheduler-fresh", **fresh})
 
 
