@@ -21,8 +21,8 @@ from kube_fault_proxy.rig.console import show_table
 from kube_fault_proxy.rig.invariants import check
 from kube_fault_proxy.rig.runs import compare
 from kube_fault_proxy.rig.runs.report import SUMMARY_HEADERS, summary_rows, write_run, write_summary
-from kube_fault_proxy.rig.runs.run_record import Target
-from kube_fault_proxy.rig.runs.runner import run_local, run_on, stop_steps
+from kube_fault_proxy.rig.runs.run_record import Target, local_plane
+from kube_fault_proxy.rig.runs.runner import SCHEDULER_NAMES, check_fresh, run_local, run_on, stop_steps
 from kube_fault_proxy.rig.runs.scenario import load_scenario
 
 # The fix the demo's third column runs: of patches/yunikorn/3355-*.patch, the build whose founding-scenario
@@ -75,6 +75,7 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
     for scheduler in chosen:  # a stop's bound under the scheduler's promise is refused before anything starts
         stop_steps(scenario, scheduler)
+    check_fresh(scenario, existing)  # so is a fresh scheduler on a cluster whose scheduler the rig cannot restart
     contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
@@ -95,8 +96,10 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
                 result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
                                    yunikorn_patch=contender.patch, yunikorn_source=contender.source,
                                    feature_gates=_gates_for(gates or {}, scheduler), kubernetes=kubernetes)
-            else:
-                result = run_on(existing, scenario, scheduler, s)
+            else:  # a local plane's scheduler names its build (and a patched YuniKorn's expectation)
+                plane = existing.cluster
+                result = run_on(existing, scenario, scheduler, s, build=plane.scheduler_build if plane else None,
+                                variant=plane.scheduler_variant if plane else None)
             d = out / f"{name}-seed-{s}"
             doc = {**result.as_dict(), "dir": d.name}
             write_run(d, doc, result.table)
@@ -107,6 +110,26 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
     table = write_summary(out, runs)
     code = OK if all(r["met"] is not False for r in runs) else FAILED
     return code, table, out
+
+
+def _existing(args: argparse.Namespace, schedulers: list[str] | None) -> tuple[Target, list[str]]:
+    """The cluster --kubeconfig reaches, and the one scheduler to run. A kubeconfig of a local control plane
+    `cluster up` brought up (and left running) brings the plane with it: its proxy's control plane, YuniKorn's
+    REST API and its scheduler are the defaults, and, when its scheduler is the one under test, the run may
+    restart it (freshScheduler, killScheduler, stopScheduler, holdBack beforeScheduler)."""
+    plane = local_plane(args.kubeconfig)
+    if plane is not None and plane.proxy is None:
+        plane = None  # no proxy in front of it: nothing to run a scenario through
+    if plane is not None and not schedulers and plane.scheduler in SCHEDULER_NAMES:
+        schedulers = [plane.scheduler]
+    control = args.control_url or (plane.control_url if plane is not None else None)
+    if not control or not schedulers or len(schedulers) != 1:
+        raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
+                         "--scheduler (the one already running behind the proxy)")
+    if plane is not None and plane.scheduler != schedulers[0]:
+        plane = None  # it runs another scheduler (or none): the one under test is not the rig's to restart
+    yunikorn = args.yunikorn_url or (plane.yunikorn_url if plane is not None else None)
+    return Target(Kube.from_kubeconfig(args.kubeconfig), control, yunikorn, plane), schedulers
 
 
 def _gates_for(gates: feature_gates.Gates, scheduler: str) -> feature_gates.Gates:
@@ -153,10 +176,7 @@ def run(args: argparse.Namespace) -> int:
             with_release = args.with_release
         existing = None
         if getattr(args, "kubeconfig", None) is not None:
-            if not args.control_url or not schedulers or len(schedulers) != 1:
-                raise UsageError("--kubeconfig needs --control-url (the proxy's control plane) and exactly one "
-                                 "--scheduler (the one already running behind the proxy)")
-            existing = Target(Kube.from_kubeconfig(args.kubeconfig), args.control_url, args.yunikorn_url)
+            existing, schedulers = _existing(args, schedulers)
         if existing is not None and builds:
             raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
                              "not for --kubeconfig")
@@ -209,9 +229,12 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="run with this scheduler (repeatable; default: every scheduler the scenario expects)")
     r.add_argument("--repeat", type=int, default=1, help="runs per scheduler, with seeds seed..seed+K-1")
     r.add_argument("--kubeconfig", type=Path, help="run on this existing cluster instead of a local one "
-                                                   "(admin access; its scheduler already behind the proxy)")
-    r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane")
-    r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5)")
+                                                   "(admin access; its scheduler already behind the proxy); the "
+                                                   "admin kubeconfig of a plane `cluster up --proxy` brought up "
+                                                   "runs on that plane, which may restart its scheduler")
+    r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane (default: a local plane's)")
+    r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5; default: a "
+                                          "local plane's)")
     r.add_argument("--with-release", action="store_true",
                    help="with --yunikorn-patch/--yunikorn-source: run YuniKorn as released too, first")
     common(r)

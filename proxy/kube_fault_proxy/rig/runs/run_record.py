@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.kube.kubeapi import Kube
-from kube_fault_proxy.rig.cluster.record import Cluster
+from kube_fault_proxy.rig.cluster.record import Cluster, ClusterError
 from kube_fault_proxy.rig.invariants.check import Report
 
 
@@ -14,13 +15,29 @@ from kube_fault_proxy.rig.invariants.check import Report
 class Target:
     """Where a run happens: the apiserver (admin), the proxy's control plane, YuniKorn's REST API, and
     the local control plane when the run may stop and start its components (holdBack
-    beforeScheduler, killApiserver, killScheduler)."""
+    beforeScheduler, killApiserver, killScheduler, stopScheduler, freshScheduler)."""
 
     kube: Kube
     control: str
     yunikorn: str | None = None
     cluster: Cluster | None = None
 
+
+def local_plane(kubeconfig: Path) -> Cluster | None:
+    """The local control plane `cluster up` wrote this kubeconfig for, while it runs: the kubeconfig is one of
+    those its `<state-dir>/cluster.json` lists (`<state-dir>/kubeconfigs/NAME.kubeconfig`) and a process of
+    the plane is recorded. None for any other cluster's (a foreign cluster: the rig cannot restart its parts)."""
+    path = kubeconfig.resolve()
+    state_dir = path.parent.parent
+    if not (state_dir / "cluster.json").is_file():
+        return None
+    try:
+        c = Cluster(state_dir)
+    except ClusterError:
+        return None
+    if path not in {p.resolve() for p in c.kubeconfigs.values()} or not c.processes:
+        return None
+    return c
 
 
 @dataclass
@@ -44,6 +61,8 @@ class RunResult:
     # Binds committed during the run: count, p50/p90/p99 (estimated), max (proxy.bind_latency.between)
     bindLatency: dict[str, Any] = field(default_factory=dict)
     wave: dict[str, Any] | None = None  # a held-back load's release (wave.summary)
+    # spec.freshScheduler: whether the scheduler was restarted before the run (runner.fresh_scheduler), its pids
+    freshScheduler: dict[str, Any] | None = None
     met: bool | None = None
     seconds: float = 0.0
     table: str = ""

@@ -16,6 +16,7 @@ from kube_fault_proxy.proxy import bind_latency
 from kube_fault_proxy.rig.actions import pod_churn
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check, graceful_stop
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
@@ -84,11 +85,47 @@ def stop_steps(scenario: Scenario, scheduler: str) -> int:
     return len(stops)
 
 
+FRESH_NEEDS_PLANE = ("spec.freshScheduler restarts the scheduler under test before each run: it needs the local "
+                     "control plane running it (`scenario run` without --kubeconfig, or --kubeconfig of a plane "
+                     "`cluster up --proxy` brought up: <state-dir>/kubeconfigs/admin.kubeconfig)")
+
+
+def check_fresh(scenario: Scenario, target: Target | None) -> None:
+    """ValueError, naming the field, when the scenario asks for a fresh scheduler and the target's cannot be
+    restarted (a cluster the rig did not bring up; None: a run's own control plane, always fine)."""
+    if scenario.spec.freshScheduler and target is not None and target.cluster is None:
+        raise ValueError(FRESH_NEEDS_PLANE)
+
+
+def fresh_scheduler(target: Target, scenario: Scenario, say: bool, started: bool = False) -> dict[str, Any] | None:
+    """With spec.freshScheduler, the scheduler under test restarted (schedulers.restart_scheduler: the same
+    build, through the proxy, from a relist with an empty cache) and ready before the run; what happened, for
+    the run's record. `started`: the run's own control plane has just started it, so it is fresh already."""
+    check_fresh(scenario, target)
+    if not scenario.spec.freshScheduler or target.cluster is None:
+        return None
+    c = target.cluster
+    old = c.processes.get(c.scheduler)
+    if started:
+        return {"restarted": False, "how": "started with the run's own control plane",
+                "pid": old.pid if old else None}
+    seconds = restart_scheduler(c)
+    new = c.processes.get(c.scheduler)
+    fresh = {"restarted": True, "how": f"{c.scheduler} restarted before the run", "seconds": round(seconds, 2),
+             "oldPid": old.pid if old else None, "pid": new.pid if new else None}
+    if say:
+        print(f"  fresh scheduler: {fresh['how']} (pid {fresh['oldPid']} -> {fresh['pid']}, ready in "
+              f"{seconds:.1f}s)", file=sys.stderr, flush=True)
+    return fresh
+
+
 def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: bool = True,
-           build: str | None = None, variant: str | None = None, clean: bool = True) -> RunResult:
+           build: str | None = None, variant: str | None = None, clean: bool = True,
+           started: bool = False) -> RunResult:
     """Load, timeline, settle and check against a running target (judged by the expectation for
     this scheduler, or for this build of it: `variant`, e.g. a patch's name); then (with `clean`)
-    delete what the load made, so the next run on the same cluster starts from nothing."""
+    delete what the load made, so the next run on the same cluster starts from nothing. With
+    spec.freshScheduler the scheduler is restarted first (`started`: the run's own plane has just started it)."""
     spec = scenario.spec
     ls = load.LoadSpec(count=spec.load.count, rate=spec.load.rate, concurrency=spec.load.concurrency,
                        namespace=spec.load.namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
@@ -103,6 +140,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     stops = stop_steps(scenario, scheduler)
     if hold == "beforeScheduler" and target.cluster is None:
         raise ValueError("holdBack beforeScheduler stops and starts the scheduler: it needs the local control plane")
+    result.freshScheduler = fresh_scheduler(target, scenario, say, started)
     t0 = time.monotonic()
     # A tight shape's nodes for the run, put back after it.
     with load.shaped(target.kube, spec.load.shape, spec.load.count, seed, ls.namespace) as workload:
@@ -115,6 +153,7 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
         with wave.scheduler_stopped(target.cluster if hold == "beforeScheduler" else None) as start_scheduler, \
                 Sampler(target, ls.namespace, ls.run_id, t0) as sampler, \
                 Timeline(list(spec.timeline), target, seed, ls, sampler, result, say) as timeline:  # end with the run
+            _note_fresh(result, sampler)
             names = _load(target, ls, result, sampler, say)
             if hold is not None:
                 release = _release(target, hold, ls, names, spec.load.releaseConcurrency, start_scheduler, sampler,
@@ -132,6 +171,17 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
             pod_churn.clean_foreign(api, ls.namespace, ls.run_id)
             load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
     return result
+
+
+def _note_fresh(result: RunResult, sampler: Sampler) -> None:
+    """A fresh scheduler's restart (done before the run began) in the run's steps and events, at its start."""
+    fresh = result.freshScheduler
+    if fresh is None:
+        return
+    how = fresh["how"] + (f" in {fresh['seconds']}s" if fresh["restarted"] else "")
+    # first: the timeline's steps, begun with the sampler, may already be in (the restart came before them all)
+    result.steps.insert(0, {"t": 0.0, "did": f"fresh scheduler: {how} (pid {fresh['pid']})"})
+    sampler.events.append({"t": 0.0, "event": "scheduler-fresh", **fresh})
 
 
 def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler, say: bool) -> list[str]:
@@ -233,6 +283,6 @@ def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, pr
                    kubernetes=kubernetes)
     with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
         result = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
-                        c.scheduler_build, c.scheduler_variant, clean=False)
+                        c.scheduler_build, c.scheduler_variant, clean=False, started=True)
         result.featureGates = c.feature_gates
         return result

@@ -253,6 +253,10 @@ class ScenarioSpec(StrictModel):
     load: LoadSpec = Field(LoadSpec(), description="the pods to create")
     timeline: list[Step] = Field(default_factory=list, description="the fault steps, each a trigger and one action")
     settle: Settle = Field(Settle(), description="how the run waits before checking the invariants")
+    freshScheduler: bool = Field(False, description=(
+        "restart the scheduler under test (the same build, through the proxy) before each run, so no run inherits "
+        "what an earlier run left in its cache; needs the local control plane (a run's own, or one `cluster up` "
+        "brought up, reached with its kubeconfig)"))
     expect: dict[ExpectFor, Expectation] = Field(
         default_factory=dict, description="per scheduler (kube-scheduler, yunikorn) or build (yunikorn+<patch name>)")
 
