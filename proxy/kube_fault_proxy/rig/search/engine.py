@@ -31,8 +31,8 @@ from kube_fault_proxy.rig.search.outcome import (
     KnownTally,
     Outcome,
     Settings,
-    control_shares,
     kept_by_control,
+    same_judge,
 )
 from kube_fault_proxy.rig.search.shrink import shrink
 from kube_fault_proxy.rig.search.trial import (
@@ -460,8 +460,7 @@ class Search:
     def same_judge(self) -> bool:
         """Whether the control is judged by the target's invariants: the target scheduler as another build, with
         other gates, or without the fault; not a scheduler named as the control (judged by its own invariants)."""
-        key = self.s.control
-        return key is not None and (key == UNFAULTED or controls.is_gates(key) or controls.is_build(key))
+        return same_judge(self.s.control)
 
     @property
     def confirm_tier(self) -> Tier:
@@ -488,7 +487,7 @@ class Search:
             if r.error:
                 return [f"error: {r.error}"]
             broken += [b for b in r.broken if b not in broken]
-            if control_shares(broken, list(target), self.same_judge):
+            if not kept_by_control(broken, list(target), self.same_judge):
                 break
         return broken
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.rig.cluster import versions
+from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.findings import Finding
 from kube_fault_proxy.rig.search.hit import Hit
@@ -68,12 +69,10 @@ class Settings:
     actions: tuple[str, ...] = ()
 
 
-def control_shares(control: list[str] | None, target: list[str], same_judge: bool = False) -> bool:
-    """Whether a control run disqualifies a hit: it failed to run, or it leaves none of the hit's invariants
-    unbroken (`kept_by_control`). A control that breaks only other invariants (kube-scheduler placing an
-    anti-affinity pair together under the same faults) leaves the hit confirmed; what it broke is the control
-    scheduler's own finding, reported apart."""
-    return not kept_by_control(control, target, same_judge)
+def same_judge(control: str | None) -> bool:
+    """Whether a control is judged by the target's own invariants: the target scheduler without the profile, with
+    other gates, or as another build; not a scheduler named as the control (judged by its own invariants)."""
+    return control == UNFAULTED or controls.is_gates(control) or controls.is_build(control)
 
 
 def kept_by_control(control: list[str] | None, target: list[str], same_judge: bool = False) -> list[str]:

@@ -35,12 +35,11 @@ from typing import Any
 from kube_fault_proxy.proxy.faults import KINDS, FaultSpec
 from kube_fault_proxy.proxy.requests.watch import EventEditor
 from kube_fault_proxy.rig.invariants import excuses, ledger
-from kube_fault_proxy.rig.search import control as controls
 from kube_fault_proxy.rig.search import known as known_findings
 from kube_fault_proxy.rig.search.excused import REANNOUNCING
 from kube_fault_proxy.rig.search.findings import kinds_on_matches
 from kube_fault_proxy.rig.search.genome import Genome, Rule, fault_kind
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, kept_by_control
+from kube_fault_proxy.rig.search.outcome import kept_by_control, same_judge
 
 # What each classification of a hit is called in the table, in the order of the precision figure.
 CLASSES = ("excused", "undecided", "control-broken", "not-reproduced", "no-injection", "known", "under-controlled",
@@ -271,7 +270,7 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
         return out("known", f"{hit.get('known')}; {ledger}", str(hit.get("known")))
     replay = hit.get("replay")
     target, now = sorted(set(broken) & set(replay or [])), before
-    if before == "control-broken" and _same_judge(stored.control):
+    if before == "control-broken" and same_judge(stored.control):
         kept = kept_by_control(hit.get("control"), target, same_judge=True)
         if kept:  # the control broke a part of it: confirmed on the rest today (engine.Search.confirm)
             ledger += (f"; confirmed on {', '.join(kept)}: the control ({stored.control}, the same scheduler) broke "
@@ -293,11 +292,6 @@ def rejudge_hit(hit: Mapping[str, Any], stored: Stored, rules: Rules, where: str
         return out("under-controlled", f"confirmed on {ran} clean control run{'' if ran == 1 else 's'} of the "
                                        f"{rules.controls} a search asks now; {ledger}")
     return out("confirmed", ledger)
-
-
-def _same_judge(control: str | None) -> bool:
-    """Whether a stored search's control is judged by the target's own invariants (engine.Search.same_judge)."""
-    return control == UNFAULTED or controls.is_gates(control) or controls.is_build(control)
 
 
 def rejudge(doc: Mapping[str, Any], path: Path, rules: Rules) -> Stored:
