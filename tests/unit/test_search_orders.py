@@ -62,8 +62,9 @@ def _state(pending: int, nodes_of_a: str = "kfp-node-0001") -> dict[str, Any]:
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, clean: list[dict[str, Any]], runs: list[dict[str, Any] | None],
-          broken: list[str] | None = None) -> list[tuple[str, Genome]]:
-    """run_trial and the rig faked: clean runs end in `clean`, orders in `runs` (None: the trial failed)."""
+          broken: list[str] | None = None, acts: bool = True) -> list[tuple[str, Genome]]:
+    """run_trial and the rig faked: clean runs end in `clean`, orders in `runs` (None: the trial failed); with
+    `acts`, every rule of an order injected."""
     from kube_fault_proxy.rig.search import orders as mod
     from kube_fault_proxy.rig.search.trial import Rig
 
@@ -80,7 +81,8 @@ def _fake(monkeypatch: pytest.MonkeyPatch, clean: list[dict[str, Any]], runs: li
         if end is None:
             return TrialResult(name, "yunikorn", genome, error="the load never settled")
         return TrialResult(name, "yunikorn", genome, end_state=end,
-                           broken=list(broken or []) if name.startswith("clean") else [])
+                           broken=list(broken or []) if name.startswith("clean") else [],
+                           fired={r["name"] for r in genome.rules} if acts else set())
 
     monkeypatch.setattr(Rig, "running", running)
     monkeypatch.setattr(mod, "run_trial", trial)
@@ -150,3 +152,16 @@ def test_a_trial_of_the_search_can_be_the_case(tmp_path: Path, monkeypatch: pyte
     assert main(["search", "orders", str(case), "--trial", "t1", "--orders", "2",
                  "--state-dir", str(tmp_path / "s")]) == 0
     assert {(g.pods, g.seed) for _, g in seen} == {(30, 4)}
+
+
+def test_no_verdict_when_the_rules_that_reorder_never_acted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A watch rule acts on a watch opened after the profile is on: a case with nothing that reopens the target's
+    watches may run every order unfaulted, and one end state then says nothing of event orders."""
+    _fake(monkeypatch, [_state(0)] * 3, [_state(0), _state(0)], acts=False)
+    case = _case(tmp_path, HOLD)
+    assert main(["search", "orders", str(case), "--orders", "2", "--state-dir", str(tmp_path / "s")]) == 3
+    doc = json.loads((case / "orders.json").read_text())
+    assert doc["verdict"].startswith("no verdict: the rules that reorder events acted in 0 of 2 orders")
+    assert [o["reordered"] for o in doc["orders"]] == [False, False]
+    assert "reopens the target's watches" in capsys.readouterr().out

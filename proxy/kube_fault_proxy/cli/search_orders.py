@@ -67,4 +67,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {fact}: {' | '.join(str(v) for v in values)}")
     if out.verdict == orders.NONDETERMINISTIC:
         return FAILED
-    return OK if out.baseline is not None and not out.failed else NO_VERDICT
+    return OK if out.verdict == orders.ONE_END_STATE else NO_VERDICT

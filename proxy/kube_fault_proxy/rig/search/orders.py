@@ -25,6 +25,7 @@ from kube_fault_proxy.rig.search.kinds import ORDER_KINDS, traits
 from kube_fault_proxy.rig.search.trial import Rig, Tier, TrialResult, run_trial
 
 NONDETERMINISTIC = "nondeterministic"  # more than one distinct end state among the orders
+ONE_END_STATE = "one end state"  # every order reordered events, and all ended in one state
 NAME_MAX = 63  # a rule's name (profile.NAME_PATTERN)
 
 
@@ -42,6 +43,11 @@ def draws_an_order(rule: Rule) -> bool:
         return False
     return float(rule.get("probability", 1.0)) < 1.0 or (own.order_draw is not None
                                                         and float(spec.get(own.order_draw, 0.0)) > 0.0)
+
+
+def reordering(genome: Genome) -> set[str]:
+    """The names of the case's rules that draw an order."""
+    return {r["name"] for r in genome.rules if draws_an_order(r)}
 
 
 def renamed(name: str, order: int) -> str:
@@ -95,6 +101,12 @@ class Orders:
         return [f"{r.name}: {r.error}" for r in self.runs if r.error or not r.end_state]
 
     @property
+    def acted(self) -> list[TrialResult]:
+        """The orders in which a rule that reorders events acted: a watch rule acts only on a watch opened after the
+        profile was switched on, so without a rule that reopens the target's watches it may never act."""
+        return [r for r in self.runs if reordering(r.genome) & r.fired]
+
+    @property
     def verdict(self) -> str:
         """`nondeterministic`, `one end state`, or why there is no verdict."""
         if self.baseline is None:
@@ -103,7 +115,11 @@ class Orders:
             return NONDETERMINISTIC
         if self.failed:
             return "no verdict: an order failed (" + "; ".join(self.failed) + ")"
-        return "one end state"
+        if len(self.acted) < len(self.runs):
+            return (f"no verdict: the rules that reorder events acted in {len(self.acted)} of {len(self.runs)} "
+                    "orders (a watch rule acts on a watch opened after the profile is on: give the case a rule "
+                    "that reopens the target's watches)")
+        return ONE_END_STATE
 
     def state_of(self, run: TrialResult) -> int | None:
         """Which distinct state (1-based) a run ended in; None for a run with no end state."""
@@ -116,7 +132,8 @@ class Orders:
         """The JSON form (what `search orders` writes)."""
         return {"verdict": self.verdict, "cleanRuns": [_run(r) for r in self.clean],
                 "masked": sorted(self.baseline.masked) if self.baseline else None,
-                "orders": [{**_run(r), "endStateIndex": self.state_of(r)} for r in self.runs],
+                "orders": [{**_run(r), "endStateIndex": self.state_of(r), "reordered": bool(r in self.acted)}
+                           for r in self.runs],
                 "distinctEndStates": len(self.distinct), "differing": self.differing}
 
 
