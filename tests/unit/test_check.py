@@ -186,6 +186,17 @@ def test_a_stranded_pod_names_the_nodes_with_room_and_their_revisions() -> None:
     assert v.as_dict()["room"] == {first: "700"} and v.message.endswith("while 1 nodes have room")
 
 
+def test_a_node_s_pod_capacity_in_thousands_is_read_as_a_quantity() -> None:
+    """The apiserver writes 1000 pods as "1k" (a node brought up with --node-pods 1000): a quantity, not a float."""
+    doc = copy.deepcopy(load("clean"))
+    unbind(doc)
+    for i, node in enumerate(doc["nodes"]):
+        node["status"]["allocatable"]["pods"] = "1k" if i == 0 else "0"
+    [v] = [v for v in evaluate(snapshot(doc, yunikorn=False), {"yunikorn"}, grace=0).violations
+           if v.invariant == "stranded"]
+    assert v.room == {doc["nodes"][0]["metadata"]["name"]: doc["nodes"][0]["metadata"].get("resourceVersion", "")}
+
+
 def test_only_the_schedulers_own_pods_count() -> None:
     doc = copy.deepcopy(load("clean"))
     unbind(doc)

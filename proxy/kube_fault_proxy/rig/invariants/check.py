@@ -118,7 +118,7 @@ def check_generic(snap: Snapshot, schedulers: set[str], grace: float, namespace:
     for name, node in nodes.items():
         alloc = node["status"].get("allocatable", {})
         free[name] = [_quantity(alloc.get("cpu", "0")), _quantity(alloc.get("memory", "0")),
-                      float(alloc.get("pods", "0"))]
+                      _quantity(alloc.get("pods", "0"))]
     out: list[Violation] = []
     for pod in snap.pods:
         node = pod["spec"].get("nodeName")
