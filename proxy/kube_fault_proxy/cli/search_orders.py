@@ -20,7 +20,7 @@ NO_VERDICT = 3  # the clean runs were not clean, or an order failed: nothing was
 def add_arguments(ssub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The `search orders` action."""
     r = ssub.add_parser("orders", help="replay a search directory's case under N event orders (the draws of its "
-                                       "delayEvents and holdEvents rules) and count the distinct end states")
+                                       "rules that delay or hold watch events) and count the distinct end states")
     r.add_argument("directory", type=Path, help="a search's output directory, or one finding's")
     r.add_argument("--trial", metavar="NAME", help="that trial of trials.jsonl instead of the minimal case")
     r.add_argument("--orders", type=int, default=5, metavar="N", help="event orders to run (default 5, at least 2)")

@@ -1,11 +1,11 @@
 """The nondeterminism form of the differential oracle (as in Kamera): one case replayed under N event orders.
 
 The workload stays (pods, nodes, shape, action, seed) and so do the faults; only the draws of the rules that order
-watch events (`delayEvents`, `holdEvents`) change from one order to the next. A rule's draws come from a stream
-seeded by (the profile's seed, the rule's name), so order k renames each such rule `<name>-o<k>`: its streams are
-new (which watches it holds or delays, and each event's jitter), every other rule draws what it drew before. A
-rule that draws nothing (probability 1, no jitter) orders events the same way every time, so a case with no rule
-that draws is refused: `search replay` reruns it as it is.
+watch events (the kinds whose traits say `orders_events`: a delay or a hold of watch events) change from one order
+to the next. A rule's draws come from a stream seeded by (the profile's seed, the rule's name), so order k renames
+each such rule `<name>-o<k>`: its streams are new (which watches it holds or delays, and each event's jitter), every
+other rule draws what it drew before. A rule that draws nothing (probability 1, no jitter) orders events the same
+way every time, so a case with no rule that draws is refused: `search replay` reruns it as it is.
 
 K clean runs of the same workload (no rule, the same seed) learn what varies by itself (differential.Baseline:
 the mask). The orders' end states, masked, are compared with one another: more than one distinct state means the
@@ -36,7 +36,8 @@ def _fault(rule: Rule) -> tuple[str, Mapping[str, Any]]:
 
 def draws_an_order(rule: Rule) -> bool:
     """Whether a rule orders watch events by a draw: a rule of a kind that reorders events (its traits say so)
-    that applies to a watch with a probability below 1, or that draws a setting per event (delayEvents' jitter)."""
+    that applies to a watch with a probability below 1, or that draws a setting per event (its
+    traits' `order_draw`, such as a jitter)."""
     kind, spec = _fault(rule)
     own = traits(kind)
     if not own.orders_events:
