@@ -235,6 +235,8 @@ def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, op
             "--fresh", "-o", str(out), "--state-dir", str(state)]
     if opts.max_trials is not None:
         argv += ["--max-trials", str(opts.max_trials)]
+    if getattr(opts, "shapes", None):  # the workload shapes the trials draw from (default: the search's)
+        argv += ["--shapes", opts.shapes]
     if opts.include_known:
         argv.append("--include-known")
     return [*argv, "--plan"] if mode == "plan" else argv
@@ -392,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--max-trials", type=int, help="each search's trial cap")
     r.add_argument("--controls", type=int, default=3, help="control runs of the released build per hit")
     r.add_argument("--kinds", default="all", help="fault kinds (default all, the same for both modes)")
+    r.add_argument("--shapes", help="workload shapes the searches draw from (default: the search's own)")
     r.add_argument("--include-known", action="store_true",
                    help="confirm every hit like a new one (the search's --include-known: no known-bug shortcut, "
                         "no ledger excuse)")

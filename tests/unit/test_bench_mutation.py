@@ -86,6 +86,10 @@ def test_a_kube_scheduler_mutant_is_searched_with_its_own_patch_option_against_i
     argv = b.search_argv(m, "plan", 1, Path("/o"), Path("/s"), opts)
     assert argv[1:5] == ["search", "--scheduler", "kube-scheduler", "--kube-scheduler-patch"] and argv[5] == m.patch
     assert argv[argv.index("--control") + 1] == "build:released" and "--yunikorn-patch" not in argv
+    assert "--shapes" not in argv  # the search's own shapes, unless asked
+    tight = b.search_argv(m, "random", 1, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts),
+                                                                                      "shapes": "exact-fill"}))
+    assert tight[tight.index("--shapes") + 1] == "exact-fill"
 
 
 def test_a_base_patch_is_refused_for_a_kube_scheduler_mutant_before_any_run(
