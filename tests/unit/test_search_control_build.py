@@ -318,3 +318,29 @@ def test_the_patched_kube_scheduler_and_its_control_are_built_before_any_trial_e
     assert built[1] == (["kube-scheduler"], build.ALL["kube-scheduler"].version if control == "build:released"
                         else build.kube_scheduler(base).version)
     assert len(built) == 2
+
+
+def test_a_replay_of_a_patched_kube_scheduler_search_runs_the_patched_build(
+        tmp_path: Path, patch: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kube_fault_proxy.rig.search.trial import Rig
+
+    given: list[tuple[str, Path | None, Path | None]] = []
+
+    @contextlib.contextmanager
+    def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, yk_patch: Path | None, *_: Any,
+                kube_scheduler_patch: Path | None = None, **__: Any) -> Iterator[Any]:
+        given.append((scheduler, yk_patch, kube_scheduler_patch))
+        yield SimpleNamespace(build=f"kube-scheduler v1.37.2+{patch.stem}")
+
+    def trial(rig: Any, genome: Genome, name: str, tier: Tier, note: Any) -> TrialResult:
+        return TrialResult(name, "kube-scheduler", genome, broken=["stranded"])
+
+    monkeypatch.setattr(Rig, "running", running)
+    monkeypatch.setattr(search_cli, "run_trial", trial)
+    minimal = {"rules": [], "pods": 20, "action": None, "seed": 1, "nodes": 2}
+    (tmp_path / "search.json").write_text(json.dumps({
+        "minimal": minimal, "target": ["stranded"], "scheduler": "kube-scheduler", "nodes": 10,
+        "kubeSchedulerPatch": str(patch), "yunikornPatch": None}))
+    assert main(["search", "replay", str(tmp_path), "--times", "1", "--state-dir", str(tmp_path / "s")]) == 1
+    assert given == [("kube-scheduler", None, patch)]
+    assert "1/1 replays broke stranded on kube-scheduler v1.37.2+planted" in capsys.readouterr().out
