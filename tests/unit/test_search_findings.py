@@ -367,6 +367,8 @@ def test_a_control_disqualifies_a_hit_only_by_breaking_one_of_its_invariants(
     out = Outcome(s.s, hits=[hit], confirmed=hit, target=hit.target, shrunk=Shrunk(g, []), replays=[hit.target])
     report = write(out, ["search"]).read_text()
     own = "broke other invariants than the hit's under the same profile"
+    assert ("control broke one of their invariants too (the rig's or the workload's fault, not the scheduler's): 1"
+            in report) is (verdict == "control-broken")
     assert (own in report and "trial 0: no-anti-affinity-breach" in report) is (verdict == "confirmed" and bool(control))
 
 
@@ -429,6 +431,11 @@ def test_a_control_of_the_same_scheduler_takes_away_only_what_it_broke_too(
         report = write(out, ["search"]).read_text()
         assert "trial 0: no-assumed-pod-left confirmed, I1 shared" in report
         assert ("trial 0: no-overcommit" in report) is ("no-overcommit" in control)
+    else:  # the same scheduler broke it all too: the faults' effect or the release's own bug, never the rig's
+        out = Outcome(s.s, hits=[hit], target=hit.target)
+        report = write(out, ["search"]).read_text()
+        assert "the control broke all of their invariants too (the faults' effect, or a bug the control has too): 1" \
+            in report and "the rig's or the workload's fault" not in report
 
 
 def test_another_scheduler_as_the_control_still_disqualifies_a_hit_by_one_shared_break(tmp_path: Path) -> None:

@@ -1,34 +1,33 @@
-"""`search` (find, confirm and shrink a fault profile that breaks an invariant) and `search replay DIR`."""
+"""`search` (find, confirm and shrink a fault profile that breaks an invariant) and its actions: `replay`, `rejudge`,
+`orders`."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import time
 from pathlib import Path
 
-from kube_fault_proxy.cli import search_builds, search_campaign, search_rejudge
+from kube_fault_proxy.cli import search_builds, search_campaign, search_orders, search_rejudge
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
 from kube_fault_proxy.proxy.schema.strict import parse_duration
 from kube_fault_proxy.rig.actions.trial_churn import ACTIONS, parse_actions
-from kube_fault_proxy.rig.cluster import build, versions
+from kube_fault_proxy.rig.cluster import build
 from kube_fault_proxy.rig.cluster.feature_gates import Gates
 from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import Progress, stderr_console
 from kube_fault_proxy.rig.search import control as controls
-from kube_fault_proxy.rig.search import differential, known, waist
+from kube_fault_proxy.rig.search import differential, known, replaying, waist
 from kube_fault_proxy.rig.search.controller_trial import NAMED_ONLY_KINDS, WORKLOAD_KINDS, plan
 from kube_fault_proxy.rig.search.engine import Search
-from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.grammar import ALL_KINDS, KNOWN_KINDS
 from kube_fault_proxy.rig.search.on_cluster import CampaignError
 from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, Settings
 from kube_fault_proxy.rig.search.resume import ResumeError
-from kube_fault_proxy.rig.search.trial import Rig, confirm_tier, run_trial
+from kube_fault_proxy.rig.search.trial import confirm_tier, run_trial
 from kube_fault_proxy.rig.workloads.shapes import ALL_SHAPES, DEVICE_SHAPES, GANG_SHAPES, SHAPES
 
 SCHEDULERS = ("yunikorn", "kube-scheduler")  # a control by another scheduler is one of these
@@ -227,15 +226,9 @@ def summary(out: Outcome, s: Settings) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     try:
-        doc = json.loads((args.directory / "search.json").read_text())
-        minimal = doc["minimal"]
-    except (OSError, KeyError, json.JSONDecodeError) as e:
-        raise UsageError(f"{args.directory}: not a search directory with a minimal case ({e})") from None
-    try:
-        genome = Genome.from_doc(minimal, f"{args.directory / 'search.json'}: field 'minimal'")
-    except ValueError as e:
+        doc, genome = replaying.load_case(args.directory)
+    except replaying.CaseError as e:
         raise UsageError(str(e)) from None
-    genome.profile()  # the strict loader, once more
     if (args.pods is not None and args.pods < 1) or (args.nodes is not None and args.nodes < 1):
         raise UsageError("--pods and --nodes must be at least 1")
     nodes = int(doc["nodes"])
@@ -245,17 +238,10 @@ def _replay(args: argparse.Namespace) -> int:
         genome = genome.with_(pods=args.pods)
     target = set(doc["target"])
     state = args.state_dir or default_state_dir().parent / "search-replay"
-    patch, source, own = (Path(doc[k]) if doc.get(k) else None
-                          for k in ("yunikornPatch", "yunikornSource", "kubeSchedulerPatch"))
     stderr_console().print(f"replaying {len(genome.rules)} rules, {genome.pods} pods on "
                            f"{genome.nodes or nodes} of {nodes} nodes, {args.times} times", markup=False)
     note = stderr_console().print
-    gates = doc.get("featureGates") or {}  # the target's gates: the build it broke
-    kinds = tuple(doc.get("workloads") or WORKLOAD_KINDS)  # kube-controller-manager's: the workloads it made
-    release = doc.get("kubernetes") or versions.KUBERNETES  # a search written before releases ran the default
-    with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, args.profiles, patch, source, gates,
-                     kinds, release, devices=genome.shape in DEVICE_SHAPES, gangs=genome.shape in GANG_SHAPES,
-                     kube_scheduler_patch=own) as rig:
+    with replaying.case_rig(doc, genome, state, args.profiles, nodes) as rig:
         runs = [run_trial(rig, genome, f"replay-{k + 1}", confirm_tier(doc["scheduler"]),
                           lambda m: note(m, markup=False))
                 for k in range(args.times)]
@@ -271,12 +257,14 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch `search` and `search replay`."""
+    """Dispatch `search` and its actions: replay, rejudge, orders."""
     try:
         if args.search_command == "replay":
             return _replay(args)
         if args.search_command == "rejudge":
             return search_rejudge.run(args)
+        if args.search_command == "orders":
+            return search_orders.run(args)
         return _search(args)
     except (UsageError, ResumeError, ProfileError) as e:
         what = f"{args.output}/trials.jsonl cannot be resumed: {e} (--fresh starts over)" if isinstance(
@@ -390,3 +378,4 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    "exists, else the shipped one)")
     r.add_argument("--state-dir", type=Path, help="where the replay's control plane lives")
     search_rejudge.add_arguments(ssub)
+    search_orders.add_arguments(ssub)

@@ -93,7 +93,8 @@ class DelayEvents(FaultSpec):
     order; the rest of the stream keeps its place behind them."""
 
     kind: ClassVar[str] = "delayEvents"
-    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, duration="seconds")
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, duration="seconds", orders_events=True,
+                                      order_draw="jitterSeconds")
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     seconds: Annotated[float, Field(gt=0, le=600)] = Field(

@@ -117,7 +117,7 @@ class HoldEvents(FaultSpec):
     or maxSeconds, then delivered in order."""
 
     kind: ClassVar[str] = "holdEvents"
-    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True)
+    traits: ClassVar[Traits] = Traits(acts_on="watch", edits_events=True, orders_events=True)
     search_group: ClassVar[str] = "view"
     searched_by_default: ClassVar[bool] = False
     maxSeconds: Annotated[float, Field(gt=0, le=600)] = Field(

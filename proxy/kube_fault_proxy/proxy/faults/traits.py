@@ -47,6 +47,11 @@ class Traits:
     rule_probability: bool = True
     # The setting that says how long one injection lasts, in seconds (None: the shrink counts one second).
     duration: str | None = None
+    # It changes the order a client sees events in across its watches (one watch's events later than another's):
+    # `search orders` gives its rules new draws for each order.
+    orders_events: bool = False
+    # The setting it draws per event (an order differs by it even when the rule applies to every watch).
+    order_draw: str | None = None
     # What the trial must do for it; a target whose trial cannot refuses the kind.
     trial_needs: frozenset[TrialNeed] = frozenset()
 

@@ -442,8 +442,9 @@ class Search:
         kept = kept_by_control(hit.control, hit.target, self.same_judge)
         if not kept:
             hit.verdict = "control-broken"
-            self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control or [])} too: the rig's or "
-                      "the workload's fault")
+            why = ("the faults' effect, or a bug the control has too" if self.same_judge
+                   else "the rig's or the workload's fault")
+            self.note(f"  the control ({self.s.control}) broke {', '.join(hit.control or [])} too: {why}")
             return hit
         hit.shared = sorted(set(hit.target) - set(kept))
         hit.verdict = "confirmed"

@@ -54,6 +54,8 @@ RESTART_KINDS = frozenset(k for k in REOPEN_KINDS if _restarts(SPECS[k]))
 RESUMED_TAKERS = tuple(k.kind for k in KINDS if k.traits.watch_requests == "resumed")
 # Kinds that edit a watch's events: fired when an event was edited (a `watch-event`), not when the watch was opened.
 EVENT_EDITORS = frozenset(k.kind for k in KINDS if k.traits.edits_events)
+# Kinds that change the order a client sees events in across its watches (`search orders` draws them anew).
+ORDER_KINDS = frozenset(k.kind for k in KINDS if k.traits.orders_events)
 
 
 def reopen_weight(kind: str) -> int:

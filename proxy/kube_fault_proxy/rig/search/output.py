@@ -27,7 +27,7 @@ from kube_fault_proxy.rig.search import coverage, plans
 from kube_fault_proxy.rig.search.differential import DIVERGED
 from kube_fault_proxy.rig.search.findings import Finding, kinds_on_matches, with_actions
 from kube_fault_proxy.rig.search.genome import Genome
-from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome
+from kube_fault_proxy.rig.search.outcome import UNFAULTED, Outcome, same_judge
 from kube_fault_proxy.rig.search.report_known import known_lines
 from kube_fault_proxy.rig.search.waist import CONTROLLER_MANAGER
 
@@ -335,8 +335,9 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
                      f"{', '.join(h.control or []) or ('clean' if h.control is not None else '-')} | {verdict} | "
                      f"{ledger.replace('|', '/')} |")
     rig = [h for h in out.hits if h.verdict == "control-broken"]
-    lines += ["", f"Hits where the control broke one of their invariants too (the rig's or the workload's fault, "
-                  f"not the scheduler's): {len(rig)}.", ""]
+    why = ("all of their invariants too (the faults' effect, or a bug the control has too)" if same_judge(s.control)
+           else "one of their invariants too (the rig's or the workload's fault, not the scheduler's)")
+    lines += ["", f"Hits where the control broke {why}: {len(rig)}.", ""]
     shared = [h for h in out.hits if h.verdict == "confirmed" and h.shared]
     if shared:
         lines += [f"Confirmed on what the control ({s.control}, judged by the same invariants) kept: it broke some of "
