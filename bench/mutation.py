@@ -1,9 +1,10 @@
 """Mutation benchmark of the search: planted bugs (bench/mutants/), how many trials each search mode needs to find
 each one, and what else it reports.
 
-A mutant is a small patch to a build under test (bench/mutants/mutants.yaml names each, its patch and the
-invariants it shows as). Per mutant, mode (random: `search`; plan: `search --plan`) and seed, the driver runs
-`kube-fault-proxy search` on the patched build with the released build as the control (`--control
+A mutant is a small patch to a build under test, YuniKorn v1.9.0 or kube-scheduler of the default Kubernetes
+release (bench/mutants/mutants.yaml names each, its target, its patch and the invariants it shows as). Per mutant,
+mode (random: `search`; plan: `search --plan`) and seed, the driver runs `kube-fault-proxy search` on the patched
+build (`--yunikorn-patch`, `--kube-scheduler-patch`) with the released build as the control (`--control
 build:released`): a hit is confirmed only when its replay breaks the same and the released build, under the same
 profile, does not. The mutant counts as found at the first hit so confirmed that breaks one of its invariants
 (also when the search then files it under a known bug's signature: `known` says which); the driver then interrupts
@@ -53,6 +54,7 @@ from pydantic import Field, field_validator
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "bench" / "mutants" / "mutants.yaml"
 MODES = ("random", "plan")
+PATCH_OPTIONS = {"yunikorn": "--yunikorn-patch", "kube-scheduler": "--kube-scheduler-patch"}  # target -> search's
 POLL_SECONDS = 5.0
 
 
@@ -60,7 +62,7 @@ class Mutant(StrictModel):
     """One planted bug: the build it patches, its patch (relative to the manifest) and the invariants it breaks."""
 
     name: str
-    target: Literal["yunikorn"]  # kube-scheduler's patched build does not exist yet
+    target: Literal["yunikorn", "kube-scheduler"]  # the build the patch is to (PATCH_OPTIONS)
     patch: str  # relative to the manifest; absolute once loaded
     # a base patch's name -> the mutant's patch rebased for it (relative, then absolute, as `patch`): for a base that
     # changes the lines `patch` changes, so `patch` does not apply over it
@@ -227,12 +229,14 @@ def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, op
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
     control = "build:released" if opts.base_patch is None else f"build:patch={opts.base_patch}"
     argv = [str(Path(sys.executable).with_name("kube-fault-proxy")), "search", "--scheduler", mutant.target,
-            "--yunikorn-patch", patch or mutant.patch, "--control", control, "--controls", str(opts.controls),
+            PATCH_OPTIONS[mutant.target], patch or mutant.patch, "--control", control, "--controls", str(opts.controls),
             "--kinds", opts.kinds, "--seed", str(seed), "--budget", opts.budget,
             "--nodes", str(opts.nodes), "--pods", str(opts.pods), "--shrink-total", "0s",
             "--fresh", "-o", str(out), "--state-dir", str(state)]
     if opts.max_trials is not None:
         argv += ["--max-trials", str(opts.max_trials)]
+    if getattr(opts, "shapes", None):  # the workload shapes the trials draw from (default: the search's)
+        argv += ["--shapes", opts.shapes]
     if opts.include_known:
         argv.append("--include-known")
     return [*argv, "--plan"] if mode == "plan" else argv
@@ -346,7 +350,8 @@ def fault_free(mutant: Mutant, opts: argparse.Namespace) -> list[dict[str, Any]]
     state = Path(f"{opts.state_dir}-faultfree-{mutant.name}")
     patch = planted(mutant, opts.base_patch, Path(f"{opts.state_dir}-patches"))
     out: list[dict[str, Any]] = []
-    with Rig.running(state, mutant.target, opts.nodes, shipped.profiles_dir(None), Path(patch)) as rig:
+    with Rig.running(state, mutant.target, opts.nodes, shipped.profiles_dir(None), Path(patch),
+                     kube_scheduler_patch=Path(patch)) as rig:  # each rig takes its own scheduler's patch
         for seed in opts.seeds:
             for action in (None, "touchPods", "deletePods"):
                 g = Genome(rules=(), pods=opts.pods, action=action, seed=seed, origin="fault-free")
@@ -380,15 +385,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         c.add_argument("--state-dir", default="/tmp/mutation-state", help="prefix of each run's state directory")
         c.add_argument("--results", type=Path, required=True, help="the JSON file the records go to")
         c.add_argument("--base-patch", metavar="FILE",
-                       help="plant each mutant on v1.9.0 with this patch (a file or a shipped patch's name, e.g. "
-                            "3355-forget-pod-reverts-with-expiry) and control with that build (build:patch=FILE); "
-                            "default: on the release, controlled by build:released")
+                       help="plant each (YuniKorn) mutant on v1.9.0 with this patch (a file or a shipped patch's "
+                            "name, e.g. 3355-forget-pod-reverts-with-expiry) and control with that build "
+                            "(build:patch=FILE); default: on the release, controlled by build:released")
     r = sub.choices["run"]
     r.add_argument("--modes", default=",".join(MODES))
     r.add_argument("--budget", default="10m", help="each search's budget")
     r.add_argument("--max-trials", type=int, help="each search's trial cap")
     r.add_argument("--controls", type=int, default=3, help="control runs of the released build per hit")
     r.add_argument("--kinds", default="all", help="fault kinds (default all, the same for both modes)")
+    r.add_argument("--shapes", help="workload shapes the searches draw from (default: the search's own)")
     r.add_argument("--include-known", action="store_true",
                    help="confirm every hit like a new one (the search's --include-known: no known-bug shortcut, "
                         "no ledger excuse)")
@@ -414,6 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         mutants = chosen(load(args.manifest), args.mutants)
         args.base_patch = None if args.base_patch is None else base_patch(args.base_patch)
+        others = [m.name for m in mutants if m.target != "yunikorn"]
+        if args.base_patch is not None and others:
+            raise ValueError(f"--base-patch is a YuniKorn base; {', '.join(others)} patch kube-scheduler")
         for m in mutants if args.base_patch is not None else []:  # both parse: a bad one is said before any run
             own = m.bases.get(base_name(args.base_patch) or "", m.patch)
             patches.parse(Path(own).read_text(), own)

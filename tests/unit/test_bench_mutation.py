@@ -44,8 +44,8 @@ def test_every_planted_bug_says_what_it_breaks_why_it_is_realistic_and_what_trig
 @pytest.mark.parametrize(("body", "said"), [
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: [no-such-invariant]\n",
      "m.yaml:5:13: mutants[0].breaks: unknown invariant 'no-such-invariant'"),
-    ("mutants:\n  - name: a\n    target: kube-scheduler\n    patch: a.patch\n    breaks: [stranded]\n",
-     "m.yaml:3:13: mutants[0].target: Input should be 'yunikorn'"),
+    ("mutants:\n  - name: a\n    target: kube-controller-manager\n    patch: a.patch\n    breaks: [stranded]\n",
+     "m.yaml:3:13: mutants[0].target: Input should be 'yunikorn' or 'kube-scheduler'"),
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: []\n",
      "m.yaml:5:13: mutants[0].breaks: name at least one invariant"),
     ("mutants:\n  - name: a\n    target: yunikorn\n    patch: a.patch\n    breaks: [stranded]\n    color: red\n",
@@ -64,6 +64,42 @@ def test_a_bad_manifest_is_refused_naming_file_line_and_field(tmp_path: Path, bo
         bench().load(tmp_path / "m.yaml")
     assert said in str(e.value)
     assert str(tmp_path / "m.yaml") in str(e.value)
+
+
+def test_the_manifest_lists_the_kube_scheduler_mutants_searchable_now() -> None:
+    by_name = {m.name: m for m in bench().load()}
+    for name in ("bind-error-skips-requeue", "bind-error-keeps-assumed-pod"):
+        m = by_name[name]
+        assert m.target == "kube-scheduler" and Path(m.patch).parent.name == "kube-scheduler"
+        head = Path(m.patch).read_text().split("\n--- a/")[0]
+        assert "Against k8s.io/kubernetes v1.37.2." in head and "Not searchable yet" not in head
+        assert set(m.breaks) & {"stranded", "no-pod-waits-past-bound"}
+    a_ks_file = sorted((ROOT / "bench" / "mutants" / "kube-scheduler").glob("*.patch"))
+    assert {Path(m.patch) for m in by_name.values() if m.target == "kube-scheduler"} == set(a_ks_file)  # all listed
+
+
+def test_a_kube_scheduler_mutant_is_searched_with_its_own_patch_option_against_its_release() -> None:
+    b = bench()
+    m = next(m for m in b.load() if m.target == "kube-scheduler")
+    opts = argparse.Namespace(controls=3, kinds="abort", budget="6m", nodes=10, pods=40, max_trials=None,
+                              include_known=False, base_patch=None)
+    argv = b.search_argv(m, "plan", 1, Path("/o"), Path("/s"), opts)
+    assert argv[1:5] == ["search", "--scheduler", "kube-scheduler", "--kube-scheduler-patch"] and argv[5] == m.patch
+    assert argv[argv.index("--control") + 1] == "build:released" and "--yunikorn-patch" not in argv
+    assert "--shapes" not in argv  # the search's own shapes, unless asked
+    tight = b.search_argv(m, "random", 1, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts),
+                                                                                      "shapes": "exact-fill"}))
+    assert tight[tight.index("--shapes") + 1] == "exact-fill"
+
+
+def test_a_base_patch_is_refused_for_a_kube_scheduler_mutant_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench().main(["run", "--mutants", "bind-error-keeps-assumed-pod", "--base-patch",
+                         "3355-forget-pod-reverts-with-expiry", "--results", str(tmp_path / "r.json"),
+                         "-o", str(tmp_path / "o")]) == 2
+    assert ("--base-patch is a YuniKorn base; bind-error-keeps-assumed-pod patch kube-scheduler"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "o").exists()
 
 
 def test_chosen_mutants_and_an_unknown_name() -> None:

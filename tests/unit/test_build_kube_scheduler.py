@@ -132,3 +132,50 @@ def test_the_build_command_builds_a_patched_kube_scheduler_named_alone(tmp_path:
     assert built[0][1].k8s_patch == patch.resolve()
     assert main(["cluster", "build", "kube-scheduler", "--source", str(tmp_path)]) == 2
     assert "--source yunikorn only" in capsys.readouterr().err
+
+
+def test_a_control_plane_takes_a_kube_scheduler_patch_only_for_kube_scheduler(tmp_path: Path) -> None:
+    from kube_fault_proxy.rig.cluster.control_plane import Options, up
+
+    with pytest.raises(build.BuildInputError, match="--kube-scheduler-patch needs --scheduler kube-scheduler"):
+        up(Options(state_dir=tmp_path / "c", scheduler="yunikorn", kube_scheduler_patch=tmp_path / "x.patch"))
+    assert not (tmp_path / "c").exists()  # refused before anything started
+
+
+def test_a_control_plane_builds_the_patched_kube_scheduler_under_its_own_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kube_fault_proxy.rig.cluster.control_plane import Options, up
+
+    patch = tmp_path / "p.patch"
+    patch.write_text(SKIP)
+    asked: list[build.Component] = []
+
+    class Built(Exception):
+        pass
+
+    def build_all(names: list[str], say: bool = True,
+                  overrides: dict[str, build.Component] | None = None) -> dict[str, Path]:
+        assert overrides is not None and "kube-scheduler" in names
+        asked.append(overrides["kube-scheduler"])
+        raise Built
+
+    monkeypatch.setattr(build, "build_all", build_all)
+    with pytest.raises(Built):
+        up(Options(state_dir=tmp_path / "c", scheduler="kube-scheduler", kube_scheduler_patch=patch))
+    assert asked[0] == build.kube_scheduler(patch) and asked[0].version.startswith(f"{versions.KUBERNETES}+p-")
+    assert asked[0].binary != build.ALL["kube-scheduler"].binary  # never the released binary's place
+
+
+@pytest.mark.parametrize(("scheduler", "given"), [("kube-scheduler", True), ("yunikorn", False),
+                                                  ("kube-controller-manager", False)])
+def test_a_search_rig_runs_a_patched_kube_scheduler_only_when_it_is_the_target(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, scheduler: str, given: bool) -> None:
+    from kube_fault_proxy.rig.search import trial
+
+    from tests.support.rig_options import captured_options
+
+    seen = captured_options(monkeypatch)
+    patch = tmp_path / "p.patch"
+    with trial.Rig.running(tmp_path, scheduler, 3, tmp_path, kube_scheduler_patch=patch):
+        pass
+    assert seen[0].kube_scheduler_patch == (patch if given else None) and seen[0].yunikorn_patch is None

@@ -381,8 +381,10 @@ def test_replay_of_a_kube_scheduler_finding_waits_as_the_search_s_own_replays(
     tiers: list[object] = []
 
     @contextlib.contextmanager
-    def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
+    def running(*args: object, devices: bool = False, gangs: bool = False,
+                kube_scheduler_patch: Path | None = None) -> Any:
         assert not devices and not gangs  # a roomy finding needs no DRA controller, no gang API
+        assert kube_scheduler_patch is None  # a search.json without kubeSchedulerPatch: the released build
         yield argparse.Namespace(build="yunikorn v1.9.0+a-fix-0123456789ab")  # the build the rig runs
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:

@@ -387,7 +387,8 @@ def test_replay_runs_the_minimal_cases_trial_actions(tmp_path: Path, monkeypatch
     replayed: list[Genome] = []
 
     @contextlib.contextmanager
-    def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
+    def running(*args: object, devices: bool = False, gangs: bool = False,
+                kube_scheduler_patch: Path | None = None) -> Any:
         yield types.SimpleNamespace(build="yunikorn v1.9.0")
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:

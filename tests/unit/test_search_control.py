@@ -85,7 +85,8 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, breaks_when: bool | None) -> list
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
                 kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False,
-                gangs: bool = False) -> Iterator[Any]:
+                gangs: bool = False, kube_scheduler_patch: Path | None = None) -> Iterator[Any]:
+        assert kube_scheduler_patch is None  # no patched build under test
         assert kubernetes == "v1.37.2"  # the search's release (the default), passed to every rig
         assert not devices and not gangs  # no device or gang shape drawn: no extra controller
         started.append((state_dir.name, {c: dict(g) for c, g in gates.items()}))

@@ -68,9 +68,11 @@ def fake_rigs(monkeypatch: pytest.MonkeyPatch, released_breaks: bool) -> list[tu
     def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, patch: Path | None,
                 source: Path | None, gates: Mapping[str, Mapping[str, bool]],
                 kinds: tuple[str, ...] = (), kubernetes: str = "", devices: bool = False,
-                gangs: bool = False) -> Iterator[Any]:
+                gangs: bool = False, kube_scheduler_patch: Path | None = None) -> Iterator[Any]:
+        patch = patch if scheduler == "yunikorn" else kube_scheduler_patch  # each rig takes its scheduler's patch
         events.append(("start", state_dir.name, patch))
-        build = f"yunikorn v1.9.0+{patch.stem}" if patch else "yunikorn v1.9.0"
+        release = "yunikorn v1.9.0" if scheduler == "yunikorn" else "kube-scheduler v1.37.2"
+        build = f"{release}+{patch.stem}" if patch else release
         try:
             yield SimpleNamespace(build=build, cluster=SimpleNamespace(processes={}), patched=patch is not None and patch.stem == "planted")
         finally:
@@ -157,7 +159,7 @@ def test_a_control_by_patch_finds_a_shipped_patch_by_name(tmp_path: Path, patch:
      "3355-assumed-pod-expiry, "),
     (["--control", "build:patch={base}"],
      "--control build:patch={base}: the target is the released build already; build:patch=FILE controls a patched "
-     "or source build (--yunikorn-patch, --yunikorn-source)"),
+     "or source build (--yunikorn-patch, --yunikorn-source, --kube-scheduler-patch)"),
     (["--yunikorn-patch", "{base}", "--control", "build:patch={base}"],
      "the target's --yunikorn-patch is the same patch, so the control would be the target's own build"),
 ])
@@ -171,12 +173,12 @@ def test_a_control_by_patch_is_refused_naming_what_is_wrong(argv: list[str], sai
     assert said.format(**where) in capsys.readouterr().err
 
 
-def test_a_control_by_patch_needs_yunikorn_as_the_target(tmp_path: Path, base: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["search", "--scheduler", "kube-scheduler", "--control", f"build:patch={base}", "--budget", "1m",
-                 "-o", str(tmp_path / "out")]) == 2
-    assert (f"--control build:patch={base}: a control by patch is YuniKorn v1.9.0 with that patch; it needs "
-            "--scheduler yunikorn") in capsys.readouterr().err
+def test_a_control_by_patch_needs_a_patchable_scheduler_as_the_target(tmp_path: Path, base: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", "--target", "kube-controller-manager", "--control", f"build:patch={base}", "--budget",
+                 "1m", "-o", str(tmp_path / "out")]) == 2
+    assert (f"--control build:patch={base}: a control by patch is the target scheduler as released with that "
+            "patch; it needs --target yunikorn or kube-scheduler") in capsys.readouterr().err
 
 
 def on_base(tmp_path: Path, patch: Path, base: Path) -> Settings:
@@ -228,3 +230,117 @@ def test_the_control_by_patch_is_built_before_any_trial(tmp_path: Path, patch: P
     assert built[0] == (["etcd", "kube-apiserver", "yunikorn-scheduler"], build.yunikorn(patch).version)
     assert built[1] == (["yunikorn-scheduler"], build.yunikorn(base).version)
     assert len(built) == 2
+
+
+# A patched kube-scheduler (`--kube-scheduler-patch`): its release with the patch, controlled by the release.
+
+def ks_args(tmp_path: Path, *argv: str) -> argparse.Namespace:
+    return parser().parse_args(["search", "--target", "kube-scheduler", *argv, "--budget", "1m",
+                                "-o", str(tmp_path / "out")])
+
+
+def test_a_patched_kube_scheduler_search_takes_its_release_or_a_base_as_its_control(tmp_path: Path, patch: Path,
+                                                                                    base: Path) -> None:
+    s = _settings(ks_args(tmp_path, "--kube-scheduler-patch", str(patch), "--control", "build:released"))
+    assert (s.scheduler, s.control, s.kube_scheduler_patch, s.yunikorn_patch) == (
+        "kube-scheduler", controls.RELEASED, patch, None)
+    on_base = _settings(ks_args(tmp_path, "--kube-scheduler-patch", str(patch), "--control", f"build:patch={base}"))
+    assert on_base.control == f"build:patch={base.resolve()}"
+    assert controls.state_name(str(on_base.control)) == "build-patch-fixed-base"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--target", "yunikorn", "--kube-scheduler-patch", "{patch}"],
+     "--kube-scheduler-patch builds the kube-scheduler under test: it needs --target kube-scheduler"),
+    (["--target", "kube-scheduler", "--kube-scheduler-patch", "{tmp}/gone.patch"],
+     "--kube-scheduler-patch {tmp}/gone.patch: cannot read it"),
+    (["--target", "kube-scheduler", "--kube-scheduler-patch", "{notes}"],
+     "--kube-scheduler-patch {notes}: not a patch: {notes}: no unified diff in it"),
+    (["--target", "kube-scheduler", "--kube-scheduler-patch", "{base}", "--control", "build:patch={base}"],
+     "the target's --kube-scheduler-patch is the same patch, so the control would be the target's own build"),
+    (["--target", "kube-scheduler", "--kube-scheduler-patch", "{patch}", "--print-job"],
+     "--kube-scheduler-patch builds on this machine; a campaign's workers run the image's kube-scheduler"),
+    (["--target", "kube-scheduler", "--yunikorn-patch", "{patch}"],
+     "--yunikorn-patch and --yunikorn-source build the YuniKorn under test: they need --scheduler yunikorn"),
+])
+def test_a_kube_scheduler_patch_is_refused_before_anything_naming_the_file(
+        argv: list[str], said: str, tmp_path: Path, patch: Path, base: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "notes.patch"
+    notes.write_text("Only words, no diff.\n")
+    where = {"patch": patch, "base": base, "notes": notes, "tmp": tmp_path}
+    assert main(["search", *[a.format(**where) for a in argv], "--budget", "1m", "-o", str(tmp_path / "out")]) == 2
+    assert said.format(**where) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_hit_only_the_patched_kube_scheduler_shows_is_confirmed_with_both_rigs_up_at_once(
+        tmp_path: Path, patch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = fake_rigs(monkeypatch, released_breaks=False)
+    s = dataclasses.replace(released_control(tmp_path, patch), scheduler="kube-scheduler", yunikorn_patch=None,
+                            kube_scheduler_patch=patch)
+    out = Search(s, lambda _: None).run()
+    assert [h.verdict for h in out.hits] == ["confirmed", "confirmed"] and out.findings
+    # kube-scheduler has no fixed port: the target's rig stays up while its control's runs; both stop at the end
+    assert events[:2] == [("start", "kube-scheduler", patch), ("start", "build-released", None)]
+    assert sorted(events[2:]) == sorted([("stop", "kube-scheduler", patch), ("stop", "build-released", None)])
+    assert (out.builds["kube-scheduler"], out.builds[controls.RELEASED]) == (
+        "kube-scheduler v1.37.2+planted", "kube-scheduler v1.37.2")
+    report = write(out, ["kube-fault-proxy", "search"]).read_text()
+    doc = json.loads((s.out / "search.json").read_text())
+    assert (doc["kubeSchedulerPatch"], doc["yunikornPatch"]) == (str(patch.resolve()), None)
+    assert "kube-fault-proxy search replay" in report and "scenario run" not in report  # none runs a patched one
+
+
+@pytest.mark.parametrize("control", ["build:released", "build:patch={base}"])
+def test_the_patched_kube_scheduler_and_its_control_are_built_before_any_trial_each_its_own_binary(
+        control: str, tmp_path: Path, patch: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[tuple[list[str], str]] = []
+
+    class Started(Exception):
+        pass
+
+    def build_all(names: list[str], say: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Path]:
+        built.append((names, (overrides or {})["kube-scheduler"].version))
+        return {}
+
+    def search(*_: Any) -> Any:
+        raise Started
+
+    monkeypatch.setattr(search_cli.build, "build_all", build_all)
+    monkeypatch.setattr(search_cli, "Search", search)
+    with pytest.raises(Started):
+        search_cli._search(ks_args(tmp_path, "--kube-scheduler-patch", str(patch), "--control",
+                                   control.format(base=base)))
+    planted = build.kube_scheduler(patch).version
+    assert planted.startswith("v1.37.2+planted-") and planted != build.ALL["kube-scheduler"].version
+    assert built[0] == (["etcd", "kube-apiserver", "kube-scheduler"], planted)
+    assert built[1] == (["kube-scheduler"], build.ALL["kube-scheduler"].version if control == "build:released"
+                        else build.kube_scheduler(base).version)
+    assert len(built) == 2
+
+
+def test_a_replay_of_a_patched_kube_scheduler_search_runs_the_patched_build(
+        tmp_path: Path, patch: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kube_fault_proxy.rig.search.trial import Rig
+
+    given: list[tuple[str, Path | None, Path | None]] = []
+
+    @contextlib.contextmanager
+    def running(state_dir: Path, scheduler: str, nodes: int, profiles: Path, yk_patch: Path | None, *_: Any,
+                kube_scheduler_patch: Path | None = None, **__: Any) -> Iterator[Any]:
+        given.append((scheduler, yk_patch, kube_scheduler_patch))
+        yield SimpleNamespace(build=f"kube-scheduler v1.37.2+{patch.stem}")
+
+    def trial(rig: Any, genome: Genome, name: str, tier: Tier, note: Any) -> TrialResult:
+        return TrialResult(name, "kube-scheduler", genome, broken=["stranded"])
+
+    monkeypatch.setattr(Rig, "running", running)
+    monkeypatch.setattr(search_cli, "run_trial", trial)
+    minimal = {"rules": [], "pods": 20, "action": None, "seed": 1, "nodes": 2}
+    (tmp_path / "search.json").write_text(json.dumps({
+        "minimal": minimal, "target": ["stranded"], "scheduler": "kube-scheduler", "nodes": 10,
+        "kubeSchedulerPatch": str(patch), "yunikornPatch": None}))
+    assert main(["search", "replay", str(tmp_path), "--times", "1", "--state-dir", str(tmp_path / "s")]) == 1
+    assert given == [("kube-scheduler", None, patch)]
+    assert "1/1 replays broke stranded on kube-scheduler v1.37.2+planted" in capsys.readouterr().out

@@ -72,7 +72,8 @@ def _fake(monkeypatch: pytest.MonkeyPatch, clean: list[dict[str, Any]], runs: li
     ends = iter([*clean, *runs])
 
     @contextlib.contextmanager
-    def running(*args: object, devices: bool = False, gangs: bool = False) -> Any:
+    def running(*args: object, devices: bool = False, gangs: bool = False,
+                kube_scheduler_patch: Path | None = None) -> Any:
         yield types.SimpleNamespace(build="yunikorn v1.9.0")
 
     def trial(rig: object, genome: Genome, name: str, tier: object, note: object) -> TrialResult:

@@ -9,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from kube_fault_proxy import shipped
-from kube_fault_proxy.cli import search_campaign, search_orders, search_rejudge
+from kube_fault_proxy.cli import search_builds, search_campaign, search_orders, search_rejudge
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_kubernetes_argument, feature_gate
 from kube_fault_proxy.proxy.profiles.problems import ProfileError
@@ -84,6 +83,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--control must be another scheduler than --scheduler (or {UNFAULTED}: the same one "
                          f"without the profile, or {controls.GATES}GATE=BOOL,...: the same build with other gates)")
     try:
+        search_builds.check(args)
         gates = controls.target_gates(args.feature_gates or [], args.scheduler)
         control = _control(args.scheduler, args.control, gates)
         if controls.is_gates(control):
@@ -92,7 +92,8 @@ def _settings(args: argparse.Namespace) -> Settings:
                 raise ValueError(f"--control {control}: the target already runs with these gates; the control "
                                  "must set at least one of them otherwise")
         if controls.is_build(control):
-            control = controls.parse_build(str(control), args.scheduler, args.yunikorn_patch, args.yunikorn_source)
+            control = controls.parse_build(str(control), args.scheduler, search_builds.target_patch(args),
+                                           args.yunikorn_source)
     except ValueError as e:
         raise UsageError(str(e)) from None
     shapes = tuple(x.strip() for x in (args.shapes or ",".join(SHAPES)).split(",") if x.strip())
@@ -132,9 +133,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError(str(e)) from None
     if args.pods < 20 or args.nodes < 1 or args.replays < 1:
         raise UsageError("--pods must be at least 20, --nodes and --replays at least 1")
-    if (args.yunikorn_patch or args.yunikorn_source) and args.scheduler != "yunikorn":
-        raise UsageError("--yunikorn-patch and --yunikorn-source build the YuniKorn under test: "
-                         "they need --scheduler yunikorn")
     state = args.state_dir or default_state_dir().parent / "search"
     catalogue = known.catalogue(tuple(args.known or ()))  # a bad one fails here, before anything is built
     asked = "" if args.include_known in (None, "all") else args.include_known
@@ -148,7 +146,8 @@ def _settings(args: argparse.Namespace) -> Settings:
                     nodes=args.nodes, pods=args.pods, shrink_budget=shrink_budget, shrink_total=shrink_total,
                     replays=args.replays,
                     max_trials=args.max_trials, yunikorn_patch=args.yunikorn_patch,
-                    yunikorn_source=args.yunikorn_source, shapes=shapes, canary_every=args.canary_every,
+                    yunikorn_source=args.yunikorn_source, kube_scheduler_patch=args.kube_scheduler_patch,
+                    shapes=shapes, canary_every=args.canary_every,
                     include_known=args.include_known == "all", known_as_new=as_new, known_files=tuple(args.known or ()),
                     fresh=args.fresh, feature_gates=gates, workloads=workloads, kubernetes=args.kubernetes,
                     differential=args.differential, controls=args.controls,
@@ -180,13 +179,7 @@ def _search(args: argparse.Namespace) -> int:
     s = _settings(args)
     if args.worker or args.on_cluster or args.print_job:
         return search_campaign.run(s, args, summary)
-    yunikorn = build.yunikorn(s.yunikorn_patch, s.yunikorn_source)  # a bad patch fails here, before any trial
-    build.build_all(["etcd", "kube-apiserver", *{"yunikorn": ["yunikorn-scheduler"]}.get(s.scheduler, []),
-                     *(["kube-scheduler"] if {"kube-scheduler", waist.CONTROLLER_MANAGER} & {s.scheduler, s.control}
-                       else [])],
-                    overrides={**build.components(s.kubernetes), "yunikorn-scheduler": yunikorn})
-    if s.control is not None and (base := controls.build_patch(s.control)):  # a control by patch: built now too
-        build.build_all(["yunikorn-scheduler"], overrides={"yunikorn-scheduler": build.yunikorn(base)})
+    search_builds.build_all(s)  # a bad patch fails here, before any trial
     console = stderr_console()
     with Progress("search trials", None, console=console) as bar:
         def progress(out: Outcome) -> None:
@@ -302,10 +295,11 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                         f"the same profile; {UNFAULTED} (the same scheduler and workload without it); "
                         f"{controls.GATES}GATE=BOOL,... (the same build with these gates, the target's others kept, "
                         "under the same profile: a differential control, e.g. gates:SchedulerAsyncAPICalls=false); "
-                        f"{controls.RELEASED} (with --yunikorn-patch or --yunikorn-source: the scheduler as released "
-                        "under the same profile, so only what the patch changed is confirmed); "
-                        f"{controls.PATCH}FILE (the same, with FILE, a patch or a shipped patch's name, applied to "
-                        "the release: the control of a target built on FILE, e.g. a bug planted on a fixed build); "
+                        f"{controls.RELEASED} (with --yunikorn-patch, --yunikorn-source or --kube-scheduler-patch: "
+                        "the scheduler as released under the same profile, so only what the patch changed is "
+                        f"confirmed); {controls.PATCH}FILE (the same, with FILE, a patch or a shipped YuniKorn "
+                        "patch's name, applied to the release: the control of a target built on FILE, e.g. a bug "
+                        "planted on a fixed build); "
                         "or none. Default: with --feature-gates, each of them the other way; else kube-scheduler "
                         f"for a YuniKorn search, {UNFAULTED} for a kube-scheduler one")
     p.add_argument("--shapes", metavar="S,...",
@@ -372,10 +366,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--profiles", type=Path, metavar="DIR",
                    help="profile library (default: ./fault_profiles if it exists, else the shipped one)")
     p.add_argument("--state-dir", type=Path, help="where the search's control planes live")
-    p.add_argument("--yunikorn-patch", type=lambda s: shipped.yunikorn_patch(Path(s)), metavar="FILE",
-                   help="with --scheduler yunikorn: search v1.9.0 with this unified diff applied (see `cluster build`)")
-    p.add_argument("--yunikorn-source", type=Path, metavar="DIR",
-                   help="with --scheduler yunikorn: search a build of this yunikorn-k8shim checkout")
+    search_builds.add_arguments(p)
     search_campaign.add_campaign_arguments(p)
     ssub = p.add_subparsers(dest="search_command", metavar="ACTION")
     r = ssub.add_parser("replay", help="rerun a search directory's minimal case on a fresh control plane")

@@ -84,6 +84,8 @@ class Options:
     # With scheduler yunikorn: v1.9.0 with this patch, or this yunikorn-k8shim checkout (build.yunikorn).
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
+    # With scheduler kube-scheduler: its release (`kubernetes`) with this patch (build.kube_scheduler).
+    kube_scheduler_patch: Path | None = None
     # component -> gate -> on, passed to that binary's --feature-gates (feature_gates.COMPONENTS).
     feature_gates: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
     # The clients whose kubeconfig points at the proxy (THROUGH_PROXY); None: the scheduler, if any.
@@ -120,6 +122,8 @@ def up(opts: Options) -> Cluster:
         raise ClusterError(f"a cluster is already running from {opts.state_dir}: run `cluster down` first")
     if (opts.yunikorn_patch or opts.yunikorn_source) and opts.scheduler != "yunikorn":
         raise build.BuildInputError("--yunikorn-patch and --yunikorn-source need --scheduler yunikorn")
+    if opts.kube_scheduler_patch and opts.scheduler != "kube-scheduler":
+        raise build.BuildInputError("--kube-scheduler-patch needs --scheduler kube-scheduler")
     _check_targets(opts)
     if opts.real_node:
         try:
@@ -131,6 +135,8 @@ def up(opts: Options) -> Cluster:
     needed = needed_components(opts.scheduler)
     components = {**build.components(opts.kubernetes),
                   "yunikorn-scheduler": build.yunikorn(opts.yunikorn_patch, opts.yunikorn_source)}
+    if opts.kube_scheduler_patch is not None:  # its own build (name and hash), never the released binary
+        components["kube-scheduler"] = build.kube_scheduler(opts.kube_scheduler_patch, opts.kubernetes)
     if opts.feature_gates:  # a gate the release lacks: said now, not by a binary that exits at startup
         names = build.known_gates(opts.kubernetes)
         if names is None:
@@ -151,7 +157,8 @@ def up(opts: Options) -> Cluster:
         through_proxy=list(opts.proxied()), controllers=list(opts.controllers),
         targets={n: feature_gates.target(f"{n} {components[n].version}", opts.feature_gates, n)
                  for n in needed if n in feature_gates.COMPONENTS},
-        scheduler_variant=components["yunikorn-scheduler"].variant if opts.scheduler == "yunikorn" else None,
+        scheduler_variant=components[SCHEDULER_BINARIES[opts.scheduler]].variant
+        if opts.scheduler in SCHEDULER_BINARIES else None,
         apiserver_max_streams=opts.apiserver_max_streams,
         proxy_max_streams=opts.proxy_max_streams if opts.proxy else None)
     c.save()

@@ -60,7 +60,7 @@ class ClusterState(_Record):
     nodes: int = 0
     builds: dict[str, str] = Field(default_factory=dict)  # component -> version
     scheduler_build: str | None = None  # the scheduler's exact build plus its gates
-    scheduler_variant: str | None = None  # a patched or source-built YuniKorn: what it was built from
+    scheduler_variant: str | None = None  # a patched (or source-built YuniKorn) scheduler: what it was built from
     scheduler_binary: str | None = None
     feature_gates: dict[str, dict[str, bool]] = Field(default_factory=dict)  # component -> gate -> on
     through_proxy: list[str] | None = None

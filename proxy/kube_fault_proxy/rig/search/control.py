@@ -6,8 +6,9 @@ A hit with a gate on is confirmed only if the control with it off keeps the hit'
 reverse). A control's gate without a component is the scheduler's (`gates:kube-scheduler:Gate=bool` names
 it); by default a search with gates is controlled by the same build with each of its gates flipped.
 
-`--control build:released` is the control of a patched or source build (`--yunikorn-patch`, `--yunikorn-source`):
-the same scheduler as released, with the target's gates, under the same profile and workload. A bug the patch
+`--control build:released` is the control of a patched or source build (`--yunikorn-patch`, `--yunikorn-source`,
+`--kube-scheduler-patch`): the same scheduler as released (kube-scheduler: of the search's release), with the
+target's gates, under the same profile and workload. A bug the patch
 planted counts only where the released build stays clean (the mutation benchmark, bench/mutation.py).
 `--control build:patch=FILE` is the same with FILE applied to the release: the control of a build that has FILE
 and more (a bug planted on a fixed base), so only what the target adds to FILE is confirmed.
@@ -25,7 +26,8 @@ from kube_fault_proxy.rig.cluster.feature_gates import Gates
 GATES = "gates:"
 BUILD = "build:"
 RELEASED = BUILD + "released"  # the target scheduler as released
-PATCH = BUILD + "patch="  # build:patch=FILE: YuniKorn as released with FILE applied
+PATCH = BUILD + "patch="  # build:patch=FILE: the target scheduler as released with FILE applied
+PATCHED = {"yunikorn": "--yunikorn-patch", "kube-scheduler": "--kube-scheduler-patch"}  # scheduler -> its option
 SEARCHABLE = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")  # components whose gates a search sets
 TARGETED = ("kube-scheduler", "kube-controller-manager")  # gates set only when the component is the target
 # kube-controller-manager v1.36.3's stale-controller consistency (KEP-5647: Beta, on by default): a search of it with
@@ -50,28 +52,29 @@ def build_patch(control: str) -> Path | None:
 
 
 def parse_build(control: str, scheduler: str, patch: Path | None = None, source: Path | None = None) -> str:
-    """A control by build checked against the target (its scheduler, `--yunikorn-patch`, `--yunikorn-source`) and
-    normalised: `build:released`, or `build:patch=` with FILE's absolute path (a shipped patch's name finds it, as
-    with --yunikorn-patch). ValueError names the control and what is wrong."""
+    """A control by build checked against the target (its scheduler; its patch, `--yunikorn-patch` or
+    `--kube-scheduler-patch`; `--yunikorn-source`) and normalised: `build:released`, or `build:patch=` with FILE's
+    absolute path (for YuniKorn a shipped patch's name finds it, as with --yunikorn-patch). ValueError names the
+    control and what is wrong."""
     body = control.removeprefix(BUILD)
     if control != RELEASED and not control.startswith(PATCH):
         raise ValueError(f"--control {control!r}: a control by build is {RELEASED} (the target scheduler as "
                          f"released, without the target's patch or source tree) or {PATCH}FILE (released with "
                          f"FILE applied); {body!r} is neither")
-    if control.startswith(PATCH) and scheduler != "yunikorn":
-        raise ValueError(f"--control {control}: a control by patch is YuniKorn v1.9.0 with that patch; it needs "
-                         "--scheduler yunikorn")
+    if control.startswith(PATCH) and scheduler not in PATCHED:
+        raise ValueError(f"--control {control}: a control by patch is the target scheduler as released with that "
+                         f"patch; it needs --target {' or '.join(PATCHED)}")
     if patch is None and source is None:
         what = RELEASED if control == RELEASED else f"{PATCH}FILE"
         raise ValueError(f"--control {control}: the target is the released build already; {what} controls a "
-                         "patched or source build (--yunikorn-patch, --yunikorn-source)")
+                         "patched or source build (--yunikorn-patch, --yunikorn-source, --kube-scheduler-patch)")
     if control == RELEASED:
         return RELEASED
     given = body.removeprefix("patch=")
     if not given:
         raise ValueError(f"--control {control}: name the patch file ({PATCH}FILE, or a shipped patch's name: "
                          f"{', '.join(shipped.names(shipped.PATCHES / 'yunikorn', '.patch'))})")
-    path = shipped.yunikorn_patch(Path(given))
+    path = shipped.yunikorn_patch(Path(given)) if scheduler == "yunikorn" else Path(given)
     if not path.is_file():
         raise ValueError(f"--control {control}: {path} is no file (nor the name of a shipped patch)")
     try:
@@ -83,7 +86,7 @@ def parse_build(control: str, scheduler: str, patch: Path | None = None, source:
     except patches.PatchError as e:
         raise ValueError(f"--control {control}: not a patch: {e}") from None
     if patch is not None and patch.is_file() and patch.read_bytes() == path.read_bytes():
-        raise ValueError(f"--control {control}: the target's --yunikorn-patch is the same patch, so the control "
+        raise ValueError(f"--control {control}: the target's {PATCHED[scheduler]} is the same patch, so the control "
                          "would be the target's own build; name the patch the target's is built on")
     return PATCH + str(path.resolve())
 

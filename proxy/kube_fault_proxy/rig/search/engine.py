@@ -106,15 +106,15 @@ class Search:
                 stopped = down(left)
                 self.note(f"stopped what an earlier search left running in {left}: {', '.join(stopped.names)}")
             self.note(f"starting the control plane for {key} ({self.s.nodes} nodes)")
-            patch, source = self.s.yunikorn_patch, self.s.yunikorn_source
+            patch, source, kube = self.s.yunikorn_patch, self.s.yunikorn_source, self.s.kube_scheduler_patch
             if controls.is_build(key):  # the target scheduler as released (build:released), or with a patch of its own
-                patch, source = controls.build_patch(key), None
+                patch, source, kube = controls.build_patch(key), None, controls.build_patch(key)
             own = self._own[key] = self._rigs.enter_context(contextlib.ExitStack())
             self.rigs[key] = own.enter_context(Rig.running(
                 left, self.scheduler_of(key), self.s.nodes, self.s.profiles_dir, patch, source,
                 self.gates_of(key), self.s.workloads, self.s.kubernetes,
                 devices=bool(set(self.s.shapes) & set(DEVICE_SHAPES)),
-                gangs=bool(set(self.s.shapes) & set(GANG_SHAPES))))
+                gangs=bool(set(self.s.shapes) & set(GANG_SHAPES)), kube_scheduler_patch=kube))
             self.builds[key] = self.rigs[key].build
         self.remember_pids(key, self.rigs[key])
         return self.rigs[key]

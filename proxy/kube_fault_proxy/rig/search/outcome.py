@@ -43,6 +43,8 @@ class Settings:
     # With scheduler yunikorn: v1.9.0 with this patch, or this shim checkout (build.yunikorn).
     yunikorn_patch: Path | None = None
     yunikorn_source: Path | None = None
+    # With scheduler kube-scheduler: its release (`kubernetes`) with this patch (build.kube_scheduler).
+    kube_scheduler_patch: Path | None = None
     shapes: tuple[str, ...] = SHAPES  # workload shapes the grammar draws from (rig.shapes)
     canary_every: int = 10  # every n-th trial is a fault-free canary (0: none)
     include_known: bool = False  # confirm, shrink and replay hits of known bugs (and the faults' own effects) too

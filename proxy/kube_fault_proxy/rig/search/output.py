@@ -127,6 +127,7 @@ def _write_one(out: Outcome, argv: list[str], index: bool) -> Path:
         "workloads": list(s.workloads) if s.scheduler == CONTROLLER_MANAGER else None,
         "yunikornPatch": str(s.yunikorn_patch.resolve()) if s.yunikorn_patch else None,
         "yunikornSource": str(s.yunikorn_source.resolve()) if s.yunikorn_source else None,
+        "kubeSchedulerPatch": str(s.kube_scheduler_patch.resolve()) if s.kube_scheduler_patch else None,
         "kinds": list(s.kinds), "nodes": s.nodes, "pods": s.pods, "budgetSeconds": s.budget,
         "budgets": {"searchSeconds": s.budget, "maxTrials": s.max_trials, "shrinkSecondsPerFinding": s.shrink_budget,
                     "shrinkSecondsTotal": s.shrink_total, "replays": s.replays, "canaryEvery": s.canary_every},
@@ -307,7 +308,7 @@ def _markdown(out: Outcome, doc: dict[str, Any], index: bool = True) -> str:
                   f"{', '.join(out.target)} (runs: {'; '.join(', '.join(r) or 'clean' for r in out.replays)}); "
                   f"{control_text(s.control, out.minimal_control)} under it", "",
                   "Reproduce:", "", "```sh", f"kube-fault-proxy search replay {s.out}",
-                  *([] if s.scheduler == CONTROLLER_MANAGER else [
+                  *([] if s.scheduler == CONTROLLER_MANAGER or s.kube_scheduler_patch else [  # no such scenario run
                       f"kube-fault-proxy scenario run {s.out}/replay-scenario.yaml --profiles {s.out} "
                       f"--scheduler {s.scheduler} --seed {minimal.seed}"
                       + (f" --yunikorn-patch {s.yunikorn_patch}" if s.yunikorn_patch else "")

@@ -14,7 +14,8 @@ from kube_fault_proxy.rig.search.genome import Genome
 from kube_fault_proxy.rig.search.rejudge import CLASSES, JUDGED_EXCUSED, Rejudged, Stored, genome_of
 
 PENDING = ("undecided", "under-controlled")  # what only runs can settle: a replay with the journal, more controls
-REPLAY_FIELDS = ("nodes", "yunikornPatch", "yunikornSource", "featureGates", "workloads", "kubernetes", "build")
+REPLAY_FIELDS = ("nodes", "yunikornPatch", "yunikornSource", "kubeSchedulerPatch", "featureGates", "workloads",
+                 "kubernetes", "build")
 
 
 def replay_doc(doc: Mapping[str, Any], hit: Rejudged, genome: Genome, control: bool = False) -> dict[str, Any]:

@@ -59,10 +59,12 @@ def _genome(stored: Any, where: str) -> Genome:
 def case_rig(doc: dict[str, Any], genome: Genome, state: Path, profiles: Path,
              nodes: int) -> Iterator[Rig]:
     """A fresh control plane of the build the search ran, `nodes` nodes, up for the block."""
-    patch, source = (Path(doc[k]) if doc.get(k) else None for k in ("yunikornPatch", "yunikornSource"))
+    patch, source, own = (Path(doc[k]) if doc.get(k) else None
+                          for k in ("yunikornPatch", "yunikornSource", "kubeSchedulerPatch"))
     gates = doc.get("featureGates") or {}  # the target's gates: the build it broke
     kinds = tuple(doc.get("workloads") or WORKLOAD_KINDS)  # kube-controller-manager's: the workloads it made
     release = doc.get("kubernetes") or versions.KUBERNETES  # a search written before releases ran the default
     with Rig.running(state / doc["scheduler"], doc["scheduler"], nodes, profiles, patch, source, gates, kinds,
-                     release, devices=genome.shape in DEVICE_SHAPES, gangs=genome.shape in GANG_SHAPES) as rig:
+                     release, devices=genome.shape in DEVICE_SHAPES, gangs=genome.shape in GANG_SHAPES,
+                     kube_scheduler_patch=own) as rig:
         yield rig

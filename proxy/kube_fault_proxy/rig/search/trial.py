@@ -89,9 +89,11 @@ class Rig:
                 yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
                 feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
                 kinds: tuple[str, ...] = WORKLOAD_KINDS, kubernetes: str = versions.KUBERNETES,
-                devices: bool = False, gangs: bool = False) -> Iterator[Rig]:
+                devices: bool = False, gangs: bool = False,
+                kube_scheduler_patch: Path | None = None) -> Iterator[Rig]:
         """The control plane up for the block (raises ClusterError), down after it; a YuniKorn rig may run a
-        patched or source build (the other scheduler's rig ignores both); kube-scheduler's gates go only to a
+        patched or source build, a kube-scheduler rig a patched build (each rig ignores the other scheduler's
+        patch, and a kube-controller-manager rig runs kube-scheduler as released); kube-scheduler's gates go only to a
         kube-scheduler rig, the other components' to every rig. A kube-controller-manager rig runs its workload
         controllers through the proxy and kube-scheduler direct. Every component but YuniKorn is of the
         Kubernetes release `kubernetes`. With `devices` (a device shape may be drawn) kube-controller-manager
@@ -99,6 +101,7 @@ class Rig:
         gang shape may be drawn) `GenericWorkload` is on in every component unless `feature_gates` says otherwise
         (a control by gates), the v1beta1 scheduling API is served, and the podgroup-protection-controller runs."""
         patch, source = (yunikorn_patch, yunikorn_source) if scheduler == "yunikorn" else (None, None)
+        own = kube_scheduler_patch if scheduler == "kube-scheduler" else None
         wanted = {part: dict(g) for part, g in (feature_gates or {}).items()}
         if gangs:
             for part, g in feature_gates_of(gang.GATES).items():
@@ -116,6 +119,7 @@ class Rig:
         with running(Options(state_dir=state_dir, nodes=nodes,
                              scheduler="kube-scheduler" if scheduler == CONTROLLER_MANAGER else scheduler, proxy=True,
                              profiles_dir=profiles_dir, yunikorn_patch=patch, yunikorn_source=source,
+                             kube_scheduler_patch=own,
                              feature_gates=gates, kubernetes=kubernetes, **extra)) as c:
             yield cls(c, scheduler, shaped=(shapes.ROOMY_NODE,) * nodes, kinds=kinds)  # the default NodeShape
 
