@@ -131,9 +131,10 @@ class Orders:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (what `search orders` writes)."""
+        acted = {r.name for r in self.acted}
         return {"verdict": self.verdict, "cleanRuns": [_run(r) for r in self.clean],
                 "masked": sorted(self.baseline.masked) if self.baseline else None,
-                "orders": [{**_run(r), "endStateIndex": self.state_of(r), "reordered": bool(r in self.acted)}
+                "orders": [{**_run(r), "endStateIndex": self.state_of(r), "reordered": r.name in acted}
                            for r in self.runs],
                 "distinctEndStates": len(self.distinct), "differing": self.differing}
 
