@@ -202,12 +202,7 @@ def base_patch(given: str) -> str:
     from kube_fault_proxy import shipped
 
     path = shipped.yunikorn_patch(Path(given))
-    try:
-        patches.parse(path.read_text(), str(path))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--base-patch {given}: cannot read {path} ({e})") from None
-    except patches.PatchError as e:
-        raise ValueError(f"--base-patch {given}: not a patch: {e}") from None
+    patches.check_file(path, f"--base-patch {given}")
     return str(path.resolve())
 
 

@@ -209,15 +209,17 @@ def test_a_hit_the_base_shows_too_is_not_the_planted_bugs(tmp_path: Path, patch:
     assert [h.verdict for h in out.hits] == ["control-broken", "control-broken"] and not out.findings
 
 
-def test_the_control_by_patch_is_built_before_any_trial(tmp_path: Path, patch: Path, base: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def builds_before_search(monkeypatch: pytest.MonkeyPatch, binary: str, args: argparse.Namespace) -> list[
+        tuple[list[str], str]]:
+    """What `search` builds before its first trial (the search itself stopped there): per build_all call, the
+    components asked for and the version of `binary` it builds."""
     built: list[tuple[list[str], str]] = []
 
     class Started(Exception):
         pass
 
     def build_all(names: list[str], say: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Path]:
-        built.append((names, (overrides or {})["yunikorn-scheduler"].version))
+        built.append((names, (overrides or {})[binary].version))
         return {}
 
     def search(*_: Any) -> Any:
@@ -226,7 +228,14 @@ def test_the_control_by_patch_is_built_before_any_trial(tmp_path: Path, patch: P
     monkeypatch.setattr(search_cli.build, "build_all", build_all)
     monkeypatch.setattr(search_cli, "Search", search)
     with pytest.raises(Started):
-        search_cli._search(search_args(tmp_path, "--yunikorn-patch", str(patch), "--control", f"build:patch={base}"))
+        search_cli._search(args)
+    return built
+
+
+def test_the_control_by_patch_is_built_before_any_trial(tmp_path: Path, patch: Path, base: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    built = builds_before_search(monkeypatch, "yunikorn-scheduler", search_args(
+        tmp_path, "--yunikorn-patch", str(patch), "--control", f"build:patch={base}"))
     assert built[0] == (["etcd", "kube-apiserver", "yunikorn-scheduler"], build.yunikorn(patch).version)
     assert built[1] == (["yunikorn-scheduler"], build.yunikorn(base).version)
     assert len(built) == 2
@@ -253,7 +262,7 @@ def test_a_patched_kube_scheduler_search_takes_its_release_or_a_base_as_its_cont
     (["--target", "yunikorn", "--kube-scheduler-patch", "{patch}"],
      "--kube-scheduler-patch builds the kube-scheduler under test: it needs --target kube-scheduler"),
     (["--target", "kube-scheduler", "--kube-scheduler-patch", "{tmp}/gone.patch"],
-     "--kube-scheduler-patch {tmp}/gone.patch: cannot read it"),
+     "--kube-scheduler-patch {tmp}/gone.patch: cannot read {tmp}/gone.patch"),
     (["--target", "kube-scheduler", "--kube-scheduler-patch", "{notes}"],
      "--kube-scheduler-patch {notes}: not a patch: {notes}: no unified diff in it"),
     (["--target", "kube-scheduler", "--kube-scheduler-patch", "{base}", "--control", "build:patch={base}"],
@@ -295,23 +304,8 @@ def test_a_hit_only_the_patched_kube_scheduler_shows_is_confirmed_with_both_rigs
 @pytest.mark.parametrize("control", ["build:released", "build:patch={base}"])
 def test_the_patched_kube_scheduler_and_its_control_are_built_before_any_trial_each_its_own_binary(
         control: str, tmp_path: Path, patch: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    built: list[tuple[list[str], str]] = []
-
-    class Started(Exception):
-        pass
-
-    def build_all(names: list[str], say: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Path]:
-        built.append((names, (overrides or {})["kube-scheduler"].version))
-        return {}
-
-    def search(*_: Any) -> Any:
-        raise Started
-
-    monkeypatch.setattr(search_cli.build, "build_all", build_all)
-    monkeypatch.setattr(search_cli, "Search", search)
-    with pytest.raises(Started):
-        search_cli._search(ks_args(tmp_path, "--kube-scheduler-patch", str(patch), "--control",
-                                   control.format(base=base)))
+    built = builds_before_search(monkeypatch, "kube-scheduler", ks_args(
+        tmp_path, "--kube-scheduler-patch", str(patch), "--control", control.format(base=base)))
     planted = build.kube_scheduler(patch).version
     assert planted.startswith("v1.37.2+planted-") and planted != build.ALL["kube-scheduler"].version
     assert built[0] == (["etcd", "kube-apiserver", "kube-scheduler"], planted)

@@ -43,12 +43,7 @@ def check(args: argparse.Namespace) -> None:
     if args.worker or args.on_cluster or args.print_job:
         raise ValueError(f"{KUBE_SCHEDULER_PATCH} builds on this machine; a campaign's workers run the image's "
                          "kube-scheduler (--workers, --on-cluster, --print-job)")
-    try:
-        patches.parse(patch.read_text(), str(patch))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{KUBE_SCHEDULER_PATCH} {patch}: cannot read it ({e})") from None
-    except patches.PatchError as e:
-        raise ValueError(f"{KUBE_SCHEDULER_PATCH} {patch}: not a patch: {e}") from None
+    patches.check_file(patch, f"{KUBE_SCHEDULER_PATCH} {patch}")
 
 
 def target_patch(args: argparse.Namespace) -> Path | None:

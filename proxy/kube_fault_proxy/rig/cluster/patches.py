@@ -91,6 +91,17 @@ def parse(text: str, name: str) -> list[FilePatch]:
     return out
 
 
+def check_file(path: Path, what: str) -> None:
+    """A patch file an option names, read and parsed before anything is built. ValueError says `what` (the option
+    and the value given), then why: `what: cannot read PATH (...)` or `what: not a patch: ...`."""
+    try:
+        parse(path.read_text(), str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{what}: cannot read {path} ({e})") from None
+    except PatchError as e:
+        raise ValueError(f"{what}: not a patch: {e}") from None
+
+
 def _hunk(lines: list[str], i: int, name: str, number: int, path: str) -> tuple[Hunk, int]:
     m = HUNK_HEADER.match(lines[i])
     if m is None:

@@ -77,14 +77,7 @@ def parse_build(control: str, scheduler: str, patch: Path | None = None, source:
     path = shipped.yunikorn_patch(Path(given)) if scheduler == "yunikorn" else Path(given)
     if not path.is_file():
         raise ValueError(f"--control {control}: {path} is no file (nor the name of a shipped patch)")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--control {control}: cannot read {path} ({e})") from None
-    try:
-        patches.parse(text, str(path))
-    except patches.PatchError as e:
-        raise ValueError(f"--control {control}: not a patch: {e}") from None
+    patches.check_file(path, f"--control {control}")
     if patch is not None and patch.is_file() and patch.read_bytes() == path.read_bytes():
         raise ValueError(f"--control {control}: the target's {PATCHED[scheduler]} is the same patch, so the control "
                          "would be the target's own build; name the patch the target's is built on")
