@@ -474,3 +474,26 @@ def test_a_known_bug_is_not_matched_on_what_the_control_broke_too(tmp_path: Path
     out = Outcome(ks.s)
     assert ks.file_hit(0, g, TrialResult("p0", "yunikorn", g, broken=broken, injections=1), out) == "known"
     assert out.hits[0].known == "YUNIKORN-3128"
+
+
+@pytest.mark.parametrize(("control_build", "control", "verdict", "known"), [
+    ("yunikorn v1.9.0", ["I3", "I4", "stranded"], "confirmed", None),  # the release has 3355, kept its phantom
+    ("yunikorn v1.8.0", ["I3", "I4", "stranded"], "known", "YUNIKORN-3355"),  # a control without 3355: no say
+    ("yunikorn v1.9.0+3355-closing-fix-0123", ["I3", "I4", "stranded"], "known", "YUNIKORN-3355"),  # fixed there
+])
+def test_a_known_bug_the_control_build_has_and_kept_is_not_what_the_target_showed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control_build: str, control: list[str], verdict: str,
+        known: str | None) -> None:
+    """A planted 409-taken-as-bound books a phantom (I2), YUNIKORN-3355's signature, where the release under the same
+    profile shows YUNIKORN-3128 instead: the release has 3355 and did not show it, so the phantom is the planted
+    change's, a finding, not 3355 again (the mutation benchmark, 2026-12-07)."""
+    _controlled(monkeypatch, ["I2", "stranded"], control)
+    yk = Settings(scheduler="yunikorn", control="build:released", budget=60, seed=1, kinds=("abort",), out=tmp_path,
+                  state_dir=tmp_path, profiles_dir=tmp_path, yunikorn_patch=tmp_path / "planted.patch")
+    s = Search(yk, lambda _: None)
+    s.builds.update({"yunikorn": "yunikorn v1.9.0+planted-0123456789ab", "build:released": control_build})
+    g = Genome(rules=(rule("abort", dict(BINDING)),), pods=20)
+    out = Outcome(yk)
+    s.file_hit(0, g, TrialResult("t0", "yunikorn", g, broken=["I2", "stranded"], injections=1), out)
+    hit = out.hits[0]
+    assert (hit.verdict, hit.known) == (verdict, known), hit
