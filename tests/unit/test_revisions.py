@@ -125,6 +125,20 @@ def test_a_write_answered_without_a_revision_counts_so_hide_n_hides_exactly_n() 
     assert isinstance(hide1, Choice) and (hide1.revision, hide1.writes_since) == (12, 1), "only the delete hidden"
 
 
+def test_binds_answered_before_their_events_hide_writes_after_the_newest_revision_seen() -> None:
+    """Three Bindings answered (a Status each) before their events: the revision served is the newest seen,
+    and it hides the three (CI's run of 17c481a: served 271, newest 271, writesSince 3)."""
+    log = RevisionLog()
+    for t, rv in enumerate((269, 270, 271)):
+        log.seen(PODS, rv, 100.0 + t, write=True)
+    for t in range(3):
+        log.unrevisioned(PODS, 103.0 + t / 10)
+    assert log.choose_writes(PODS, 3, 104.0) == Choice(271, 2.0, 3, 271)
+    log.seen(PODS, 272, 104.1, write=True, from_watch=True)  # the first bind's event brings its revision
+    got = log.choose_writes(PODS, 3, 104.2)
+    assert isinstance(got, Choice) and (got.revision, got.writes_since, got.newest) == (271, 3, 272)
+
+
 @pytest.mark.parametrize("event_first", [False, True])
 def test_an_answer_without_a_revision_and_its_watch_event_are_one_write(event_first: bool) -> None:
     log = RevisionLog()
