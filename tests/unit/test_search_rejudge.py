@@ -146,6 +146,29 @@ def test_an_unfaulted_control_replays_the_workload_without_the_profile() -> None
     assert out["minimal"]["rules"] == [] and out["minimal"]["pods"] == 40 and out["scheduler"] == "kube-scheduler"
 
 
+@pytest.mark.parametrize(("scheduler", "control", "patches"), [
+    ("yunikorn", "build:released", {"yunikornPatch": None, "kubeSchedulerPatch": None}),
+    ("yunikorn", "build:patch=/p/base.patch", {"yunikornPatch": "/p/base.patch", "kubeSchedulerPatch": None}),
+    ("kube-scheduler", "build:released", {"yunikornPatch": None, "kubeSchedulerPatch": None}),
+    ("kube-scheduler", "build:patch=/p/base.patch", {"yunikornPatch": None, "kubeSchedulerPatch": "/p/base.patch"}),
+])
+def test_a_control_by_build_replays_the_same_scheduler_as_that_build(scheduler: str, control: str,
+                                                                      patches: dict[str, str | None]) -> None:
+    """Not `scheduler: build:released`, which no replay can start: the target's scheduler, its patch or source
+    tree replaced by the control's (none for the release)."""
+    hit = rejudge.Rejudged(3, ("stranded",), "confirmed", "under-controlled", "")
+    doc = {"scheduler": scheduler, "control": control, "nodes": 10, "build": f"{scheduler} v9+mutant",
+           "yunikornPatch": "/p/mutant.patch" if scheduler == "yunikorn" else None, "yunikornSource": None,
+           "kubeSchedulerPatch": "/p/mutant.patch" if scheduler == "kube-scheduler" else None}
+    genome = Genome(rules=(rule("dropEvents", POD_WATCH),), pods=40)
+    target = rejudged_report.replay_doc(doc, hit, genome)
+    out = rejudged_report.replay_doc(doc, hit, genome, control=True)
+    assert target["scheduler"] == out["scheduler"] == scheduler
+    assert "/p/mutant.patch" in (target["yunikornPatch"], target["kubeSchedulerPatch"])
+    assert {k: out[k] for k in patches} == patches and out["yunikornSource"] is None and out["build"] is None
+    assert out["minimal"] == target["minimal"] and out["rejudged"]["control"] is True
+
+
 @pytest.mark.parametrize(("text", "error"), [
     ("{", "not JSON"),
     ("[]", "a search.json is a JSON object, not list"),

@@ -21,7 +21,8 @@ REPLAY_FIELDS = ("nodes", "yunikornPatch", "yunikornSource", "kubeSchedulerPatch
 def replay_doc(doc: Mapping[str, Any], hit: Rejudged, genome: Genome, control: bool = False) -> dict[str, Any]:
     """A search.json that `search replay` runs: the hit's profile as the minimal case, its breaks as the target;
     with `control`, the control the search named in place of the target (a build with other gates, the other
-    scheduler, or the same workload without the profile)."""
+    scheduler, the same workload without the profile, or the scheduler as released or released with the
+    control's patch)."""
     out = {k: doc.get(k) for k in REPLAY_FIELDS}
     out.update(scheduler=doc["scheduler"], target=list(hit.broken), minimal=json.loads(genome.canonical()),
                rejudged={"trial": hit.trial, "before": hit.before, "after": hit.after, "control": control})
@@ -32,6 +33,11 @@ def replay_doc(doc: Mapping[str, Any], hit: Rejudged, genome: Genome, control: b
                                                   controls.parse(asked, str(doc["scheduler"])))
         elif asked == "unfaulted":
             out["minimal"] = {**json.loads(genome.canonical()), "rules": []}
+        elif controls.is_build(asked):  # the same scheduler, released, or released with the control's patch
+            patch = controls.build_patch(asked)
+            own = "yunikornPatch" if doc["scheduler"] == "yunikorn" else "kubeSchedulerPatch"
+            out.update(yunikornPatch=None, yunikornSource=None, kubeSchedulerPatch=None, build=None)
+            out[own] = str(patch) if patch is not None else None
         else:
             out["scheduler"] = asked
     return out
