@@ -142,6 +142,36 @@ def test_a_control_plane_takes_a_kube_scheduler_patch_only_for_kube_scheduler(tm
     assert not (tmp_path / "c").exists()  # refused before anything started
 
 
+def test_cluster_up_takes_a_kube_scheduler_patch_and_refuses_a_file_that_is_no_patch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kube_fault_proxy.cli import cluster
+    from kube_fault_proxy.cli.main import main
+    from kube_fault_proxy.rig.cluster.control_plane import Options
+
+    asked: list[Options] = []
+
+    class Started(Exception):
+        pass
+
+    def up(opts: Options) -> None:
+        asked.append(opts)
+        raise Started
+
+    monkeypatch.setattr(cluster, "up", up)
+    patch = tmp_path / "p.patch"
+    patch.write_text(SKIP)
+    with pytest.raises(Started):
+        main(["cluster", "--state-dir", str(tmp_path / "c"), "up", "--scheduler", "kube-scheduler",
+              "--kube-scheduler-patch", str(patch)])
+    assert asked[0].kube_scheduler_patch == patch and asked[0].scheduler == "kube-scheduler"
+    prose = tmp_path / "notes.txt"
+    prose.write_text("no hunks here\n")
+    assert main(["cluster", "--state-dir", str(tmp_path / "c"), "up", "--scheduler", "kube-scheduler",
+                 "--kube-scheduler-patch", str(prose)]) == 2
+    assert f"--kube-scheduler-patch {prose}: not a patch" in capsys.readouterr().err
+    assert len(asked) == 1  # refused before anything started
+
+
 def test_a_control_plane_builds_the_patched_kube_scheduler_under_its_own_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kube_fault_proxy.rig.cluster.control_plane import Options, up

@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
-from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates
+from kube_fault_proxy.rig.cluster import build, controller_manager, feature_gates, patches
 from kube_fault_proxy.rig.cluster.control_plane import Options, UsageError, down, env, status, up
 from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 
@@ -44,6 +45,35 @@ def _controllers(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*chosen, *extra)))
 
 
+def _up(args: argparse.Namespace, state_dir: Path) -> int:
+    """`cluster up`: a patch named by --kube-scheduler-patch read and parsed before anything starts."""
+    if args.kube_scheduler_patch is not None:
+        try:
+            patches.check_file(args.kube_scheduler_patch, f"--kube-scheduler-patch {args.kube_scheduler_patch}")
+        except ValueError as e:
+            print(f"kube-fault-proxy cluster: {e}", file=sys.stderr)
+            return USAGE
+    t0 = time.monotonic()
+    print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
+    c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler,
+                   proxy=args.proxy or bool(args.through_proxy),
+                   profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
+                   node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
+                   controllers=_controllers(args),
+                   feature_gates=feature_gates.collect(args.feature_gates),
+                   through_proxy=tuple(args.through_proxy) if args.through_proxy else None,
+                   apiserver_max_streams=args.apiserver_max_streams,
+                   proxy_max_streams=args.proxy_max_streams,
+                   yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source,
+                   kube_scheduler_patch=args.kube_scheduler_patch,
+                   real_node=args.real_node, kubernetes=args.kubernetes,
+                   runtime_config=tuple(args.runtime_config)))
+    print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
+          file=sys.stderr)
+    print(env(c.dir))
+    return OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch one cluster action."""
     state_dir = args.state_dir or default_state_dir()
@@ -52,23 +82,7 @@ def run(args: argparse.Namespace) -> int:
             case "build":
                 return _build(args)
             case "up":
-                t0 = time.monotonic()
-                print(f"==> starting a local control plane in {state_dir}", file=sys.stderr)
-                c = up(Options(state_dir=state_dir, nodes=args.nodes, scheduler=args.scheduler,
-                               proxy=args.proxy or bool(args.through_proxy),
-                               profile=args.profile, profiles_dir=args.profiles, timeout=args.timeout,
-                               node_cpu=args.node_cpu, node_memory=args.node_memory, node_pods=args.node_pods,
-                               controllers=_controllers(args),
-                               feature_gates=feature_gates.collect(args.feature_gates),
-                               through_proxy=tuple(args.through_proxy) if args.through_proxy else None,
-                               apiserver_max_streams=args.apiserver_max_streams,
-                               proxy_max_streams=args.proxy_max_streams,
-                               yunikorn_patch=args.yunikorn_patch, yunikorn_source=args.yunikorn_source,
-                               real_node=args.real_node, kubernetes=args.kubernetes,
-                               runtime_config=tuple(args.runtime_config)))
-                print(f"==> up in {time.monotonic() - t0:.1f}s; `kube-fault-proxy cluster env` prints the exports",
-                      file=sys.stderr)
-                print(env(c.dir))
+                return _up(args, state_dir)
             case "down":
                 stopped = down(state_dir, args.grace)
                 print(f"stopped: {', '.join(stopped.names) if stopped.names else 'nothing was running'}")

@@ -146,6 +146,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    help="with --scheduler yunikorn: v1.9.0 with this unified diff applied (see `cluster build`)")
     u.add_argument("--yunikorn-source", type=Path, metavar="DIR",
                    help="with --scheduler yunikorn: built from this yunikorn-k8shim checkout")
+    u.add_argument("--kube-scheduler-patch", type=Path, metavar="FILE",
+                   help="with --scheduler kube-scheduler: its release (--kubernetes) with this unified diff applied to "
+                        "k8s.io/kubernetes, built and cached under its own name and hash (see `cluster build`)")
 
 
 def parser() -> argparse.ArgumentParser:
