@@ -464,7 +464,9 @@ class Search:
     def control_lacks(self, entry: known_findings.KnownFinding, hit: Hit) -> bool:
         """Whether a control by build has a known bug (its build is in the bug's range) and yet kept what the bug
         breaks under the hit's profile, every run: then the target broke it by its own change, not by that bug (a
-        planted 409 taken as bound books a phantom as YUNIKORN-3355 does, where the release shows 3128 instead)."""
+        planted 409 taken as bound books a phantom as YUNIKORN-3355 does, where the release shows 3128 instead).
+        Its one caller matches the catalogue on what the target broke less what the control broke too, so the
+        second clause holds whenever the label matched; it keeps the rule right if that caller changes."""
         build = self.builds.get(self.s.control or "")
         return controls.is_build(self.s.control) and build is not None and \
             entry.applies_to(self.s.scheduler, build) and not set(entry.signature.breaks) & set(hit.control or [])
