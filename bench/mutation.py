@@ -232,6 +232,8 @@ def search_argv(mutant: Mutant, mode: str, seed: int, out: Path, state: Path, op
         argv += ["--max-trials", str(opts.max_trials)]
     if getattr(opts, "shapes", None):  # the workload shapes the trials draw from (default: the search's)
         argv += ["--shapes", opts.shapes]
+    if getattr(opts, "actions", None):  # the trial actions (node and pod churn) both modes may perform
+        argv += ["--actions", opts.actions]
     if opts.include_known:
         argv.append("--include-known")
     return [*argv, "--plan"] if mode == "plan" else argv
@@ -312,8 +314,10 @@ def median(values: Sequence[int | None]) -> float | None:
 
 
 def _row(run: Mapping[str, Any]) -> tuple[str, str | None, str]:
-    """What a table's row is per: the mutant, the base it was planted on, the mode."""
-    return run["mutant"], run.get("base"), run["mode"]
+    """What a table's row is per: the mutant, the base it was planted on, the mode (with the trial actions the
+    search could perform, when it could: `plan, actions all`)."""
+    actions = (run.get("settings") or {}).get("actions")
+    return run["mutant"], run.get("base"), f"{run['mode']}, actions {actions}" if actions else run["mode"]
 
 
 def table(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -390,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--controls", type=int, default=3, help="control runs of the released build per hit")
     r.add_argument("--kinds", default="all", help="fault kinds (default all, the same for both modes)")
     r.add_argument("--shapes", help="workload shapes the searches draw from (default: the search's own)")
+    r.add_argument("--actions", help="trial actions both modes may perform (the search's --actions: random draws "
+                                     "them, a plan deletes a pod while its write is held); default none")
     r.add_argument("--include-known", action="store_true",
                    help="confirm every hit like a new one (the search's --include-known: no known-bug shortcut, "
                         "no ledger excuse)")

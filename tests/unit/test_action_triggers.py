@@ -131,6 +131,26 @@ def test_on_fault_held_waits_for_a_crash_points_held_answer_and_any_for_the_firs
     assert notes == ["did deletePod", "did deleteNode"]
 
 
+def test_a_deletion_of_the_faulted_pod_is_told_the_pod_its_fault_named() -> None:
+    journal = Journal()
+    performed: list[dict[str, Any]] = []
+
+    def perform(action: dict[str, Any], stop: threading.Event) -> str:
+        performed.append(action)
+        return f"did {action['do']}"
+    actions = [{"do": "deletePod", "pick": 0, "onFault": "hang", "of": "faulted"},
+               {"do": "deletePod", "pick": 0, "onFault": "abort", "of": "faulted"},
+               {"do": "deletePod", "pick": 2, "onFault": "any"}]
+    r = Runner(actions, 10, lambda: totals(0), perform, [].append, FaultRecords(journal), Clock())
+    binding = {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "s-t1", "name": "load-7"}
+    journal.lines = [{**inject("hang"), "request": binding},
+                     {**inject("abort"), "request": {"verb": "get", "resource": "nodes", "name": "n1"}}]
+    r.tick()
+    assert [a.get("faultedPod", "-") for a in performed] == ["load-7", None, "-"]  # a node named: no pod
+    assert performed[0]["of"] == "faulted" and actions[0] == {"do": "deletePod", "pick": 0, "onFault": "hang",
+                                                              "of": "faulted"}  # the genome's action unchanged
+
+
 def test_an_on_fault_action_whose_fault_never_fires_is_recorded_as_not_done() -> None:
     journal = Journal()
     r, notes, _ = make([{"do": "cordonNode", "node": 0, "onFault": "crashPoint"}], [totals(0)], journal)
@@ -172,6 +192,12 @@ def test_fault_records_read_the_journal_file_the_proxy_writes(tmp_path: Path) ->
     ({"do": "deletePod", "pick": 0, "onFault": "explode"},
      "<g>: churn[0]: field 'onFault' is 'explode'; one of any, held, abort, throttle"),
     ({"do": "deletePod", "pick": 0, "onFault": 3}, "<g>: churn[0]: field 'onFault' is 3; one of any"),
+    ({"do": "deletePod", "pick": 0, "afterBinds": 3, "of": "faulted"},
+     "<g>: churn[0]: field 'of' of deletePod is 'faulted'; faulted, and only with an onFault trigger"),
+    ({"do": "deletePod", "pick": 0, "onFault": "hang", "of": "bound"},
+     "<g>: churn[0]: field 'of' of deletePod is 'bound'; faulted, and only with an onFault trigger"),
+    ({"do": "deleteNode", "node": 0, "onFault": "hang", "of": "faulted"},
+     "<g>: churn[0]: field 'of' is not a setting of deleteNode"),
 ])
 def test_a_bad_trigger_names_the_field(action: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError) as e:

@@ -90,6 +90,9 @@ def test_a_kube_scheduler_mutant_is_searched_with_its_own_patch_option_against_i
     tight = b.search_argv(m, "random", 1, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts),
                                                                                       "shapes": "exact-fill"}))
     assert tight[tight.index("--shapes") + 1] == "exact-fill"
+    assert "--actions" not in argv  # none, unless asked
+    churn = b.search_argv(m, "plan", 1, Path("/o"), Path("/s"), argparse.Namespace(**{**vars(opts), "actions": "all"}))
+    assert churn[churn.index("--actions") + 1] == "all" and churn[-1] == "--plan"
 
 
 def test_a_base_patch_is_refused_for_a_kube_scheduler_mutant_before_any_run(
@@ -272,6 +275,13 @@ def test_the_table_keeps_a_mutant_on_a_base_apart_from_it_on_the_release() -> No
     run = {"mutant": "m", "mode": "random", "error": None, "other_findings": [], "steps": 9, "seed": 1}
     lines = bench().table([{**run, "trials_to_find": None}, {**run, "base": "fix", "trials_to_find": 3}]).splitlines()
     assert lines[2:] == ["| m | random | 1 | 0 | - | s1: not in 9 | 0 |", "| m on fix | random | 1 | 1 | 3 | s1: 3 | 0 |"]
+
+
+def test_the_table_keeps_runs_that_could_perform_actions_apart() -> None:
+    run = {"mutant": "m", "mode": "plan", "error": None, "other_findings": [], "steps": 4, "seed": 1}
+    lines = bench().table([{**run, "trials_to_find": None, "settings": {"actions": None}},
+                           {**run, "trials_to_find": 2, "settings": {"actions": "all"}}]).splitlines()
+    assert lines[2:] == ["| m | plan | 1 | 0 | - | s1: not in 4 | 0 |", "| m | plan, actions all | 1 | 1 | 2 | s1: 2 | 0 |"]
 
 
 CLOSING_BASE = ROOT / "patches" / "yunikorn" / "3355-closing-fix+bind-committed-without-answer.patch"

@@ -329,6 +329,16 @@ def test_delete_pod_deletes_an_unbound_pod_of_the_trial() -> None:
         "deletePod: no unbound pod to delete"
 
 
+def test_delete_pod_of_faulted_deletes_the_pod_the_fault_named_bound_or_not() -> None:
+    api = FakeApi()
+    churn = trial_churn_on(api)
+    action = {"do": "deletePod", "pick": 5, "onFault": "hang", "of": "faulted"}
+    assert churn.perform({**action, "faultedPod": "p-0"}, threading.Event()) == "deleted pod s-t1-1/p-0"
+    assert "p-0" not in api.pods  # bound to a node (its Binding answer was held): deleted all the same
+    assert churn.perform({**action, "faultedPod": None}, threading.Event()) == \
+        "deletePod: the fault's request named no pod"
+
+
 def test_a_pod_bound_to_a_node_an_action_deleted_is_left_to_podgc() -> None:
     pods = [{"metadata": {"namespace": "s", "name": "a"}, "spec": {"nodeName": "gone"}},
             {"metadata": {"namespace": "s", "name": "b"}, "spec": {"nodeName": "never-was"}}]

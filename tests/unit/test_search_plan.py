@@ -176,6 +176,53 @@ def test_points_are_kept_per_group_and_run_round_robin() -> None:
         plans.build(pts, KNOWN_KINDS, SCHEDULER, 1, per_group=0)
 
 
+def test_with_pod_deletion_asked_a_pods_write_gets_its_pod_deleted_while_the_write_is_held() -> None:
+    from kube_fault_proxy.rig.actions import trial_churn
+
+    pts = scheduler_points()
+    without = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=3, per_group=5)
+    assert not any(p.churn for p in without.perturbations)  # no --actions: nothing deleted
+    plan = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=3, per_group=5, actions=trial_churn.ACTIONS)
+    deleted = [p for p in plan.perturbations if p.churn]
+    holders = sorted(k for k in KNOWN_KINDS if traits(k).acts_on == "request" and traits(k).duration)
+    binding = [p for p in deleted if p.point == "w2-binding"]
+    assert sorted(rule_kinds(p)[0] for p in binding) == holders and holders
+    for p in deleted:
+        [rule], [action] = p.rules, p.churn
+        kind = fault_kind(rule)
+        assert p.what == f"the pod deleted while its write is held ({kind})"
+        assert trial_churn.validate(action, "churn[0]") == {"do": "deletePod", "pick": 0, "onFault": kind,
+                                                            "of": "faulted"}
+        held = rule["fault"][kind].get(traits(kind).duration)
+        assert held is None or held >= plans.HOLD_SECONDS  # long enough for the deletion to land in the hold
+        assert valid(Genome(rules=p.rules, churn=p.churn))
+    assert {p.point for p in deleted} <= {p.id for p in pts if p.kind == causal.WRITE}
+    assert [p.as_dict()["churn"] for p in deleted[:1]] == [list(deleted[0].churn)]
+    assert "churn" not in without.perturbations[0].as_dict()
+
+
+def test_a_short_budget_tries_each_effect_once_before_one_effect_twice() -> None:
+    from kube_fault_proxy.rig.actions import trial_churn
+
+    pts = [causal.Point(f"w{i}", "write", "binding", "pods", "create/binding", "load", i, "", "", i, "binding")
+           for i in (1, 40)]
+    pts.append(causal.Point("e1", "event", "pod-watch", "pods", "ADDED", "load", 1, "load-*-00000", "", 0,
+                            "binding"))
+    plan = plans.build(pts, KNOWN_KINDS, SCHEDULER, seed=1, per_group=2, actions=trial_churn.ACTIONS)
+    order = [(p.point, p.effect) for p in plan.perturbations]
+    first = order[:order.index(("w40", order[0][1]))]  # everything before the second point of the first group
+    assert {point for point, _ in first} == {"w1", "e1"} and first[:2] == [("w1", order[0][1]), ("e1", first[1][1])]
+    w1 = [effect for point, effect in first if point == "w1"]
+    effects = list(dict.fromkeys(w1))
+    assert w1[:len(effects)] == effects  # one of each effect before any effect again
+    assert "the pod deleted while its write is held" in effects and len(effects) >= 6
+    usable = [k for k in KNOWN_KINDS if k not in SCHEDULER.no_kinds]
+    every = [*plans.at_write(pts[0], usable, SCHEDULER, 1, trial_churn.ACTIONS),
+             *plans.at_event(pts[2], usable, SCHEDULER, 1),
+             *plans.at_write(pts[1], usable, SCHEDULER, 1, trial_churn.ACTIONS)]
+    assert sorted(plan.perturbations, key=repr) == sorted(every, key=repr)  # reordered: none lost, none added
+
+
 def test_coverage_counts_landed_points_and_distinct_end_states() -> None:
     plan = plans.build(scheduler_points(), KNOWN_KINDS, SCHEDULER, seed=3, per_group=5)
     cov = plans.PlanCoverage(plan)

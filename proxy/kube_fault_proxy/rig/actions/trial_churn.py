@@ -13,7 +13,9 @@ them for a scenario's steps too), plus `after` seconds:
 - `onFault: K`: once the proxy journals the first firing of a fault since the load began: of kind K (`abort`,
   `reset`, ...), of any rule (`any`), or the first answer a crash point holds (`held`). The search draws K
   from the trial's own rules' kinds, so the action lands while the faults act.
-So an action lands between scheduling cycles, during the load, or right at the fault's moment.
+So an action lands between scheduling cycles, during the load, or right at the fault's moment. A `deletePod` on
+`onFault` may say `of: faulted`: it deletes the pod the fault's request named (the pod of a held Binding, what a
+planned search deletes while its write is held), not one picked from the unbound pods.
 
 What a trial deleted, cordoned or resized is undone when the trial is cleaned (`TrialChurn.undo`): the next trial
 finds the nodes the rig last set (its `schedulable` and `shaped` bookkeeping stays true)."""
@@ -78,6 +80,8 @@ SPECS: dict[str, ActionSpec] = {s.name: s for s in (
 ACTIONS = tuple(SPECS)
 NODE_RANGE = 64  # a node index is drawn below this, and taken modulo the schedulable nodes
 MAX_ACTIONS = 2
+FAULTED = "faulted"  # deletePod's `of`: the pod the triggering fault's request named
+OF = {"deletePod": (FAULTED,)}  # the actions that may name what they act on, and the values
 
 
 class ActionError(ValueError):
@@ -92,7 +96,8 @@ def validate(action: Any, where: str) -> Action:
     spec = SPECS.get(str(name))
     if spec is None:
         raise ActionError(f"{where}: field 'do' is {name!r}; one of {', '.join(ACTIONS)}")
-    allowed = {"do", *TRIGGERS, "after", *spec.settings, *(("node",) if spec.on_node else ())}
+    allowed = {"do", *TRIGGERS, "after", *spec.settings, *(("node",) if spec.on_node else ()),
+               *(("of",) if name in OF else ())}
     if extra := sorted(set(action) - allowed):
         raise ActionError(f"{where}: field {extra[0]!r} is not a setting of {name} "
                           f"(allowed: {', '.join(sorted(allowed))})")
@@ -106,6 +111,9 @@ def validate(action: Any, where: str) -> Action:
             raise ActionError(f"{where}: field {triggers[0]!r} must be an integer of at least 1, not {count!r}")
     elif action["onFault"] not in ON_FAULT:
         raise ActionError(f"{where}: field 'onFault' is {action['onFault']!r}; one of {', '.join(ON_FAULT)}")
+    if "of" in action and (action["of"] not in OF[str(name)] or "onFault" not in action):
+        raise ActionError(f"{where}: field 'of' of {name} is {action['of']!r}; {', '.join(OF[str(name)])}, and only "
+                          "with an onFault trigger (the fault whose request names what to act on)")
     after = action.get("after", 0.0)
     if not isinstance(after, int | float) or isinstance(after, bool) or not 0 <= after <= 60:
         raise ActionError(f"{where}: field 'after' must be seconds from 0 to 60, not {after!r}")
@@ -240,6 +248,22 @@ def summary(action: Action) -> str:
     return f"{action['do']}{f' ({settings})' if settings else ''} {when(action)}{after}"
 
 
+def delete_at_fault(kind: str, actions: Collection[str]) -> Action | None:
+    """What a planned search performs while a write of a pod is held: the pod the fault's request named deleted on
+    the first firing of `kind`; None when the search's `actions` leave pod deletion out."""
+    return {"do": "deletePod", "pick": 0, "onFault": kind, "of": FAULTED} if "deletePod" in actions else None
+
+
+def faulted_pod(action: Action, record: Mapping[str, Any] | None) -> Action:
+    """The action as it is performed: for one that acts `of: faulted`, with `faultedPod` set to the pod (its name)
+    the triggering fault's request named, None when that request named no pod; any other action unchanged."""
+    if action.get("of") != FAULTED:
+        return action
+    request = (record or {}).get("request") or {}
+    named = request.get("resource") == "pods" and request.get("name")
+    return {**action, "faultedPod": str(request["name"]) if named else None}
+
+
 def _cpu(text: str) -> Decimal:
     return Decimal(text[:-1]) / 1000 if text.endswith("m") else Decimal(text)
 
@@ -280,6 +304,11 @@ class TrialChurn:
     def perform(self, action: Action, stop: threading.Event) -> str:
         """Do one action; what was done."""
         name, api = action["do"], self.churn.api
+        if name == "deletePod" and action.get("of") == FAULTED:
+            pod = action.get("faultedPod")
+            if not pod:
+                return "deletePod: the fault's request named no pod"
+            return delete_pod(api, str(pod), self.namespace)
         if name == "deletePod":
             pending = sorted(p["metadata"]["name"] for p in api.list(Pod, namespace=self.namespace)
                              if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))

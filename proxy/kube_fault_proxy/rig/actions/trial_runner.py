@@ -15,7 +15,7 @@ from lightkube import ApiError
 
 from kube_fault_proxy.kube.kubeapi import HTTPError
 from kube_fault_proxy.proxy.control.client import ControlError
-from kube_fault_proxy.rig.actions.trial_churn import COUNTS, Action, summary, trigger
+from kube_fault_proxy.rig.actions.trial_churn import COUNTS, Action, faulted_pod, summary, trigger
 from kube_fault_proxy.rig.runs.triggers import FaultRecords, binds_answered, binds_succeeded
 
 POLL = 0.05  # seconds between reads of the proxy's bind count: a wave answers hundreds a second
@@ -76,13 +76,18 @@ class Runner(threading.Thread):
                 out.append(action)
         return out
 
+    def performed(self, action: Action) -> Action:
+        """The action as it is performed: one that acts on what its fault's request named is told the pod."""
+        fired = self.faults.fired(str(action["onFault"])) if "onFault" in action and self.faults else None
+        return faulted_pod(action, fired)
+
     def tick(self) -> None:
         """Perform every action that is due, in order; a failure is recorded, not raised."""
         for action in self.due(self.clock()):
             self.pending.remove(action)
             with self.busy:
                 try:
-                    what = self.perform(action, self.abort)
+                    what = self.perform(self.performed(action), self.abort)
                     self.done += 1
                 except (ApiError, HTTPError, httpx.HTTPError, KeyError, ValueError) as e:
                     what = f"{action['do']} failed: {type(e).__name__}: {e}"

@@ -106,7 +106,7 @@ def run(search: Search, out: Outcome) -> None:
         search.note(f"no plan: {e}")
         return
     (s.out / REFERENCE).write_text(json.dumps(doc, separators=(",", ":")))
-    plan = plans.build(points, s.kinds, search.waist, s.seed, s.plan_per_group)
+    plan = plans.build(points, s.kinds, search.waist, s.seed, s.plan_per_group, s.actions)
     plan.save(s.out / PLAN)
     cov = plans.PlanCoverage(plan)
     search.step = "p"
@@ -117,7 +117,7 @@ def run(search: Search, out: Outcome) -> None:
         if search.elapsed() >= s.budget or (s.max_trials is not None and number >= s.max_trials):
             break
         search.step_seconds = 0.0
-        g = genome.with_(rules=pert.rules, origin=f"plan:{pert.point}")
+        g = genome.with_(rules=pert.rules, churn=pert.churn, origin=f"plan:{pert.point}")
         result = search.trial(s.scheduler, g, f"p{number}")
         out.trials.append(result)
         search.learn(g, result)

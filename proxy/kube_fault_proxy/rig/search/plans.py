@@ -8,7 +8,9 @@ What lands where, drawn from the asked kinds by their traits (never their names)
   acting on any request (that write failed before it reached the apiserver, or held back when the kind takes a
   duration); and a stale view of the written object at that moment: a kind acting on
   relists, on the watch of its resource, hiding the last write (one write back when the kind counts writes),
-  with a relisting reopen (a crash point first) on that write;
+  with a relisting reopen (a crash point first) on that write; and, when the search may delete pods (`--actions`),
+  the pod of a write to an existing pod deleted while that write is held: a kind that holds a request (a
+  duration, at least HOLD_SECONDS), and the deletion of the pod its request named on its first firing;
 - at an event the target consumed before a write: each kind that edits watch events, on the watch of its resource,
   its `events` (when it has them) set to that event's type and object, with a reopen (the cheapest asked) just
   after the last write of the same match before the event (once it was answered), so the rule decides the watch
@@ -16,7 +18,11 @@ What lands where, drawn from the asked kinds by their traits (never their names)
 
 Equivalent points (same resource, verb and phase of the workload) form a group; the plan keeps `per_group` of each
 (spread over the group), and runs them round-robin over the groups, so a budget that ends early has covered as many
-groups as it could. Pure: points in, a Plan out; a trial's result in, coverage out."""
+groups as it could. At a point, the perturbations run one of each effect first (failed, held, answer lost, crash,
+committed after its error, stale view, deleted while held; each edit of an event), then the second kind of each, and
+the first points of the groups take turns in that order before any group's second point: a short budget tries
+each effect once before it tries one effect twice. Pure: points in, a Plan out; a trial's result in, coverage
+out."""
 
 from __future__ import annotations
 
@@ -28,12 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from kube_fault_proxy.proxy.faults.base import Draw
+from kube_fault_proxy.rig.actions.trial_churn import Action, delete_at_fault
 from kube_fault_proxy.rig.search.causal import WRITE, Point, selector
 from kube_fault_proxy.rig.search.genome import Genome, Rule, valid
 from kube_fault_proxy.rig.search.kinds import RELIST_KINDS, REOPEN_KINDS, SPECS, traits
 from kube_fault_proxy.rig.search.waist import Waist
 
 VERSION = 1  # the plan file's format (planned.PLAN)
+HOLD_SECONDS = 3.0  # at least this long a write is held while its pod is deleted (the runner polls every 50 ms)
 
 
 @dataclass(frozen=True)
@@ -43,10 +51,17 @@ class Perturbation:
     point: str
     what: str
     rules: tuple[Rule, ...]
+    churn: tuple[Action, ...] = ()  # trial actions it performs (a pod deleted while its write is held)
+
+    @property
+    def effect(self) -> str:
+        """What it does, without the kinds that do it (`the write held back`): the plan's order takes one of each."""
+        return self.what.split(" (")[0]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"point": self.point, "what": self.what, "rules": list(self.rules)}
+        """JSON form (`churn` only when there is some)."""
+        return {"point": self.point, "what": self.what, "rules": list(self.rules),
+                **({"churn": list(self.churn)} if self.churn else {})}
 
 
 @dataclass
@@ -100,8 +115,9 @@ def _reopen_rule(kind: str, point: Point, waist: Waist, count: int, rng: random.
     return {"name": f"r2-reopen-{kind.lower()}", "when": when, "fault": {kind: SPECS[kind].companion(rng)}}
 
 
-def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> list[Perturbation]:
-    """The perturbations that land at a write."""
+def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int,
+             actions: Sequence[str] = ()) -> list[Perturbation]:
+    """The perturbations that land at a write (`actions`: the trial actions the search may perform)."""
     out: list[Perturbation] = []
     sel = selector(waist, point.write)
     for kind in kinds:
@@ -120,6 +136,27 @@ def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> lis
             "name": f"r1-{kind.lower()}-{point.match}", "match": sel, "when": _at_write(point, waist),
             "fault": {kind: _settings(kind, rng, point.match, waist)}},)))
     out += _stale(point, kinds, waist, seed)
+    out += _deleted_while_held(point, kinds, waist, seed, actions)
+    return out
+
+
+def _deleted_while_held(point: Point, kinds: Sequence[str], waist: Waist, seed: int,
+                        actions: Sequence[str]) -> list[Perturbation]:
+    """The pod a write names deleted while that write is held: a write to an existing pod (not a create), held by
+    each kind that holds a request for at least HOLD_SECONDS, and the pod deleted on that kind's first firing."""
+    if point.resource != "pods" or point.verb == "create":
+        return []
+    out = []
+    for kind in kinds:
+        own, delete = traits(kind), delete_at_fault(kind, actions)
+        if delete is None or own.acts_on != "request" or not own.duration:
+            continue
+        settings = _settings(kind, _rng(seed, point, f"{kind}-deleted"), point.match, waist)
+        if settings.get(own.duration) is not None:
+            settings[own.duration] = max(float(settings[own.duration]), HOLD_SECONDS)
+        rule = {"name": f"r1-{kind.lower()}-{point.match}", "match": selector(waist, point.write),
+                "when": _at_write(point, waist), "fault": {kind: settings}}
+        out.append(Perturbation(point.id, f"the pod deleted while its write is held ({kind})", (rule,), (delete,)))
     return out
 
 
@@ -186,23 +223,48 @@ def chosen(points: Sequence[Point], per_group: int) -> tuple[list[Point], dict[s
     return order, {g: [p.id for p in members] for g, members in groups.items()}
 
 
-def build(points: Sequence[Point], kinds: Sequence[str], waist: Waist, seed: int, per_group: int = 2) -> Plan:
+def by_effect(found: Sequence[Perturbation]) -> list[Perturbation]:
+    """A point's perturbations, one of each effect first (in the order the effects first come), then the second
+    of each, and so on."""
+    effects: dict[str, list[Perturbation]] = {}
+    for pert in found:
+        effects.setdefault(pert.effect, []).append(pert)
+    return [ps[k] for k in range(max((len(v) for v in effects.values()), default=0))
+            for ps in effects.values() if k < len(ps)]
+
+
+def _turns(lists: Sequence[Sequence[Perturbation]]) -> list[Perturbation]:
+    """The lists taking turns, one perturbation each, until all are done."""
+    return [ps[k] for k in range(max((len(v) for v in lists), default=0)) for ps in lists if k < len(ps)]
+
+
+def build(points: Sequence[Point], kinds: Sequence[str], waist: Waist, seed: int, per_group: int = 2,
+          actions: Sequence[str] = ()) -> Plan:
     """The plan: the chosen points' perturbations, each checked by the strict loader (a refused one is skipped and
-    said); kinds this target's trial refuses are left out."""
+    said); kinds this target's trial refuses are left out; `actions`: the trial actions the search may perform.
+    Ordered so that the first points of the groups take turns, one of each effect first, before the second ones."""
     if per_group < 1:
         raise ValueError(f"per_group must be at least 1, not {per_group}")
     usable = [k for k in kinds if k not in waist.no_kinds]
     order, groups = chosen(points, per_group)
     plan = Plan(order, groups)
+    tiers: dict[int, list[list[Perturbation]]] = {}  # the k-th chosen point of each group -> their perturbations
+    seen: dict[str, int] = {}
     for p in order:
-        found = at_write(p, usable, waist, seed) if p.kind == WRITE else at_event(p, usable, waist, seed)
+        found = (at_write(p, usable, waist, seed, actions) if p.kind == WRITE
+                 else at_event(p, usable, waist, seed))
         if not found:
             plan.skipped.append(f"{p.id}: no asked kind lands at a {p.kind} of {p.resource} ({p.verb})")
+        kept = []
         for pert in found:
-            if valid(Genome(rules=pert.rules)):
-                plan.perturbations.append(pert)
+            if valid(Genome(rules=pert.rules, churn=pert.churn)):
+                kept.append(pert)
             else:
                 plan.skipped.append(f"{p.id}: {pert.what}: the strict loader refuses its rules")
+        tier = seen[p.group] = seen.get(p.group, -1) + 1
+        tiers.setdefault(tier, []).append(by_effect(kept))
+    for tier in sorted(tiers):
+        plan.perturbations += _turns(tiers[tier])
     return plan
 
 
