@@ -159,8 +159,10 @@ def canonical(name: str) -> str:
 
 
 def target(hit: Mapping[str, Any]) -> list[str]:
-    """What a hit's first run and its replay both broke (hit.Hit.target), by canonical name."""
-    return sorted({canonical(x) for x in hit.get("broken") or []} & {canonical(x) for x in hit.get("replay") or []})
+    """What a hit's first run and its replay both broke, but for what its control broke too (`shared`: the faults'
+    effect, not the hit's), by canonical name: hit.Hit.target."""
+    both = {canonical(x) for x in hit.get("broken") or []} & {canonical(x) for x in hit.get("replay") or []}
+    return sorted(both - {canonical(x) for x in hit.get("shared") or []})
 
 
 def first_find(doc: Mapping[str, Any], breaks: Sequence[str]) -> Mapping[str, Any] | None:

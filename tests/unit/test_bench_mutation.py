@@ -161,6 +161,18 @@ def test_yunikorns_invariant_keys_count_as_their_names() -> None:
     assert b.canonical("I1") == "queue-books-bound-pods" and b.canonical("diverged") == "diverged"
 
 
+def test_what_the_control_broke_too_is_not_the_hits_and_finds_no_mutant() -> None:
+    """2026-12-07: a confirmed hit whose target and replay broke I1-I5 while the released control broke all but I3:
+    the hit is I3 (no-ignored-pod), so a mutant that breaks I1 or I2 was not found by it."""
+    b = bench()
+    confirmed = {**hit(1, ["I1", "I2", "I3", "I4", "I5", "stranded"], ["I1", "I2", "I3", "I4", "I5", "stranded"],
+                       "confirmed"), "shared": ["I1", "I2", "I4", "I5", "stranded"]}
+    doc = {"hits": [confirmed]}
+    assert b.target(confirmed) == ["no-ignored-pod"]
+    assert b.first_find(doc, ["queue-books-bound-pods", "no-phantom-allocation"]) is None
+    assert b.other_findings(doc, ["queue-books-bound-pods", "no-phantom-allocation"]) == [["no-ignored-pod"]]
+
+
 def test_rescore_recomputes_a_runs_figures_from_its_search_directory(tmp_path: Path) -> None:
     b = bench()
     (tmp_path / "search.json").write_text(json.dumps(SEARCH))
