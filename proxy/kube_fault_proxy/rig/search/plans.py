@@ -31,7 +31,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from kube_fault_proxy.proxy.faults.base import Draw
 from kube_fault_proxy.rig.actions.trial_churn import Action, delete_at_fault
@@ -154,10 +154,23 @@ def _deleted_while_held(point: Point, kinds: Sequence[str], waist: Waist, seed: 
         settings = _settings(kind, _rng(seed, point, f"{kind}-deleted"), point.match, waist)
         if settings.get(own.duration) is not None:
             settings[own.duration] = max(float(settings[own.duration]), HOLD_SECONDS)
+        # a kind that can hold the answer instead of the request holds the answer: the write commits, the pod is
+        # deleted, then its writer learns the write succeeded (a held request only fails, as a plain abort does)
+        after = "response" in _choices(kind, "phase")
+        if after:
+            settings["phase"] = "response"
         rule = {"name": f"r1-{kind.lower()}-{point.match}", "match": selector(waist, point.write),
                 "when": _at_write(point, waist), "fault": {kind: settings}}
-        out.append(Perturbation(point.id, f"the pod deleted while its write is held ({kind})", (rule,), (delete,)))
+        how = ", the answer held after the commit" if after else ""
+        out.append(Perturbation(point.id, f"the pod deleted while its write is held ({kind}{how})", (rule,),
+                                (delete,)))
     return out
+
+
+def _choices(kind: str, name: str) -> tuple[Any, ...]:
+    """The values a kind's setting may take, when it is a choice of literals (none otherwise)."""
+    field_info = SPECS[kind].model_fields.get(name)
+    return get_args(field_info.annotation) if field_info is not None else ()
 
 
 def _stale(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> list[Perturbation]:
