@@ -242,8 +242,7 @@ def by_effect(found: Sequence[Perturbation]) -> list[Perturbation]:
     effects: dict[str, list[Perturbation]] = {}
     for pert in found:
         effects.setdefault(pert.effect, []).append(pert)
-    return [ps[k] for k in range(max((len(v) for v in effects.values()), default=0))
-            for ps in effects.values() if k < len(ps)]
+    return _turns(list(effects.values()))
 
 
 def _turns(lists: Sequence[Sequence[Perturbation]]) -> list[Perturbation]:
