@@ -231,8 +231,7 @@ def chosen(points: Sequence[Point], per_group: int) -> tuple[list[Point], dict[s
         n = min(per_group, len(members))
         idx = [0] if n == 1 else sorted({round(i * (len(members) - 1) / (n - 1)) for i in range(n)})
         picked[g] = [members[i] for i in idx]
-    order = [ps[k] for k in range(max((len(v) for v in picked.values()), default=0))
-             for ps in picked.values() if k < len(ps)]
+    order = _turns(list(picked.values()))
     return order, {g: [p.id for p in members] for g, members in groups.items()}
 
 
@@ -245,8 +244,8 @@ def by_effect(found: Sequence[Perturbation]) -> list[Perturbation]:
     return _turns(list(effects.values()))
 
 
-def _turns(lists: Sequence[Sequence[Perturbation]]) -> list[Perturbation]:
-    """The lists taking turns, one perturbation each, until all are done."""
+def _turns[T](lists: Sequence[Sequence[T]]) -> list[T]:
+    """The lists taking turns, one item each, until all are done."""
     return [ps[k] for k in range(max((len(v) for v in lists), default=0)) for ps in lists if k < len(ps)]
 
 
