@@ -46,17 +46,19 @@ HOLD_SECONDS = 3.0  # at least this long a write is held while its pod is delete
 
 @dataclass(frozen=True)
 class Perturbation:
-    """One planned trial: where it lands, what it does (one line), and its rules (the first is the one that lands)."""
+    """One planned trial: where it lands, its effect (`the write held back`: the plan's order takes one of each) and
+    by what (the kinds, how), its rules (the first is the one that lands) and trial actions."""
 
     point: str
-    what: str
+    effect: str
+    by: str
     rules: tuple[Rule, ...]
     churn: tuple[Action, ...] = ()  # trial actions it performs (a pod deleted while its write is held)
 
     @property
-    def effect(self) -> str:
-        """What it does, without the kinds that do it (`the write held back`): the plan's order takes one of each."""
-        return self.what.split(" (")[0]
+    def what(self) -> str:
+        """What it does, in one line: `the write held back (delay)`."""
+        return f"{self.effect} ({self.by})"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form (`churn` only when there is some)."""
@@ -96,6 +98,12 @@ def _at_write(point: Point, waist: Waist, count: int | None = None) -> dict[str,
     return {"trigger": {"match": selector(waist, point.write), "count": count or point.count}, "maxInjections": 1}
 
 
+def _write_rule(kind: str, point: Point, waist: Waist, settings: dict[str, Any]) -> Rule:
+    """A rule of `kind` with these settings on exactly the point's write (the Nth of its match)."""
+    return {"name": f"r1-{kind.lower()}-{point.match}", "match": selector(waist, point.write),
+            "when": _at_write(point, waist), "fault": {kind: settings}}
+
+
 def _reopen(kinds: Sequence[str], relist: bool) -> str | None:
     """The reopen a perturbation needs, among the asked kinds: a relisting one (a crash point first) for a stale
     view, else the cheapest (the registry's order, REOPEN_KINDS)."""
@@ -119,7 +127,6 @@ def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int,
              actions: Sequence[str] = ()) -> list[Perturbation]:
     """The perturbations that land at a write (`actions`: the trial actions the search may perform)."""
     out: list[Perturbation] = []
-    sel = selector(waist, point.write)
     for kind in kinds:
         own, rng = traits(kind), _rng(seed, point, kind)
         if own.at_a_count and own.acts_on in ("write", "resent-write") and point.match in waist.writes:
@@ -132,9 +139,8 @@ def at_write(point: Point, kinds: Sequence[str], waist: Waist, seed: int,
             what = "the write held back" if own.duration else "the write failed before it reached the apiserver"
         else:
             continue
-        out.append(Perturbation(point.id, f"{what} ({kind})", ({
-            "name": f"r1-{kind.lower()}-{point.match}", "match": sel, "when": _at_write(point, waist),
-            "fault": {kind: _settings(kind, rng, point.match, waist)}},)))
+        out.append(Perturbation(point.id, what, kind, (_write_rule(kind, point, waist,
+                                                                   _settings(kind, rng, point.match, waist)),)))
     out += _stale(point, kinds, waist, seed)
     out += _deleted_while_held(point, kinds, waist, seed, actions)
     return out
@@ -159,11 +165,9 @@ def _deleted_while_held(point: Point, kinds: Sequence[str], waist: Waist, seed: 
         after = "response" in _choices(kind, "phase")
         if after:
             settings["phase"] = "response"
-        rule = {"name": f"r1-{kind.lower()}-{point.match}", "match": selector(waist, point.write),
-                "when": _at_write(point, waist), "fault": {kind: settings}}
         how = ", the answer held after the commit" if after else ""
-        out.append(Perturbation(point.id, f"the pod deleted while its write is held ({kind}{how})", (rule,),
-                                (delete,)))
+        out.append(Perturbation(point.id, "the pod deleted while its write is held", f"{kind}{how}",
+                                (_write_rule(kind, point, waist, settings),), (delete,)))
     return out
 
 
@@ -188,8 +192,9 @@ def _stale(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> list[
         settings = {"lagWrites": 1} if "lagWrites" in SPECS[kind].model_fields else _settings(kind, rng, watch, waist)
         stale = {"name": f"r1-{kind.lower()}-{watch}", "match": {"verbs": ["watch"], "resources": [point.resource]},
                  "when": {"maxInjections": 1}, "fault": {kind: settings}}
-        out.append(Perturbation(point.id, f"a stale view of {point.resource} at the write ({kind}, reopened by "
-                                          f"{reopen})", (stale, _reopen_rule(reopen, point, waist, point.count, rng))))
+        out.append(Perturbation(point.id, f"a stale view of {point.resource} at the write",
+                                f"{kind}, reopened by {reopen}",
+                                (stale, _reopen_rule(reopen, point, waist, point.count, rng))))
     return out
 
 
@@ -215,7 +220,7 @@ def at_event(point: Point, kinds: Sequence[str], waist: Waist, seed: int) -> lis
                 "when": {"maxInjections": 1}, "fault": {kind: settings}}
         # reopened just after the last write of the match before the event (the first, when none came before it)
         out.append(Perturbation(point.id, f"the {point.verb} event of {point.names} on the {point.resource} watch "
-                                          f"edited ({kind}, reopened by {reopen})",
+                                          "edited", f"{kind}, reopened by {reopen}",
                                 (rule, _reopen_rule(reopen, point, waist, max(1, point.before), rng, at=False))))
     return out
 
