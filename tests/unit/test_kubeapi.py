@@ -9,7 +9,16 @@ from typing import Any
 
 import httpx2
 import pytest
-from kube_fault_proxy.kube.kubeapi import ApiError, Kube, Node, Pod, WaitTimeout, delete_namespace, ensure_namespace
+from kube_fault_proxy.kube.kubeapi import (
+    ApiError,
+    Kube,
+    Node,
+    Pod,
+    WaitTimeout,
+    delete_namespace,
+    delete_pods,
+    ensure_namespace,
+)
 from kube_fault_proxy.rig.cluster import pki
 from lightkube import ConfigError
 from lightkube.models.meta_v1 import Status
@@ -123,17 +132,23 @@ class Deletes:
     """A client deleting a namespace: the delete answers `status` (None: accepted); then the namespace
     is still there for `terminating` reads."""
 
-    def __init__(self, status: int | None, terminating: int | None) -> None:
+    def __init__(self, status: int | None, terminating: int | None, pods: tuple[str, ...] = ("a", "b")) -> None:
         self.status, self.terminating, self.reads = status, terminating, 0
-        self.collections: list[tuple[str, str, int]] = []
+        self.pods = pods
+        self.pod_deletes: list[tuple[str, str, int]] = []
 
-    def delete(self, resource: Any, name: str) -> None:
+    def delete(self, resource: Any, name: str, namespace: str | None = None, grace_period: int | None = None) -> None:
+        if resource.__name__ == "Pod":
+            assert grace_period == 0
+            self.pod_deletes.append((name, namespace or "", grace_period))
+            return
         assert (resource.__name__, name) == ("Namespace", "ns")
         if self.status is not None:
             raise ApiError(status=Status(code=self.status, message="no"))
 
-    def deletecollection(self, resource: Any, namespace: str, grace_period: int) -> None:
-        self.collections.append((resource.__name__, namespace, grace_period))
+    def list(self, resource: Any, namespace: str) -> list[dict[str, Any]]:
+        assert resource.__name__ == "Pod"
+        return [{"metadata": {"name": n, "namespace": namespace}} for n in self.pods]
 
     def get(self, resource: Any, name: str) -> Any:
         self.reads += 1
@@ -151,16 +166,44 @@ def test_deleting_a_namespace_waits_until_it_is_gone() -> None:
 def test_a_namespace_deleted_with_its_pods_at_once_deletes_them_after_it_terminates() -> None:
     client = Deletes(None, terminating=1)
     assert delete_namespace(client, "ns", pods_at_once=True) is True  # type: ignore[arg-type]
-    assert client.collections == [("Pod", "ns", 0)] and client.reads == 2
+    assert sorted(client.pod_deletes) == [("a", "ns", 0), ("b", "ns", 0)] and client.reads == 2
     untouched = Deletes(None, terminating=1)
     assert delete_namespace(untouched, "ns") is True  # type: ignore[arg-type]
-    assert untouched.collections == []
+    assert untouched.pod_deletes == []
     unwaited = Deletes(None, terminating=None)
     assert delete_namespace(unwaited, "ns", pods_at_once=True, wait=False) is True  # type: ignore[arg-type]
-    assert unwaited.collections == [("Pod", "ns", 0)] and unwaited.reads == 0  # not read: not waited for
+    assert len(unwaited.pod_deletes) == 2 and unwaited.reads == 0  # not read: not waited for
     missing = Deletes(404, 0)
     assert delete_namespace(missing, "ns", pods_at_once=True) is False  # type: ignore[arg-type]
-    assert missing.collections == []  # nothing deleted in a namespace that is not there
+    assert missing.pod_deletes == []  # nothing deleted in a namespace that is not there
+
+
+class PodDeletes:
+    """A client whose pod deletes answer by name: 404 for `gone`, `refused` for `denied`, else accepted."""
+
+    def __init__(self, gone: set[str], denied: frozenset[str] = frozenset(), refused: int = 403) -> None:
+        self.gone, self.denied, self.refused = gone, denied, refused
+        self.deleted: list[str] = []
+
+    def delete(self, resource: Any, name: str, namespace: str, grace_period: int) -> None:
+        assert (resource.__name__, namespace, grace_period) == ("Pod", "ns", 0)
+        if name in self.gone:
+            raise ApiError(status=Status(code=404, message="gone"))
+        if name in self.denied:
+            raise ApiError(status=Status(code=self.refused, message="no"))
+        self.deleted.append(name)
+
+
+def test_pods_are_deleted_at_once_and_one_already_gone_is_no_error() -> None:
+    client = PodDeletes(gone={"p3"})
+    names = [f"p{i}" for i in range(40)]
+    assert delete_pods(client, "ns", iter(names), concurrency=8) == 39  # type: ignore[arg-type]
+    assert sorted(client.deleted) == sorted(set(names) - {"p3"})
+
+
+def test_a_pod_delete_refused_otherwise_is_raised() -> None:
+    with pytest.raises(ApiError):
+        delete_pods(PodDeletes(gone=set(), denied=frozenset({"p1"})), "ns", ["p0", "p1", "p2"])  # type: ignore[arg-type]
 
 
 def test_deleting_a_namespace_that_is_not_there_is_fine() -> None:

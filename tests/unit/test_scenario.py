@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
+from kube_fault_proxy.rig.cluster.record import ClusterError
 from kube_fault_proxy.rig.invariants.check import Report, Violation
+from kube_fault_proxy.rig.runs import runner
+from kube_fault_proxy.rig.runs.run_record import RunResult, Target
 from kube_fault_proxy.rig.runs.runner import meets
 from kube_fault_proxy.rig.runs.scenario import Expectation, load_scenario
+from kube_fault_proxy.rig.workloads import load
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\n"
@@ -145,3 +149,21 @@ def test_a_touch_stops_once_the_run_has_ended() -> None:
     stop.clear()
     assert _perform(step, target, 1, "ns", "run", stop) == "touched 2 of 5 pods (stopped: the run had ended)"
     assert patched == ["p0", "p1"]
+
+
+def test_a_load_that_created_no_pod_ends_the_run_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(kube: object, spec: load.LoadSpec, progress: bool = True) -> load.LoadResult:
+        return load.LoadResult("r1", spec.count, failed=spec.count, errors={"HTTP 403": spec.count})
+
+    class Events:
+        def __init__(self) -> None:
+            self.events: list[dict[str, object]] = []
+            self.t0 = 0.0
+
+    monkeypatch.setattr(load, "create_pods", refused)
+    result = RunResult("s", "yunikorn", 1, expected=None)
+    ls = load.LoadSpec(count=3, namespace="yk")
+    target = Target(object(), "http://127.0.0.1:1")  # type: ignore[arg-type]
+    with pytest.raises(ClusterError, match=r"created none of its 3 pods in namespace yk \(3 HTTP 403\); a namespace"):
+        runner._load(target, ls, result, Events(), say=False)  # type: ignore[arg-type]
+    assert result.load["failed"] == 3  # what happened is kept for the report

@@ -16,6 +16,7 @@ from kube_fault_proxy.proxy import bind_latency
 from kube_fault_proxy.rig.actions import pod_churn
 from kube_fault_proxy.rig.cluster import versions
 from kube_fault_proxy.rig.cluster.control_plane import Options, running
+from kube_fault_proxy.rig.cluster.record import ClusterError
 from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check, graceful_stop
@@ -169,7 +170,10 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     if clean:  # the namespace goes (in `default` and other system namespaces, the run's pods)
         with target.kube.client() as api:
             pod_churn.clean_foreign(api, ls.namespace, ls.run_id)
-            load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
+            pods = load.clean(api, ls.namespace, None if ls.namespace not in SYSTEM_NAMESPACES else ls.run_id)
+        if say:
+            print(f"  deleted the load's {pods} pods in {time.monotonic() - t0 - result.seconds:.1f}s",
+                  file=sys.stderr, flush=True)
     return result
 
 
@@ -190,6 +194,10 @@ def _load(target: Target, ls: load.LoadSpec, result: RunResult, sampler: Sampler
         print(f"  creating {ls.count} pods at {ls.rate:g}/s for {result.scheduler}", file=sys.stderr, flush=True)
     created = load.create_pods(target.kube, ls, progress=say)
     result.load = created.as_dict()
+    if not created.created:  # nothing to judge: a verdict of "clean" on no pods would be a false one
+        why = ", ".join(f"{n} {kind}" for kind, n in sorted(created.errors.items())) or "none answered"
+        raise ClusterError(f"the load created none of its {ls.count} pods in namespace {ls.namespace} ({why}); "
+                           "a namespace still terminating after an earlier run refuses them all")
     sampler.events.append({"t": round(time.monotonic() - sampler.t0, 2), "event": "load-done"})
     return created.names
 

@@ -22,6 +22,7 @@ from kube_fault_proxy.kube.kubeapi import (
     Pod,
     WaitTimeout,
     delete_namespace,
+    delete_pods,
     ensure_namespace,
 )
 from kube_fault_proxy.rig.console import Progress
@@ -334,12 +335,7 @@ def clean(client: Client, namespace: str, run_id: str | None = None, timeout: fl
     if run_id is None and namespace not in SYSTEM_NAMESPACES:
         delete_namespace(client, namespace, timeout, pods_at_once=True)
         return len(pods)
-    for pod in pods:  # lightkube's deletecollection takes no label selector
-        try:
-            client.delete(Pod, pod["metadata"]["name"], namespace=namespace, grace_period=0)
-        except ApiError as e:
-            if e.status.code != 404:
-                raise
+    delete_pods(client, namespace, (p["metadata"]["name"] for p in pods))
     deadline = time.monotonic() + timeout
     while list(client.list(Pod, namespace=namespace, labels=labels, chunk_size=1)):
         if time.monotonic() >= deadline:
