@@ -61,7 +61,7 @@ def test_the_fix_closes_yunikorn_3355(tmp_path: Path) -> None:
     scenario and seed as the v1.9.0 run above, which keeps showing the violations."""
     fix = build.yunikorn(DEMO_FIX)
     code, table, out = run_scenarios(SCENARIO, ["yunikorn"], 7, 1, tmp_path / "report", ROOT / "fault_profiles",
-                                     tmp_path / "state", yunikorn_builds=[Contender("yunikorn", patch=DEMO_FIX)])
+                                     tmp_path / "state", builds=[Contender("yunikorn", patch=DEMO_FIX)])
     name = f"yunikorn+{fix.variant}"
     run = json.loads((out / f"{name}-seed-7" / "report.json").read_text())
     assert code == 0 and run["met"] is True and run["expected"]["verdict"] == "clean", table

@@ -14,7 +14,7 @@ from kube_fault_proxy.cli.exits import FAILED, OK, USAGE
 from kube_fault_proxy.cli.targets import add_target_arguments
 from kube_fault_proxy.kube.kubeapi import ConfigError, Kube
 from kube_fault_proxy.proxy.profiles.loader import ProfileError
-from kube_fault_proxy.rig.cluster import build, feature_gates, versions
+from kube_fault_proxy.rig.cluster import build, feature_gates, patches, versions
 from kube_fault_proxy.rig.cluster.control_plane import needed_components
 from kube_fault_proxy.rig.cluster.record import ClusterError, default_state_dir
 from kube_fault_proxy.rig.console import show_table
@@ -36,7 +36,7 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Contender:
-    """One scheduler to run the scenario with; for YuniKorn, optionally a patched or source-tree build."""
+    """One scheduler to run the scenario with; optionally a patched build (YuniKorn: or a source tree)."""
 
     scheduler: str
     patch: Path | None = None
@@ -46,37 +46,38 @@ class Contender:
         """The scheduler's binary (kube-scheduler of the Kubernetes release `kubernetes`)."""
         if self.scheduler == "yunikorn":
             return build.yunikorn(self.patch, self.source)
-        return build.kubernetes("kube-scheduler", kubernetes) if self.scheduler == "kube-scheduler" else None
+        if self.scheduler == "kube-scheduler":
+            return (build.kube_scheduler(self.patch, kubernetes) if self.patch is not None
+                    else build.kubernetes("kube-scheduler", kubernetes))
+        return None
 
 
-def contenders_for(schedulers: list[str], yunikorn_builds: list[Contender], with_release: bool) -> list[Contender]:
-    """The runs in order: each scheduler once; YuniKorn as each given build (after the release, if asked)."""
+def contenders_for(schedulers: list[str], builds: list[Contender], with_release: bool) -> list[Contender]:
+    """The runs in order: each scheduler once, or as each build given for it (after the release, if asked)."""
     out: list[Contender] = []
     for s in schedulers:
-        if s == "yunikorn" and yunikorn_builds:
-            out += ([Contender("yunikorn")] if with_release else []) + yunikorn_builds
-        else:
-            out.append(Contender(s))
+        own = [b for b in builds if b.scheduler == s]
+        out += ([Contender(s)] if with_release else []) + own if own else [Contender(s)]
     return out
 
 
 def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: int, out: Path | None,
                   profiles: Path, state_dir: Path, existing: Target | None = None,
-                  yunikorn_builds: list[Contender] | None = None, with_release: bool = False,
+                  builds: list[Contender] | None = None, with_release: bool = False,
                   gates: feature_gates.Gates | None = None,
                   kubernetes: str = versions.KUBERNETES) -> tuple[int, str, Path]:
     """Every requested run; (exit code, summary table, report directory).
 
     With `existing`, the runs use that cluster (its scheduler already behind the proxy) instead
-    of a fresh local control plane each. YuniKorn runs once per build in `yunikorn_builds`
-    (patched or source-tree), after the release if `with_release`; without builds, the release. `gates`
+    of a fresh local control plane each. A scheduler with builds in `builds` (patched, or for YuniKorn a
+    source tree) runs once per build, after the release if `with_release`; without builds, the release. `gates`
     (component -> gate -> on) go to each local control plane's components, of the Kubernetes release `kubernetes`."""
     scenario = load_scenario(path)
     chosen = schedulers or scenario.spec.schedulers() or [scenario.spec.cluster.scheduler]
     for scheduler in chosen:  # a stop's bound under the scheduler's promise is refused before anything starts
         stop_steps(scenario, scheduler)
     check_fresh(scenario, existing)  # so is a fresh scheduler on a cluster whose scheduler the rig cannot restart
-    contenders = contenders_for(chosen, yunikorn_builds or [], with_release)
+    contenders = contenders_for(chosen, builds or [], with_release)
     out = out or Path("reports") / f"{scenario.metadata.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if existing is None:
         release = build.components(kubernetes)
@@ -94,7 +95,7 @@ def run_scenarios(path: Path, schedulers: list[str] | None, seed: int, repeat: i
                   file=sys.stderr, flush=True)
             if existing is None:
                 result = run_local(scenario, scheduler, s, state_dir / f"{name}-{s}", profiles,
-                                   yunikorn_patch=contender.patch, yunikorn_source=contender.source,
+                                   patch=contender.patch, yunikorn_source=contender.source,
                                    feature_gates=_gates_for(gates or {}, scheduler), kubernetes=kubernetes)
             else:  # a local plane's scheduler names its build (and a patched YuniKorn's expectation)
                 plane = existing.cluster
@@ -167,7 +168,9 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "report":
             return _report(args.directories)
         builds = ([Contender("yunikorn", patch=p) for p in args.yunikorn_patch or []]
-                  + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []])
+                  + [Contender("yunikorn", source=d) for d in args.yunikorn_source or []]
+                  + [Contender("kube-scheduler", patch=_kube_patch(p))
+                     for p in getattr(args, "kube_scheduler_patch", None) or []])
         if args.command == "demo":  # kube-scheduler, YuniKorn v1.9.0, YuniKorn v1.9.0 with the fix
             path, schedulers, repeat, seed = shipped.SCENARIOS / "yunikorn-3355.yaml", None, 1, args.seed
             builds, with_release = builds or [Contender("yunikorn", patch=DEMO_FIX)], True
@@ -178,8 +181,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "kubeconfig", None) is not None:
             existing, schedulers = _existing(args, schedulers)
         if existing is not None and builds:
-            raise UsageError("--yunikorn-patch and --yunikorn-source build a YuniKorn for a local run, "
-                             "not for --kubeconfig")
+            raise UsageError("--yunikorn-patch, --yunikorn-source and --kube-scheduler-patch build a scheduler "
+                             "for a local run, not for --kubeconfig")
         gates = feature_gates.collect(args.feature_gates)
         if existing is not None and gates:
             raise UsageError("--feature-gates start a local control plane's components with those gates, "
@@ -235,8 +238,13 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     r.add_argument("--control-url", help="with --kubeconfig: the proxy's control plane (default: a local plane's)")
     r.add_argument("--yunikorn-url", help="with --kubeconfig: YuniKorn's REST API (enables I1-I5; default: a "
                                           "local plane's)")
+    r.add_argument("--kube-scheduler-patch", type=Path, metavar="FILE", nargs="+", action="extend",
+                   help="kube-scheduler runs use the Kubernetes release (--kubernetes) with this unified diff to "
+                        "k8s.io/kubernetes applied (built once, cached by its hash); several: one set of runs per "
+                        "patch")
     r.add_argument("--with-release", action="store_true",
-                   help="with --yunikorn-patch/--yunikorn-source: run YuniKorn as released too, first")
+                   help="with --yunikorn-patch/--yunikorn-source/--kube-scheduler-patch: run that scheduler as "
+                        "released too, first")
     common(r)
     rp = sub.add_parser("report", help="print (and re-render) a report directory's summary; with several, their "
                         "runs side by side (one column per scenario and build)")
@@ -253,3 +261,10 @@ def _scenario(text: str) -> Path:
 
 def _patch(text: str) -> Path:
     return shipped.yunikorn_patch(Path(text))
+
+
+def _kube_patch(path: Path) -> Path:
+    """A kube-scheduler patch, refused (ValueError, before anything is built or started) unless it reads as a
+    unified diff."""
+    patches.check_file(path, f"--kube-scheduler-patch {path}")
+    return path

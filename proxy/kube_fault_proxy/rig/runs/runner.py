@@ -278,17 +278,17 @@ def _judge(result: RunResult, snap: check.Snapshot, quiet: bool, expect: Expecta
 
 
 def run_local(scenario: Scenario, scheduler: str, seed: int, state_dir: Path, profiles_dir: Path,
-              say: bool = True, yunikorn_patch: Path | None = None, yunikorn_source: Path | None = None,
+              say: bool = True, patch: Path | None = None, yunikorn_source: Path | None = None,
               feature_gates: Mapping[str, Mapping[str, bool]] | None = None,
               kubernetes: str = versions.KUBERNETES) -> RunResult:
-    """Bring up the local control plane with the proxy and this scheduler, run, tear down (a
-    YuniKorn run uses the patched or source-tree build, if given; `feature_gates` go to the components, all
+    """Bring up the local control plane with the proxy and this scheduler, run, tear down (the scheduler is
+    built with `patch`, if given, and a YuniKorn from `yunikorn_source`; `feature_gates` go to the components, all
     of the Kubernetes release `kubernetes`)."""
     yk = scheduler == "yunikorn"
     opts = Options(state_dir=state_dir, nodes=scenario.spec.cluster.nodes, scheduler=scheduler, proxy=True,
-                   profiles_dir=profiles_dir, yunikorn_patch=yunikorn_patch if yk else None,
+                   profiles_dir=profiles_dir, yunikorn_patch=patch if yk else None,
                    yunikorn_source=yunikorn_source if yk else None, feature_gates=feature_gates or {},
-                   kubernetes=kubernetes)
+                   kubernetes=kubernetes, kube_scheduler_patch=patch if scheduler == "kube-scheduler" else None)
     with running(opts) as c:  # the whole control plane goes after the run, so the run cleans nothing itself
         result = run_on(Target(c.admin_api(), c.control_url, c.yunikorn_url, c), scenario, scheduler, seed, say,
                         c.scheduler_build, c.scheduler_variant, clean=False, started=True)
