@@ -146,3 +146,12 @@ def test_a_run_with_no_commit_or_no_reading_says_so() -> None:
     assert "bind latency" not in report.compare_table([a_run(), {**a_run(), "seed": 4}]), "runs from before it"
     assert "| bind latency p50 / p99 / max | - | - |" in report.compare_table(
         [a_run(), {**a_run(), "seed": 4, "bindLatency": {**LATENCY, "count": 0}}])
+
+
+def test_a_patched_kube_scheduler_is_named_by_its_build_in_the_columns() -> None:
+    released = {**a_run(), "scheduler": "kube-scheduler", "build": "kube-scheduler v1.37.2"}
+    patched = {**released, "build": "kube-scheduler v1.37.2+bind-error-keeps-assumed-pod-ee40cb12860b"}
+    assert report.column_name(released) == "kube-scheduler"
+    assert report.column_name(patched) == "kube-scheduler v1.37.2 + bind-error-keeps-assumed-pod"
+    assert "| | kube-scheduler (seed 3) | kube-scheduler v1.37.2 + bind-error-keeps-assumed-pod (seed 3) |" in (
+        report.compare_table([released, patched]))

@@ -299,17 +299,18 @@ def write_summary(directory: Path, runs: list[dict[str, Any]]) -> str:
     """The side-by-side table over every run, written to summary.md (and returned)."""
     text = write_summary_text(runs)
     (directory / "summary.md").write_text(text + "\n" + "\n".join(
-        f"- [{r['scheduler']} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
+        f"- [{column_name(r)} seed {r['seed']}]({r['dir']}/summary.md)" for r in runs if "dir" in r) + "\n")
     (directory / "report.json").write_text(json.dumps({"runs": runs}, indent=1))
     return text
 
 
 def column_name(run: dict[str, Any]) -> str:
-    """A run's column heading: the scheduler, and for a YuniKorn build its version and patch."""
+    """A run's column heading: the scheduler, and for a YuniKorn build or a patched kube-scheduler its version
+    and patch."""
     build = str(run.get("build") or run["scheduler"])
     name, _, version = build.partition(" ")
     pretty = {"kube-scheduler": "kube-scheduler", "yunikorn": "YuniKorn"}.get(name, name)
-    if name == "kube-scheduler" or not version:
+    if not version or (name == "kube-scheduler" and "+" not in version):
         return pretty
     return f"{pretty} {re.sub(r'-[0-9a-f]{12}$', '', version).replace('+', ' + ', 1)}"
 
