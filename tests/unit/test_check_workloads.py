@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kube_fault_proxy.cli import workload
 from kube_fault_proxy.cli.main import parser
 from kube_fault_proxy.cli.workload import judged
 from kube_fault_proxy.proxy.requests.watch import WatchEvent
@@ -89,3 +90,19 @@ def test_check_with_the_journal_excuses_a_pod_only_a_lost_node_has_room_for(tmp_
     [said] = excuse_report(report, book)
     assert [v.objects for v in report.violations] == [("a/a1",)]
     assert said.endswith("(node n1 lost no ADDED event in the ledger)")
+
+
+def _pod(namespace: str, scheduler: str | None) -> dict[str, Any]:
+    spec = {"schedulerName": scheduler} if scheduler else {}
+    return {"metadata": {"namespace": namespace, "name": "p"}, "spec": spec}
+
+
+def test_a_check_with_no_scheduler_name_says_it_judged_no_pod_and_whose_pods_are_there() -> None:
+    pods = [_pod("a", None), _pod("a", "yunikorn"), _pod("b", "yunikorn"), _pod("c", "yunikorn")]
+    assert workload.unjudged(pods, set(), []) == (
+        "no --scheduler-name, so no pod was judged by the scheduler invariants (stranded, safety, I1-I5); the pods "
+        "here name default-scheduler (1 pod), yunikorn (3 pods)")
+    assert workload.unjudged(pods, set(), ["b"]) is not None and "yunikorn (1 pod)" in str(
+        workload.unjudged(pods, set(), ["b"]))
+    assert workload.unjudged(pods, {"yunikorn"}, []) is None  # named: judged
+    assert workload.unjudged(pods, set(), ["z"]) is None  # no pod in scope: nothing to say

@@ -6,7 +6,9 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from lightkube import ConfigError
 
@@ -111,6 +113,8 @@ def run_check(args: argparse.Namespace) -> int:
             world = snapshot(client, args.namespace)  # the workloads as they are once the pods went quiet
             claims = dra.claims_and_slices(client)  # None where the apiserver serves no resource.k8s.io/v1
     report = judged(snap, schedulers, args.grace, args.namespace)
+    if (note := unjudged(snap.pods, schedulers, args.namespace)) is not None:
+        print(f"kube-fault-proxy check: {note}", file=sys.stderr)
     report.checked += [*SNAPSHOT, pod_scheduled.NAME]
     report.violations += check_world(world, args.namespace)
     report.violations += pod_scheduled.check_scheduled(snap.pods, schedulers, args.namespace)
@@ -138,6 +142,20 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output:
         args.output.write_text(json.dumps(report.as_dict(), indent=1))
     return OK if report.ok else FAILED
+
+
+def unjudged(pods: list[dict[str, Any]], schedulers: set[str], namespaces: list[str]) -> str | None:
+    """With no --scheduler-name no pod is judged by the scheduler invariants, and the verdict reads clean: what
+    to say about the pods in scope then (None when schedulers were named, or there is no pod)."""
+    if schedulers:
+        return None
+    names = Counter(p["spec"].get("schedulerName", "default-scheduler") for p in pods
+                    if not namespaces or p["metadata"].get("namespace") in namespaces)
+    if not names:
+        return None
+    found = ", ".join(f"{name} ({n} pod{'' if n == 1 else 's'})" for name, n in sorted(names.items()))
+    return (f"no --scheduler-name, so no pod was judged by the scheduler invariants (stranded, safety, I1-I5); "
+            f"the pods here name {found}")
 
 
 def judged(snap: check.Snapshot, schedulers: set[str], grace: float, namespaces: list[str]) -> check.Report:
@@ -219,7 +237,9 @@ def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                       "DaemonSets), what DRA promises (devices allocated once, bound pods' claims "
                                       "reserved) (exit 1 on violation)")
     _add_target(cp)
-    cp.add_argument("--scheduler-name", action="append", default=[], help="whose pods (repeatable)")
+    cp.add_argument("--scheduler-name", action="append", default=[],
+                    help="whose pods the scheduler invariants judge (repeatable; none given: no pod is, and the check "
+                         "says which schedulers the pods name)")
     cp.add_argument("--yunikorn", metavar="URL", help="YuniKorn REST, e.g. http://127.0.0.1:9080 (enables I1-I5)")
     cp.add_argument("--quiet", type=float, default=10.0, help="seconds without change that count as quiet")
     cp.add_argument("--wait", type=float, default=120.0, help="give up waiting for quiet after this long")
