@@ -236,11 +236,16 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
         case "dra" | "dra-binding":
             return _devices(rng, shape, nodes, pods)
         case "yunikorn-gang":
-            group = [TaskGroup(f"g{j}", nodes + 1, YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S) for j in range(pods)]
-            return Workload(shape, (ROOMY_NODE,) * nodes,
-                            tuple(PodSpec(YG_CPU_M, YG_MEMORY_MI, task_group=g) for g in group),
-                            tuple(j % nodes for j in range(pods)))
+            return _yunikorn_gangs(nodes, pods)
     raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(SCENARIO_SHAPES)}")
+
+
+def _yunikorn_gangs(nodes: int, pods: int) -> Workload:
+    """Roomy nodes, and each pod a YuniKorn application of one task group of nodes + 1 placeholders of its size."""
+    groups = [TaskGroup(f"g{j}", nodes + 1, YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S) for j in range(pods)]
+    return Workload(YUNIKORN_GANG, (ROOMY_NODE,) * nodes,
+                    tuple(PodSpec(YG_CPU_M, YG_MEMORY_MI, task_group=g) for g in groups),
+                    tuple(j % nodes for j in range(pods)))
 
 
 def _devices(rng: random.Random, shape: str, nodes: int, pods: int) -> Workload:
