@@ -164,6 +164,11 @@ def _spread(pods: int, nodes: int) -> list[int]:
     return [pods // nodes + (1 if i < pods % nodes else 0) for i in range(nodes)]
 
 
+def _in_turn(nodes: int, pods: int) -> tuple[int, ...]:
+    """Pod j planned on node j mod nodes."""
+    return tuple(j % nodes for j in range(pods))
+
+
 def _filled(counts: list[int], spare: int = 0, **node: Any) -> list[NodeSpec]:
     """Nodes holding exactly `counts` unit pods, plus `spare` unit slots (an empty node keeps one slot)."""
     out = []
@@ -186,8 +191,7 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
     rng = random.Random(f"kfp-shape:{drawn}:{nodes}:{pods}:{seed}")
     match shape:
         case "roomy":
-            return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods,
-                            tuple(j % nodes for j in range(pods)))
+            return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods, _in_turn(nodes, pods))
         case "exact-fill":
             return Workload(shape, tuple(_filled(_spread(pods, nodes))), (_unit(),) * pods,
                             tuple(j % nodes for j in range(pods)))
@@ -244,8 +248,7 @@ def _yunikorn_gangs(nodes: int, pods: int) -> Workload:
     """Roomy nodes, and each pod a YuniKorn application of one task group of nodes + 1 placeholders of its size."""
     groups = [TaskGroup(f"g{j}", nodes + 1, YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S) for j in range(pods)]
     return Workload(YUNIKORN_GANG, (ROOMY_NODE,) * nodes,
-                    tuple(PodSpec(YG_CPU_M, YG_MEMORY_MI, task_group=g) for g in groups),
-                    tuple(j % nodes for j in range(pods)))
+                    tuple(PodSpec(YG_CPU_M, YG_MEMORY_MI, task_group=g) for g in groups), _in_turn(nodes, pods))
 
 
 def _devices(rng: random.Random, shape: str, nodes: int, pods: int) -> Workload:
