@@ -42,11 +42,14 @@ def test_a_clean_yunikorn_run_is_clean() -> None:
 
 def test_the_recorded_yunikorn_3355_run_violates_everything_it_should() -> None:
     report = evaluate(snapshot(load("3355")), {"yunikorn"})
-    assert by(report) == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 1, "I2": 51, "I3": 1, "I4": 52, "I5": 1,
+    assert by(report) == {"stranded": 52, "missing-node": 0, **SAFE, "I1": 2, "I2": 51, "I3": 1, "I4": 52, "I5": 1,
                           **CHURN}
     assert report.counts["phantomAllocations"] == 51
-    [i1] = report.by_invariant()["I1"]
-    assert i1.message == "queue root.default books 59 pods; 8 are bound in namespace default"
+    root, leaf = report.by_invariant()["I1"]  # root books every namespace's pods: the same surplus
+    assert leaf.message == "queue root.default books 59 pods; 8 are bound in namespace default"
+    assert root.message == "queue root books 59 pods; 8 are bound in all namespaces" and root.objects == ("root",)
+    assert [v.invariant for v in evaluate(snapshot(load("3355")), {"yunikorn"}, namespace="default").violations
+            if v.objects == ("root",)] == []  # one namespace judged: root, which books all of them, is not
     phantom = report.by_invariant()["I2"][0]
     assert phantom.message.startswith("phantom allocation: default/load-6e45ef40-")
     assert "is booked on kfp-node-" in phantom.message and phantom.message.endswith("but the pod is unbound (Pending)")
@@ -84,6 +87,13 @@ def delete_pod(doc: dict[str, Any]) -> None:
 
 def book_one_more(doc: dict[str, Any]) -> None:
     doc["queues"]["children"][0]["allocatedResource"]["pods"] += 1
+    doc["queues"]["allocatedResource"]["pods"] += 1  # a queue's usage is its parent's too (recursively)
+
+
+def leak_in_root(doc: dict[str, Any]) -> None:
+    """YUNIKORN-1993's leak: a placeholder's release skipped its queue (\"queue is nil\"), whose dynamic leaf was
+    removed since: root alone keeps the pod."""
+    doc["queues"]["allocatedResource"]["pods"] += 1
 
 
 def ignored_pod(doc: dict[str, Any]) -> None:
@@ -91,6 +101,7 @@ def ignored_pod(doc: dict[str, Any]) -> None:
     p = pod(doc)
     doc["apps"][0]["allocations"].remove(allocation_of(doc, p))
     doc["queues"]["children"][0]["allocatedResource"]["pods"] -= 1
+    doc["queues"]["allocatedResource"]["pods"] -= 1
     doc["cache"]["pods"][f"default/{p['metadata']['name']}"]["nodeName"] = ""
 
 
@@ -105,18 +116,20 @@ def assumed(doc: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (unbind, {"stranded": 1, "I1": 1, "I2": 1, "I4": 1}),
+        # root and root.default both book the unbound pod (I1 twice)
+        (unbind, {"stranded": 1, "I1": 2, "I2": 1, "I4": 1}),
         (rebind, {"I2": 1, "I4": 1}),
         # the allocation is booked on the ghost node too: YuniKorn keeps it on a node that does not exist, and
-        # its queue books a pod that holds no place on any node
-        (ghost_node, {"missing-node": 1, "no-allocation-on-missing-node": 1, "I1": 1}),
-        (delete_pod, {"I1": 1, "I2": 1}),
-        (book_one_more, {"I1": 1}),
+        # its queue (and root) books a pod that holds no place on any node
+        (ghost_node, {"missing-node": 1, "no-allocation-on-missing-node": 1, "I1": 2}),
+        (delete_pod, {"I1": 2, "I2": 1}),
+        (book_one_more, {"I1": 2}),
+        (leak_in_root, {"I1": 1}),
         (ignored_pod, {"stranded": 1, "I3": 1}),
         (stale_cache, {"I4": 1}),
         (assumed, {"I5": 1}),
     ],
-    ids=["unbound-pod", "other-node", "missing-node", "deleted-pod", "overbooked-queue", "ignored-pod",
+    ids=["unbound-pod", "other-node", "missing-node", "deleted-pod", "overbooked-queue", "leaked-in-root", "ignored-pod",
          "stale-shim-cache", "still-assumed"],
 )
 def test_each_invariant_fails_on_its_own_symptom(mutate: Callable[[dict[str, Any]], None],
@@ -207,7 +220,7 @@ def test_render_names_the_objects() -> None:
     text = render(evaluate(snapshot(load("3355")), {"yunikorn"}))
     assert re.search(r"^I2 no-phantom-allocation +NO ", text, re.M)  # the alias, the name beside it
     assert "default/load-6e45ef40-" in text and "(+" in text
-    assert text.splitlines()[-1].startswith("158 violations (pods 60, bound 8")
+    assert text.splitlines()[-1].startswith("159 violations (pods 60, bound 8")  # I1 twice: root.default and root
 
 
 def test_a_namespace_scoped_check_judges_only_that_namespace() -> None:

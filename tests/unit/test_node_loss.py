@@ -48,6 +48,7 @@ def forget(doc: dict[str, Any], pod: dict[str, Any]) -> None:
         app["allocations"] = [a for a in app["allocations"] if a["allocationKey"] != pod["metadata"]["uid"]]
     doc["cache"]["pods"].pop(f"default/{pod['metadata']['name']}", None)
     doc["queues"]["children"][0]["allocatedResource"]["pods"] -= 1
+    doc["queues"]["allocatedResource"]["pods"] -= 1  # a queue's usage is its parent's too (recursively)
 
 
 def node_gone_cleanly(doc: dict[str, Any]) -> None:
@@ -95,6 +96,7 @@ def test_an_allocation_left_on_a_deleted_node_is_caught() -> None:
     doc["apps"][0]["allocations"].append(next(a for a in recorded()["apps"][0]["allocations"]
                                               if a["allocationKey"] == p["metadata"]["uid"]))
     doc["queues"]["children"][0]["allocatedResource"]["pods"] += 1
+    doc["queues"]["allocatedResource"]["pods"] += 1
     report = evaluate(snapshot(doc, {GONE: DELETED_AT}), {"yunikorn"})
     [v] = report.by_invariant()["no-allocation-on-missing-node"]
     assert v.node == GONE and v.kind == "allocation"

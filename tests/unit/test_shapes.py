@@ -20,6 +20,7 @@ from kube_fault_proxy.rig.workloads.shapes import (
     GANG_LABEL,
     GANG_SIZES,
     POOL_LABEL,
+    SCENARIO_SHAPES,
     SIZES,
     TAINT_KEY,
     TIGHT,
@@ -149,7 +150,7 @@ def test_a_shaped_loads_pods_carry_their_shapes_requests_labels_and_constraints(
 
 
 def test_a_scenarios_load_names_a_shape_and_takes_no_cpu_or_memory_beside_one(tmp_path: Path) -> None:
-    assert typing.get_args(scenario.Shape) == ALL_SHAPES
+    assert typing.get_args(scenario.Shape) == SCENARIO_SHAPES == (*ALL_SHAPES, "yunikorn-gang")
     path = tmp_path / "s.yaml"
     head = "apiVersion: kube-fault-proxy/v1\nkind: Scenario\nmetadata: {name: s}\nspec:\n  load: "
     path.write_text(head + "{count: 10, shape: exact-fill}\n")

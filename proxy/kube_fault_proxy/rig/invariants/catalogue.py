@@ -231,7 +231,8 @@ CATALOGUE = (
               Promise("If the anti-affinity requirements specified by this field are not met at scheduling time, the "
                       "pod will not be scheduled onto the node.",
                       f"{API}: core/v1/types.go, PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution")),
-    Invariant("queue-books-bound-pods", "each queue books as many pods as are really bound in its namespace",
+    Invariant("queue-books-bound-pods", "each queue books as many pods as are really bound in its namespace, and "
+                                        "the root queue as many as are bound in all",
               Promise("IncAllocatedResource increments the allocated resources for this queue (recursively). … "
                       "DecAllocatedResource decrement the allocated resources for this queue (recursively)",
                       f"{CORE}: pkg/scheduler/objects/queue.go, Queue.IncAllocatedResource, "

@@ -21,7 +21,7 @@ from kube_fault_proxy.rig.cluster.schedulers import restart_scheduler
 from kube_fault_proxy.rig.console import Progress
 from kube_fault_proxy.rig.invariants import check, graceful_stop
 from kube_fault_proxy.rig.runs.run_record import RunResult, Target
-from kube_fault_proxy.rig.runs.scenario import Expectation, Scenario
+from kube_fault_proxy.rig.runs.scenario import YUNIKORN_ONLY, Expectation, Scenario
 from kube_fault_proxy.rig.runs.timeline import Sampler, Timeline, retry_transport
 from kube_fault_proxy.rig.workloads import load, wave
 
@@ -128,6 +128,8 @@ def run_on(target: Target, scenario: Scenario, scheduler: str, seed: int, say: b
     delete what the load made, so the next run on the same cluster starts from nothing. With
     spec.freshScheduler the scheduler is restarted first (`started`: the run's own plane has just started it)."""
     spec = scenario.spec
+    if spec.load.shape == YUNIKORN_ONLY and scheduler != "yunikorn":
+        raise ValueError(f"load.shape {YUNIKORN_ONLY} is YuniKorn's gang scheduling: run it with --scheduler yunikorn")
     ls = load.LoadSpec(count=spec.load.count, rate=spec.load.rate, concurrency=spec.load.concurrency,
                        namespace=spec.load.namespace, scheduler_name=SCHEDULER_NAMES[scheduler],
                        cpu=spec.load.cpu, memory=spec.load.memory,

@@ -33,8 +33,10 @@ class ClusterSpec(StrictModel):
 # beforeScheduler: the scheduler under test is stopped before the load and started after it (its
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
-# rig.shapes.ALL_SHAPES
-Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang", "gang-late"]
+YUNIKORN_ONLY = "yunikorn-gang"  # rig.shapes.YUNIKORN_GANG: the shape only YuniKorn schedules
+# rig.shapes.SCENARIO_SHAPES
+Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang", "gang-late",
+                "yunikorn-gang"]
 
 
 class LoadSpec(StrictModel):
@@ -57,7 +59,9 @@ class LoadSpec(StrictModel):
         "devices of a fake DRA driver on every node and gives each pod a claim for 1-4 of them (the cluster's "
         "kube-controller-manager must run the resourceclaim-controller); gang puts exact-fill's pods in gangs "
         "of PodGroups with minCount (the cluster needs GenericWorkload and the scheduling.k8s.io/v1beta1 API on); "
-        "gang-late is the search's only"))
+        "gang-late is the search's only; yunikorn-gang (YuniKorn only) makes every pod an application of its own, "
+        "a Hard-style gang of task groups that asks for one 12-cpu placeholder more than there are 16-cpu nodes, "
+        "with a 3 s placeholder timeout: each application fails, and the shim fails its pod"))
 
     @model_validator(mode="after")
     def _release_concurrency_only_with_gates(self) -> Self:
@@ -259,6 +263,12 @@ class ScenarioSpec(StrictModel):
         "brought up, reached with its kubeconfig)"))
     expect: dict[ExpectFor, Expectation] = Field(
         default_factory=dict, description="per scheduler (kube-scheduler, yunikorn) or build (yunikorn+<patch name>)")
+
+    @model_validator(mode="after")
+    def _yunikorn_gangs_for_yunikorn(self) -> Self:
+        if self.load.shape == YUNIKORN_ONLY and set(self.schedulers()) - {"yunikorn"}:
+            raise ValueError(f"load.shape {YUNIKORN_ONLY} is YuniKorn's gang scheduling: expect yunikorn only")
+        return self
 
     def schedulers(self) -> list[str]:
         """The schedulers the expectations are about, in order (a build counts for its scheduler)."""

@@ -120,11 +120,15 @@ def pod_manifest(spec: LoadSpec, name: str, index: int = 0) -> dict[str, Any]:
     labels = {LOAD_LABEL: spec.run_id, **spec.labels, **(shaped.labels if shaped else {})}
     if spec.app_id:
         labels["applicationId"] = spec.app_id
+    group = shaped.task_group if shaped else None
+    if group is not None:  # a YuniKorn gang: its application, unique to this load
+        labels["applicationId"] = f"{spec.run_id}-{group.app}"
     requests = ({"cpu": f"{shaped.cpu_m}m", "memory": f"{shaped.memory_mi}Mi"} if shaped
                 else {"cpu": spec.cpu, "memory": spec.memory})
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels,
+                     **({"annotations": group.annotations()} if group is not None else {})},
         "spec": {"schedulerName": spec.scheduler_name, "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                  "resources": {"requests": requests}}]}}

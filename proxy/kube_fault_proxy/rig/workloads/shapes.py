@@ -21,11 +21,18 @@ specs, with a planned legal placement. The tight shapes end full or nearly full,
 - gang-late: gang whose last node comes late (a search trial's): the node is deleted before the load and created
   again, as it was, once the load is in, while the faults act, so the members planned on it wait for a node ADDED
   the scheduler must see (and a gang short of them waits at Permit). In a scenario, use gang and node steps.
+- yunikorn-gang: YuniKorn's own gang scheduling (task groups; a scenario's only, for YuniKorn): every pod is an
+  application of its own, a Hard-style gang whose task group asks for one placeholder more than there are nodes,
+  each too big to share a 16-cpu node (YG_CPU_M). One placeholder per node is placed, the last never is: at the
+  placeholder timeout (YG_TIMEOUT_S) the application fails, the shim deletes the placeholders and fails the pod.
+  Each application so ends Failed inside the removal of its last placeholder (YUNIKORN-1993's path). There is no
+  legal placement by design (`placement` says only which node each pod would fit on alone).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +43,9 @@ DEVICE_SHAPES = ("dra", "dra-binding")  # shapes that need more than the default
 BINDING_SHAPES = ("dra-binding",)  # device shapes whose devices wait for binding conditions (the driver sets them)
 GANG_SHAPES = ("gang", "gang-late")  # shapes whose pods are in PodGroups (workloads/gang.py): GenericWorkload on
 LATE_NODES = {"gang-late": 1}  # shapes whose last nodes come once the load is in (search trials): how many
-ALL_SHAPES = SHAPES + DEVICE_SHAPES + GANG_SHAPES
+ALL_SHAPES = SHAPES + DEVICE_SHAPES + GANG_SHAPES  # what the search draws from
+YUNIKORN_GANG = "yunikorn-gang"  # YuniKorn's task groups: a scenario's shape only (TaskGroup)
+SCENARIO_SHAPES = (*ALL_SHAPES, YUNIKORN_GANG)
 MAX_DEVICES = 4  # the most devices one pod of the dra shape asks for
 POOL_LABEL = "kube-fault-proxy/pool"
 TAINT_KEY = "kube-fault-proxy/dedicated"
@@ -45,11 +54,14 @@ HOSTNAME = "kubernetes.io/hostname"
 CLAIM = "devices"  # a dra pod's name for its claim
 GANG_LABEL = "kube-fault-proxy/gang"  # a gang member's label: its PodGroup's name
 GANG_SIZES = (2, 4)  # the fewest and most members of one gang
+YK = "yunikorn.apache.org/"  # the domain of YuniKorn's pod annotations
 
 
 def claim_template(devices: int) -> str:
     """The ResourceClaimTemplate (workloads/dra.py publishes it) whose claims ask for `devices` devices."""
     return f"kfp-devices-{devices}"
+# yunikorn-gang: each placeholder (and pod) 12 cpu and 1Gi, so one fits a 16-cpu node; a 3 s placeholder timeout
+YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S = 12000, 1024, 3
 UNIT_CPU, MIB_PER_MILLICPU = 500, 2  # exact-fill's pod: 500m and 1000Mi
 SIZES = (250, 500, 1000, 1500)  # mixed's pod sizes (millicpu; memory in proportion)
 
@@ -71,6 +83,31 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class TaskGroup:
+    """A YuniKorn gang of one task group, as its pods declare it: the shim (v1.9.0) reads the application from
+    the `applicationId` label (utils.GetApplicationIDFromPod), the task groups from a JSON list in an annotation
+    (cache.GetTaskGroupsFromAnnotation: name, minMember and minResource each required), the pod's group from
+    another, and `placeholderTimeoutInSeconds` and `gangSchedulingStyle` (Hard or Soft) from a third, space-separated
+    (cache.GetSchedulingPolicyParam)."""
+
+    app: str  # the application, unique within the load (the load's run id goes before it)
+    min_member: int
+    cpu_m: int
+    memory_mi: int
+    timeout_s: int
+    style: str = "Hard"
+    name: str = "members"
+
+    def annotations(self) -> dict[str, str]:
+        """The annotations every pod of the gang carries."""
+        groups = [{"name": self.name, "minMember": self.min_member,
+                   "minResource": {"cpu": f"{self.cpu_m}m", "memory": f"{self.memory_mi}Mi"}}]
+        return {f"{YK}task-groups": json.dumps(groups, separators=(",", ":")), f"{YK}task-group-name": self.name,
+                f"{YK}schedulingPolicyParameters":
+                    f"placeholderTimeoutInSeconds={self.timeout_s} gangSchedulingStyle={self.style}"}
+
+
+@dataclass(frozen=True)
 class PodSpec:
     """One pod's requests and placement constraints."""
 
@@ -82,6 +119,7 @@ class PodSpec:
     anti_affinity: str | None = None  # the PAIR_LABEL value this pod must not share a node with
     devices: int = 0  # devices of the fake DRA driver it claims (through a ResourceClaimTemplate)
     gang: str | None = None  # the PodGroup it is a member of (spec.schedulingGroup)
+    task_group: TaskGroup | None = None  # the YuniKorn gang it is a member of (yunikorn-gang)
 
     def spec_fields(self) -> dict[str, Any]:
         """The pod spec fields this shape sets (merged into the load's pod manifest)."""
@@ -126,6 +164,11 @@ def _spread(pods: int, nodes: int) -> list[int]:
     return [pods // nodes + (1 if i < pods % nodes else 0) for i in range(nodes)]
 
 
+def _in_turn(nodes: int, pods: int) -> tuple[int, ...]:
+    """Pod j planned on node j mod nodes."""
+    return tuple(j % nodes for j in range(pods))
+
+
 def _filled(counts: list[int], spare: int = 0, **node: Any) -> list[NodeSpec]:
     """Nodes holding exactly `counts` unit pods, plus `spare` unit slots (an empty node keeps one slot)."""
     out = []
@@ -148,8 +191,7 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
     rng = random.Random(f"kfp-shape:{drawn}:{nodes}:{pods}:{seed}")
     match shape:
         case "roomy":
-            return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods,
-                            tuple(j % nodes for j in range(pods)))
+            return Workload(shape, (ROOMY_NODE,) * nodes, (PodSpec(100, 64),) * pods, _in_turn(nodes, pods))
         case "exact-fill":
             return Workload(shape, tuple(_filled(_spread(pods, nodes))), (_unit(),) * pods,
                             tuple(j % nodes for j in range(pods)))
@@ -197,7 +239,16 @@ def generate(shape: str, nodes: int, pods: int, seed: int) -> Workload:
             return dataclasses.replace(workload, shape=shape, late_nodes=max(late, 0))
         case "dra" | "dra-binding":
             return _devices(rng, shape, nodes, pods)
-    raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(ALL_SHAPES)}")
+        case "yunikorn-gang":
+            return _yunikorn_gangs(nodes, pods)
+    raise ValueError(f"unknown workload shape {shape!r}; known: {', '.join(SCENARIO_SHAPES)}")
+
+
+def _yunikorn_gangs(nodes: int, pods: int) -> Workload:
+    """Roomy nodes, and each pod a YuniKorn application of one task group of nodes + 1 placeholders of its size."""
+    groups = [TaskGroup(f"g{j}", nodes + 1, YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S) for j in range(pods)]
+    return Workload(YUNIKORN_GANG, (ROOMY_NODE,) * nodes,
+                    tuple(PodSpec(YG_CPU_M, YG_MEMORY_MI, task_group=g) for g in groups), _in_turn(nodes, pods))
 
 
 def _devices(rng: random.Random, shape: str, nodes: int, pods: int) -> Workload:
