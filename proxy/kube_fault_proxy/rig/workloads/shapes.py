@@ -57,13 +57,15 @@ GANG_SIZES = (2, 4)  # the fewest and most members of one gang
 YK = "yunikorn.apache.org/"  # the domain of YuniKorn's pod annotations
 
 
-def claim_template(devices: int) -> str:
-    """The ResourceClaimTemplate (workloads/dra.py publishes it) whose claims ask for `devices` devices."""
-    return f"kfp-devices-{devices}"
 # yunikorn-gang: each placeholder (and pod) 12 cpu and 1Gi, so one fits a 16-cpu node; a 3 s placeholder timeout
 YG_CPU_M, YG_MEMORY_MI, YG_TIMEOUT_S = 12000, 1024, 3
 UNIT_CPU, MIB_PER_MILLICPU = 500, 2  # exact-fill's pod: 500m and 1000Mi
 SIZES = (250, 500, 1000, 1500)  # mixed's pod sizes (millicpu; memory in proportion)
+
+
+def claim_template(devices: int) -> str:
+    """The ResourceClaimTemplate (workloads/dra.py publishes it) whose claims ask for `devices` devices."""
+    return f"kfp-devices-{devices}"
 
 
 @dataclass(frozen=True)
