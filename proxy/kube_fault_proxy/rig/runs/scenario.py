@@ -12,6 +12,7 @@ from kube_fault_proxy.proxy.profiles.loader import Problem, ProfileError, compos
 from kube_fault_proxy.proxy.profiles.profile import NAME_PATTERN
 from kube_fault_proxy.proxy.schema.strict import Duration, StrictModel
 from kube_fault_proxy.rig.invariants.catalogue import lookup
+from kube_fault_proxy.rig.workloads.shapes import YUNIKORN_GANG
 
 Scheduler = Literal["kube-scheduler", "yunikorn"]
 # An expectation is for a scheduler, or for one build of it: `yunikorn+<patch name>` is YuniKorn
@@ -33,7 +34,7 @@ class ClusterSpec(StrictModel):
 # beforeScheduler: the scheduler under test is stopped before the load and started after it (its
 # first list is the wave).
 HoldBack = Literal["schedulingGates", "beforeScheduler"]
-YUNIKORN_ONLY = "yunikorn-gang"  # rig.shapes.YUNIKORN_GANG: the shape only YuniKorn schedules
+YUNIKORN_ONLY = YUNIKORN_GANG  # the shape only YuniKorn schedules
 # rig.shapes.SCENARIO_SHAPES
 Shape = Literal["roomy", "exact-fill", "mixed", "tainted", "anti-affinity", "dra", "dra-binding", "gang", "gang-late",
                 "yunikorn-gang"]
